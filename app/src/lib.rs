@@ -1,0 +1,1 @@
+//! The Deck console (server-rendered). Pages land with the console issue.

@@ -1,0 +1,1 @@
+//! Awaiting job results: same-process push, cross-process polling. (Lands with the engine issue.)

@@ -1,0 +1,80 @@
+//! Typed errors of the engine. Each variant carries what an operator needs to fix the cause;
+//! the binary adds context and prints the chain.
+
+use crate::model::{JobId, JobState};
+use crate::validation::ValidationError;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Input was rejected before anything was written.
+    #[error(transparent)]
+    Invalid(#[from] ValidationError),
+
+    /// The database URL or connection string cannot be used.
+    #[error("cannot use database {url:?}: {cause}\n  help: {help}")]
+    Config {
+        url: String,
+        cause: String,
+        help: String,
+    },
+
+    /// The database could not be opened or reached.
+    #[error("cannot open database {url:?}\n  cause: {cause}\n  help: {help}")]
+    Unavailable {
+        url: String,
+        cause: String,
+        help: String,
+    },
+
+    /// The schema is missing, too new, or not the shape this version expects.
+    #[error("database schema problem: {problem}\n  help: {help}")]
+    Schema { problem: String, help: String },
+
+    /// No job with this id in the pillars the operation looks at.
+    #[error("job {0} not found")]
+    JobNotFound(JobId),
+
+    /// The job exists but is in a state where this operation makes no sense
+    /// (editing a running job, resurrecting a pending one, ...).
+    #[error("job {id} is {state}; cannot {action}")]
+    InvalidState {
+        id: JobId,
+        state: JobState,
+        action: &'static str,
+    },
+
+    /// Any other failure from the database driver. `transient` faults (busy, deadlock,
+    /// throttling, broken connection) are safe to retry on idempotent paths.
+    #[error("database error during {operation}: {message}")]
+    Database {
+        operation: &'static str,
+        message: String,
+        transient: bool,
+    },
+
+    /// The store was closed (shutdown) while an operation was waiting.
+    #[error("store is closed")]
+    Closed,
+}
+
+impl StoreError {
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Database {
+                transient: true,
+                ..
+            }
+        )
+    }
+
+    pub fn database(operation: &'static str, err: impl std::fmt::Display, transient: bool) -> Self {
+        StoreError::Database {
+            operation,
+            message: err.to_string(),
+            transient,
+        }
+    }
+}
+
+pub type StoreResult<T> = Result<T, StoreError>;

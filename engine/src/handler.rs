@@ -1,0 +1,1 @@
+//! Handler trait, registry by type key, middleware. (Lands with the engine issue.)

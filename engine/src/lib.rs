@@ -1,0 +1,21 @@
+//! deck-engine: durable background jobs on SQL Server or an embedded SQLite file.
+//!
+//! Everything about jobs and nothing about HTTP: the model, the store contract and its
+//! backends, the worker runtime, handlers and awaitable results.
+
+pub mod channel;
+pub mod engine;
+pub mod error;
+pub mod handler;
+pub mod model;
+pub mod query;
+pub mod runtime;
+pub mod store;
+pub mod telemetry;
+pub mod validation;
+
+pub use error::{StoreError, StoreResult};
+pub use model::*;
+pub use query::*;
+pub use store::{Store, StoreOptions, open_store};
+pub use telemetry::*;

@@ -1,0 +1,306 @@
+//! Committed reads: job list filters, whitelisted sorts and keyset paging.
+//!
+//! Paging is keyset-based (sort value + id as tie-breaker), never OFFSET, so the last page
+//! of a million-row archive costs what the first one does.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::model::{
+    FailureReason, HotStatus, Job, JobId, JobState, ParseEnumError, Pillar, Timestamp,
+};
+
+/// Narrow a job list. Every field is optional; all given fields must match.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobFilter {
+    pub queue: Option<String>,
+    pub job_type: Option<String>,
+    /// Only for the active source.
+    pub status: Option<HotStatus>,
+    /// Only for the DLQ source.
+    pub reason: Option<FailureReason>,
+    /// Jobs carrying exactly this tag.
+    pub tag: Option<String>,
+    /// Case-insensitive substring over id, type, tags and last error.
+    pub text: Option<String>,
+    pub created_from: Option<Timestamp>,
+    pub created_to: Option<Timestamp>,
+    /// Archive and DLQ only.
+    pub finished_from: Option<Timestamp>,
+    pub finished_to: Option<Timestamp>,
+}
+
+impl JobFilter {
+    pub fn is_empty(&self) -> bool {
+        *self == JobFilter::default()
+    }
+}
+
+/// Sortable columns. The store maps each to a fixed column name: never spliced from input.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SortColumn {
+    CreatedAt,
+    ScheduledAt,
+    /// Archive and DLQ only; on the active source it falls back to `CreatedAt`.
+    FinishedAt,
+    Priority,
+    Attempt,
+    Queue,
+    JobType,
+}
+
+impl SortColumn {
+    pub const ALL: [SortColumn; 7] = [
+        SortColumn::CreatedAt,
+        SortColumn::ScheduledAt,
+        SortColumn::FinishedAt,
+        SortColumn::Priority,
+        SortColumn::Attempt,
+        SortColumn::Queue,
+        SortColumn::JobType,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SortColumn::CreatedAt => "created",
+            SortColumn::ScheduledAt => "scheduled",
+            SortColumn::FinishedAt => "finished",
+            SortColumn::Priority => "priority",
+            SortColumn::Attempt => "attempt",
+            SortColumn::Queue => "queue",
+            SortColumn::JobType => "type",
+        }
+    }
+}
+
+impl fmt::Display for SortColumn {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SortColumn {
+    type Err = ParseEnumError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|c| c.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| {
+                ParseEnumError::new(
+                    "sort column",
+                    s,
+                    "created, scheduled, finished, priority, attempt, queue, type",
+                )
+            })
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SortDirection {
+    Asc,
+    #[default]
+    Desc,
+}
+
+impl SortDirection {
+    pub fn reversed(self) -> Self {
+        match self {
+            SortDirection::Asc => SortDirection::Desc,
+            SortDirection::Desc => SortDirection::Asc,
+        }
+    }
+}
+
+impl FromStr for SortDirection {
+    type Err = ParseEnumError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "asc" => Ok(SortDirection::Asc),
+            "desc" => Ok(SortDirection::Desc),
+            _ => Err(ParseEnumError::new("sort direction", s, "asc, desc")),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSort {
+    pub column: SortColumn,
+    pub direction: SortDirection,
+}
+
+impl Default for JobSort {
+    fn default() -> Self {
+        JobSort {
+            column: SortColumn::CreatedAt,
+            direction: SortDirection::Desc,
+        }
+    }
+}
+
+/// A position in a sorted list: the sort key of a row plus its id (the tie-breaker).
+/// Opaque to callers; rendered into URLs with `Display` and parsed back with `FromStr`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Cursor {
+    /// The row's sort value in a backend-neutral text form (integer, timestamp in
+    /// microseconds since the epoch, or text).
+    pub key: String,
+    pub id: JobId,
+}
+
+impl fmt::Display for Cursor {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}~{}", self.id, self.key)
+    }
+}
+
+impl FromStr for Cursor {
+    type Err = ParseEnumError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let (id, key) = s.split_once('~').ok_or_else(|| {
+            ParseEnumError::new("page cursor", s, "a cursor taken from a page link")
+        })?;
+        let id = id.parse().map_err(|_| {
+            ParseEnumError::new("page cursor", s, "a cursor taken from a page link")
+        })?;
+        Ok(Cursor {
+            key: key.to_string(),
+            id,
+        })
+    }
+}
+
+/// Which page of a sorted list to read.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum PagePosition {
+    #[default]
+    First,
+    Last,
+    /// Rows after this one in sort order.
+    After(Cursor),
+    /// Rows before this one in sort order.
+    Before(Cursor),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobQuery {
+    pub source: Pillar,
+    pub filter: JobFilter,
+    pub sort: JobSort,
+    pub position: PagePosition,
+    /// Rows per page (the store caps it at `MAX_PAGE_SIZE`).
+    pub page_size: u32,
+}
+
+pub const MAX_PAGE_SIZE: u32 = 500;
+
+impl JobQuery {
+    pub fn new(source: Pillar) -> Self {
+        JobQuery {
+            source,
+            filter: JobFilter::default(),
+            sort: JobSort::default(),
+            position: PagePosition::First,
+            page_size: 50,
+        }
+    }
+}
+
+/// One row of a job list: enough for a table, not the payload.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobSummary {
+    pub id: JobId,
+    pub queue: String,
+    pub job_type: String,
+    pub state: JobState,
+    pub priority: i32,
+    pub tags: Vec<String>,
+    pub attempt: u32,
+    pub created_at: Timestamp,
+    pub scheduled_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    pub worker_id: Option<String>,
+    /// The last attempt's error message (truncated by the store to a few hundred chars).
+    pub last_error: Option<String>,
+}
+
+impl From<&Job> for JobSummary {
+    fn from(job: &Job) -> Self {
+        JobSummary {
+            id: job.id,
+            queue: job.queue.clone(),
+            job_type: job.job_type.clone(),
+            state: job.state,
+            priority: job.priority,
+            tags: job.tags.clone(),
+            attempt: job.attempt,
+            created_at: job.created_at,
+            scheduled_at: job.scheduled_at,
+            started_at: job.started_at,
+            finished_at: job.finished_at,
+            worker_id: job.worker_id.clone(),
+            last_error: job
+                .last_error()
+                .map(|e| e.message.chars().take(300).collect()),
+        }
+    }
+}
+
+/// A page of rows in sort order, with cursors to its neighbours.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    /// Cursor of the first row, when rows exist before it.
+    pub prev: Option<Cursor>,
+    /// Cursor of the last row, when rows exist after it.
+    pub next: Option<Cursor>,
+}
+
+/// Bulk actions over a filter (DLQ) or a selection of ids.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BulkAction {
+    /// DLQ → pending (attempts reset).
+    Resurrect,
+    /// Pending/fetched → DLQ `Cancelled`; processing → cancel requested.
+    Cancel,
+    /// Delete for good.
+    Purge,
+}
+
+impl BulkAction {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BulkAction::Resurrect => "resurrect",
+            BulkAction::Cancel => "cancel",
+            BulkAction::Purge => "purge",
+        }
+    }
+}
+
+impl FromStr for BulkAction {
+    type Err = ParseEnumError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "resurrect" | "retry" => Ok(BulkAction::Resurrect),
+            "cancel" => Ok(BulkAction::Cancel),
+            "purge" | "delete" => Ok(BulkAction::Purge),
+            _ => Err(ParseEnumError::new(
+                "bulk action",
+                s,
+                "resurrect, cancel, purge",
+            )),
+        }
+    }
+}
+
+/// What a bulk action over a filter would touch (committed read).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BulkPreview {
+    pub matching: u64,
+    pub sample: Vec<JobSummary>,
+}

@@ -1,0 +1,211 @@
+//! The store contract: every database operation the runtime, the console and the API need,
+//! grouped by consistency class (DESIGN §4). One trait, one conformance suite
+//! (`conformance`), one module per backend.
+//!
+//! Conventions every backend follows:
+//! - Validation (`crate::validation`) runs before anything is written; a rejected request
+//!   writes nothing.
+//! - Every move between pillars is one transaction that also updates the per-queue counters,
+//!   the per-minute metric buckets and the DLQ error groups; it happens completely or not at all.
+//! - Worker-owned transitions require `worker_id` to match and the expected status; otherwise
+//!   they report `Applied::NotApplied` and change nothing.
+//! - Times that decide correctness (due, expiry, heartbeat age) come from the database clock.
+//! - Final transitions (to archive or DLQ) enqueue the job's continuation, when it has one
+//!   whose trigger fires, in the same transaction.
+
+use async_trait::async_trait;
+
+use crate::error::StoreResult;
+use crate::model::{
+    Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
+    EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId, NewAuditEntry, Pillar,
+    PruneReport, QueueConfig, QueuePatch, RescuePolicy, RescueReport, RetentionPolicy, Timestamp,
+};
+use crate::query::{BulkAction, BulkPreview, JobFilter, JobQuery, JobSummary, Page};
+use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
+
+pub mod open;
+pub mod sqlite;
+pub mod sqlserver;
+
+#[cfg(any(test, feature = "testing"))]
+pub mod conformance;
+
+pub use open::{SqliteSynchronous, StoreOptions, open_store};
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Backend name for logs and metrics: `"sqlite"` or `"sqlserver"`.
+    fn backend(&self) -> &'static str;
+
+    /// A cheap round trip proving the database answers and the schema is in place (`/readyz`).
+    async fn ping(&self) -> StoreResult<()>;
+
+    // ------------------------------------------------------------------ transitions: producers
+
+    /// Insert one pending job. With an idempotency key that an active (hot) job already holds,
+    /// nothing is written and that job's id comes back with `created: false`.
+    /// Creates the queue's settings row on first use.
+    async fn enqueue(&self, req: EnqueueRequest) -> StoreResult<EnqueueOutcome>;
+
+    /// Insert many jobs in one transaction, with the same idempotency rule per job (also
+    /// between jobs of the same batch). Outcomes are in request order. Any invalid request
+    /// rejects the whole batch before anything is written.
+    async fn enqueue_batch(&self, reqs: Vec<EnqueueRequest>) -> StoreResult<Vec<EnqueueOutcome>>;
+
+    // ------------------------------------------------------------------ transitions: workers
+
+    /// Claim up to `limit` due pending jobs from unpaused queues (highest priority first, then
+    /// earliest due, then id) and mark them `Fetched` by `worker_id`. Each queue's `max_workers`
+    /// holds cluster-wide and inside this batch: fetched + processing + claimed ≤ max.
+    /// Jobs whose `expires_at` has passed are not claimed (the rescue sweep dead-letters them).
+    async fn claim_batch(&self, req: ClaimRequest) -> StoreResult<Vec<Job>>;
+
+    /// The ownership check before user code runs: `Fetched` by `worker_id` → `Processing`,
+    /// attempt + 1, `started_at` and `heartbeat_at` = now. Returns the ids that were started;
+    /// an id missing from the answer must not run (it was released, rescued or cancelled).
+    async fn mark_processing(&self, worker_id: &str, ids: &[JobId]) -> StoreResult<Vec<JobId>>;
+
+    /// Write `heartbeat_at` = now on each `Processing` job still owned by `worker_id`, and
+    /// report which of them an operator asked to cancel and which are no longer owned.
+    async fn heartbeat(&self, worker_id: &str, ids: &[JobId]) -> StoreResult<HeartbeatReport>;
+
+    /// `Fetched` by `worker_id` → `Pending` (prefetch buffer released on pause or shutdown, or a
+    /// circuit-breaker deferral when `run_at` is given). No attempt is spent. Returns how many.
+    async fn release(
+        &self,
+        worker_id: &str,
+        ids: &[JobId],
+        run_at: Option<Timestamp>,
+    ) -> StoreResult<u64>;
+
+    /// Finish jobs `Processing` by `worker_id`, all in one transaction (group commit).
+    /// Returns one `Applied` per completion, in order; `NotApplied` when the job is no longer
+    /// this worker's (a zombie rescued meanwhile, a racing completion, a purge).
+    async fn complete(
+        &self,
+        worker_id: &str,
+        completions: Vec<Completion>,
+    ) -> StoreResult<Vec<Applied>>;
+
+    // ------------------------------------------------------------------ transitions: operators
+
+    /// Pending or fetched → DLQ `Cancelled` at once; processing → `cancel_requested`, which the
+    /// owning worker (in any instance) picks up with its next heartbeat.
+    async fn cancel(&self, id: JobId) -> StoreResult<CancelOutcome>;
+
+    /// DLQ → pending, due now, attempts and worker cleared, error history kept, optionally with
+    /// edits (the first payload is kept in `original_payload`). If an active job now holds the
+    /// job's idempotency key, the resurrected job loses its key rather than failing.
+    /// `Err(JobNotFound)` when the job is not in the DLQ.
+    async fn resurrect(&self, id: JobId, edit: Option<JobEdit>) -> StoreResult<Applied>;
+
+    /// Edit a pending (hot) or dead (DLQ) job in place, keeping the first payload in
+    /// `original_payload`. `Err(InvalidState)` for fetched, processing or archived jobs.
+    async fn edit_job(&self, id: JobId, edit: JobEdit) -> StoreResult<Job>;
+
+    /// Delete jobs for good from one pillar (hot: only pending ones). Counters follow.
+    /// Returns how many rows went.
+    async fn purge(&self, source: Pillar, ids: &[JobId]) -> StoreResult<u64>;
+
+    /// Apply a bulk action to selected jobs of one pillar. Returns how many were affected.
+    /// Resurrect: DLQ only. Cancel: hot only. Purge: as `purge`.
+    async fn bulk_by_ids(
+        &self,
+        action: BulkAction,
+        source: Pillar,
+        ids: &[JobId],
+    ) -> StoreResult<u64>;
+
+    /// Committed read: how many jobs of `source` match `filter`, and the first `sample` of them
+    /// (newest first).
+    async fn bulk_preview(
+        &self,
+        source: Pillar,
+        filter: &JobFilter,
+        sample: u32,
+    ) -> StoreResult<BulkPreview>;
+
+    /// Apply a bulk action to at most `cap` jobs matching `filter`, in bounded transactions of a
+    /// few hundred rows each. Returns how many were affected.
+    async fn bulk_by_filter(
+        &self,
+        action: BulkAction,
+        source: Pillar,
+        filter: &JobFilter,
+        cap: u32,
+    ) -> StoreResult<u64>;
+
+    // ------------------------------------------------------------------ queues and settings
+
+    /// Committed read of every queue's settings row, by name.
+    async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>>;
+
+    /// Create or update a queue's settings (validated first). Takes effect on every instance.
+    async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig>;
+
+    /// Engine-wide settings; defaults when none were saved yet.
+    async fn load_settings(&self) -> StoreResult<EngineSettings>;
+
+    async fn save_settings(&self, settings: &EngineSettings) -> StoreResult<()>;
+
+    // ------------------------------------------------------------------ maintenance
+
+    /// One rescue sweep: stale `Fetched` → pending; expired heartbeats → DLQ `Zombie` (per-queue
+    /// zombie timeout, else the default); jobs of instances whose heartbeat is older than
+    /// `dead_instance_timeout` rescued at once the same way; pending jobs past `expires_at` →
+    /// DLQ `Expired`; instance rows gone for over an hour deleted.
+    async fn rescue(&self, policy: &RescuePolicy) -> StoreResult<RescueReport>;
+
+    /// Delete archive, DLQ, metric bucket and audit rows older than the policy says, in
+    /// transactions of at most `batch_size` rows, counters following.
+    async fn prune(&self, policy: &RetentionPolicy) -> StoreResult<PruneReport>;
+
+    // ------------------------------------------------------------------ instances
+
+    /// Insert or refresh this instance's row (`heartbeat_at` = now, worker counts).
+    async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<()>;
+
+    /// Mark an instance as gone (clean shutdown) so its leftovers are rescued at the next sweep.
+    async fn deregister_instance(&self, id: &str) -> StoreResult<()>;
+
+    /// Instances whose heartbeat is at most `max_age` old, newest first.
+    async fn list_instances(&self, max_age: std::time::Duration) -> StoreResult<Vec<InstanceInfo>>;
+
+    // ------------------------------------------------------------------ audit log
+
+    async fn append_audit(&self, entry: NewAuditEntry) -> StoreResult<AuditEntry>;
+
+    /// Newest first; `before_id` pages back.
+    async fn list_audit(&self, before_id: Option<i64>, limit: u32) -> StoreResult<Vec<AuditEntry>>;
+
+    // ------------------------------------------------------------------ committed reads
+
+    /// One job from whichever pillar holds it.
+    async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>>;
+
+    /// Those of `ids` that have finished (archive or DLQ), for result waiters.
+    async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>>;
+
+    /// A keyset page of one pillar, filtered and sorted by a whitelisted column with the id as
+    /// tie-breaker.
+    async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<JobSummary>>;
+
+    // ------------------------------------------------------------------ telemetry (approximate)
+
+    async fn summary(&self) -> StoreResult<Summary>;
+
+    /// Every queue that has a settings row or jobs, with live counts and lag.
+    async fn queue_stats(&self) -> StoreResult<Vec<QueueStats>>;
+
+    /// The last `minutes` per-minute buckets, oldest first, missing minutes filled with zeros;
+    /// one queue or all.
+    async fn throughput(
+        &self,
+        minutes: u32,
+        queue: Option<&str>,
+    ) -> StoreResult<Vec<ThroughputBucket>>;
+
+    /// The largest groups of DLQ jobs by (reason, error prefix).
+    async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>>;
+}

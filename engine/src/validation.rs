@@ -1,0 +1,376 @@
+//! Envelope limits, checked before anything is written. Every store calls these at the top
+//! of its write paths, so a bad request never leaves half a job behind.
+
+use crate::model::{EnqueueRequest, JobEdit, QueuePatch};
+
+/// Largest payload (and default largest result), in bytes of JSON text.
+pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
+/// Longest queue name, type key, idempotency key, correlation id or created-by.
+pub const MAX_NAME_CHARS: usize = 255;
+/// Longest tag list, counted as the tags joined with commas.
+pub const MAX_TAGS_CHARS: usize = 1000;
+/// Largest batch accepted by one enqueue call.
+pub const MAX_BATCH: usize = 10_000;
+
+/// What is wrong with a piece of input and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {field}: {problem} ({help})")]
+pub struct ValidationError {
+    /// The input field, as the API names it (`queue`, `payload`, `tags[2]`, ...).
+    pub field: String,
+    pub problem: String,
+    pub help: String,
+}
+
+impl ValidationError {
+    pub fn new(
+        field: impl Into<String>,
+        problem: impl Into<String>,
+        help: impl Into<String>,
+    ) -> Self {
+        ValidationError {
+            field: field.into(),
+            problem: problem.into(),
+            help: help.into(),
+        }
+    }
+}
+
+/// Queue names, type keys and the like: 1–255 characters, no control characters, no
+/// surrounding whitespace.
+pub fn validate_name(field: &str, value: &str) -> Result<(), ValidationError> {
+    if value.is_empty() {
+        return Err(ValidationError::new(
+            field,
+            "is empty",
+            format!("give a {field} of 1 to {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    let chars = value.chars().count();
+    if chars > MAX_NAME_CHARS {
+        return Err(ValidationError::new(
+            field,
+            format!("is {chars} characters long"),
+            format!("use at most {MAX_NAME_CHARS} characters"),
+        ));
+    }
+    if value.chars().any(char::is_control) {
+        return Err(ValidationError::new(
+            field,
+            "contains control characters",
+            "remove tabs, newlines and other control characters",
+        ));
+    }
+    if value.trim() != value {
+        return Err(ValidationError::new(
+            field,
+            "has leading or trailing whitespace",
+            "trim the value",
+        ));
+    }
+    Ok(())
+}
+
+fn validate_optional_name(field: &str, value: Option<&str>) -> Result<(), ValidationError> {
+    value.map_or(Ok(()), |v| validate_name(field, v))
+}
+
+/// Tags: each non-empty, without commas or control characters, at most 1000 characters
+/// in total (joined with commas).
+pub fn validate_tags(tags: &[String]) -> Result<(), ValidationError> {
+    for (i, tag) in tags.iter().enumerate() {
+        let field = format!("tags[{i}]");
+        if tag.is_empty() || tag.trim() != tag {
+            return Err(ValidationError::new(
+                field,
+                "is empty or has surrounding whitespace",
+                "give non-empty, trimmed tags",
+            ));
+        }
+        if tag.contains(',') || tag.chars().any(char::is_control) {
+            return Err(ValidationError::new(
+                field,
+                "contains a comma or control character",
+                "use tags without commas",
+            ));
+        }
+    }
+    let joined: usize =
+        tags.iter().map(|t| t.chars().count()).sum::<usize>() + tags.len().saturating_sub(1);
+    if joined > MAX_TAGS_CHARS {
+        return Err(ValidationError::new(
+            "tags",
+            format!("are {joined} characters long together"),
+            format!("keep all tags together within {MAX_TAGS_CHARS} characters"),
+        ));
+    }
+    Ok(())
+}
+
+/// Payloads and results: valid JSON text within the size limit.
+pub fn validate_json(field: &str, text: &str, max_bytes: usize) -> Result<(), ValidationError> {
+    if text.len() > max_bytes {
+        return Err(ValidationError::new(
+            field,
+            format!("is {} bytes", text.len()),
+            format!(
+                "keep it within {max_bytes} bytes; store large data elsewhere and pass a reference"
+            ),
+        ));
+    }
+    if let Err(e) = serde_json::from_str::<serde::de::IgnoredAny>(text) {
+        return Err(ValidationError::new(
+            field,
+            format!("is not valid JSON: {e}"),
+            "send JSON text, e.g. {\"order\": 42}",
+        ));
+    }
+    Ok(())
+}
+
+/// The whole envelope of an enqueue. An empty payload is normalised to `null` by the caller
+/// (`normalize_payload`).
+pub fn validate_enqueue(req: &EnqueueRequest) -> Result<(), ValidationError> {
+    validate_name("queue", &req.queue)?;
+    validate_name("job_type", &req.job_type)?;
+    validate_json(
+        "payload",
+        normalize_payload(&req.payload),
+        MAX_PAYLOAD_BYTES,
+    )?;
+    validate_tags(&req.tags)?;
+    validate_optional_name("idempotency_key", req.idempotency_key.as_deref())?;
+    validate_optional_name("correlation_id", req.correlation_id.as_deref())?;
+    validate_optional_name("created_by", req.created_by.as_deref())?;
+    if req.scheduled_at.is_some() && req.delay_ms.is_some() {
+        return Err(ValidationError::new(
+            "delay_ms",
+            "was given together with scheduled_at",
+            "give either a delay or a schedule, not both",
+        ));
+    }
+    if req.max_attempts == Some(0) {
+        return Err(ValidationError::new(
+            "max_attempts",
+            "is 0",
+            "give at least 1 (the first run counts)",
+        ));
+    }
+    if let Some(c) = &req.continuation {
+        validate_name("continuation.queue", &c.queue)?;
+        validate_name("continuation.job_type", &c.job_type)?;
+    }
+    Ok(())
+}
+
+pub fn validate_batch(reqs: &[EnqueueRequest]) -> Result<(), ValidationError> {
+    if reqs.len() > MAX_BATCH {
+        return Err(ValidationError::new(
+            "jobs",
+            format!("holds {} jobs", reqs.len()),
+            format!("send at most {MAX_BATCH} jobs per batch"),
+        ));
+    }
+    for (i, req) in reqs.iter().enumerate() {
+        validate_enqueue(req).map_err(|e| ValidationError {
+            field: format!("jobs[{i}].{}", e.field),
+            ..e
+        })?;
+    }
+    Ok(())
+}
+
+pub fn validate_edit(edit: &JobEdit) -> Result<(), ValidationError> {
+    if let Some(payload) = &edit.payload {
+        validate_json("payload", normalize_payload(payload), MAX_PAYLOAD_BYTES)?;
+    }
+    if let Some(tags) = &edit.tags {
+        validate_tags(tags)?;
+    }
+    validate_optional_name("queue", edit.queue.as_deref())?;
+    Ok(())
+}
+
+pub fn validate_queue_patch(patch: &QueuePatch) -> Result<(), ValidationError> {
+    if patch.max_workers == Some(Some(0)) {
+        return Err(ValidationError::new(
+            "max_workers",
+            "is 0",
+            "pause the queue instead, or give at least 1",
+        ));
+    }
+    for (field, value) in [
+        ("zombie_timeout_secs", patch.zombie_timeout_secs),
+        ("execution_timeout_secs", patch.execution_timeout_secs),
+    ] {
+        if value == Some(Some(0)) {
+            return Err(ValidationError::new(
+                field,
+                "is 0",
+                "give at least 1 second, or clear it to use the default",
+            ));
+        }
+    }
+    if let (Some(Some(warn)), Some(Some(crit))) = (patch.lag_warn_secs, patch.lag_crit_secs)
+        && crit < warn
+    {
+        return Err(ValidationError::new(
+            "lag_crit_secs",
+            "is below lag_warn_secs",
+            "make the critical threshold at least the warning one",
+        ));
+    }
+    Ok(())
+}
+
+/// An empty payload means JSON `null`.
+pub fn normalize_payload(payload: &str) -> &str {
+    if payload.trim().is_empty() {
+        "null"
+    } else {
+        payload
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn req() -> EnqueueRequest {
+        EnqueueRequest::new("emails", "send_welcome", r#"{"user":1}"#)
+    }
+
+    #[test]
+    fn accepts_a_normal_request() {
+        assert_eq!(validate_enqueue(&req()), Ok(()));
+    }
+
+    #[test]
+    fn empty_payload_is_null() {
+        let r = EnqueueRequest {
+            payload: String::new(),
+            ..req()
+        };
+        assert_eq!(validate_enqueue(&r), Ok(()));
+        assert_eq!(normalize_payload("  "), "null");
+    }
+
+    #[test]
+    fn rejects_bad_names() {
+        let e = validate_enqueue(&EnqueueRequest {
+            queue: String::new(),
+            ..req()
+        })
+        .unwrap_err();
+        assert_eq!(e.field, "queue");
+        let e = validate_enqueue(&EnqueueRequest {
+            job_type: "x".repeat(256),
+            ..req()
+        })
+        .unwrap_err();
+        assert_eq!(e.field, "job_type");
+        assert!(e.problem.contains("256"));
+        assert!(
+            validate_enqueue(&EnqueueRequest {
+                job_type: "x".repeat(255),
+                ..req()
+            })
+            .is_ok()
+        );
+        let e = validate_enqueue(&EnqueueRequest {
+            queue: "a\nb".into(),
+            ..req()
+        })
+        .unwrap_err();
+        assert!(e.problem.contains("control"));
+        let e = validate_enqueue(&EnqueueRequest {
+            queue: " a".into(),
+            ..req()
+        })
+        .unwrap_err();
+        assert!(e.problem.contains("whitespace"));
+    }
+
+    #[test]
+    fn rejects_oversized_or_invalid_payload() {
+        let big = format!("\"{}\"", "x".repeat(MAX_PAYLOAD_BYTES));
+        let e = validate_enqueue(&EnqueueRequest {
+            payload: big,
+            ..req()
+        })
+        .unwrap_err();
+        assert_eq!(e.field, "payload");
+        assert!(e.problem.contains("bytes"));
+        let exactly = format!("\"{}\"", "x".repeat(MAX_PAYLOAD_BYTES - 2));
+        assert!(
+            validate_enqueue(&EnqueueRequest {
+                payload: exactly,
+                ..req()
+            })
+            .is_ok()
+        );
+        let e = validate_enqueue(&EnqueueRequest {
+            payload: "{oops".into(),
+            ..req()
+        })
+        .unwrap_err();
+        assert!(e.problem.contains("not valid JSON"));
+    }
+
+    #[test]
+    fn tag_limits() {
+        let ok: Vec<String> = (0..100).map(|i| format!("t{i:07}")).collect(); // 100*8 + 99 = 899
+        assert!(validate_tags(&ok).is_ok());
+        let too_long: Vec<String> = (0..112).map(|i| format!("t{i:07}")).collect(); // 112*8 + 111 = 1007
+        assert_eq!(validate_tags(&too_long).unwrap_err().field, "tags");
+        assert_eq!(validate_tags(&["a,b".into()]).unwrap_err().field, "tags[0]");
+        assert_eq!(
+            validate_tags(&["ok".into(), "".into()]).unwrap_err().field,
+            "tags[1]"
+        );
+    }
+
+    #[test]
+    fn schedule_and_delay_are_exclusive() {
+        let r = EnqueueRequest {
+            scheduled_at: Some(chrono::Utc::now()),
+            delay_ms: Some(5),
+            ..req()
+        };
+        assert_eq!(validate_enqueue(&r).unwrap_err().field, "delay_ms");
+    }
+
+    #[test]
+    fn batch_errors_name_the_index() {
+        let reqs = vec![
+            req(),
+            EnqueueRequest {
+                queue: String::new(),
+                ..req()
+            },
+        ];
+        assert_eq!(validate_batch(&reqs).unwrap_err().field, "jobs[1].queue");
+    }
+
+    #[test]
+    fn queue_patch_limits() {
+        let p = QueuePatch {
+            max_workers: Some(Some(0)),
+            ..Default::default()
+        };
+        assert_eq!(validate_queue_patch(&p).unwrap_err().field, "max_workers");
+        let p = QueuePatch {
+            lag_warn_secs: Some(Some(60)),
+            lag_crit_secs: Some(Some(10)),
+            ..Default::default()
+        };
+        assert_eq!(validate_queue_patch(&p).unwrap_err().field, "lag_crit_secs");
+        assert!(
+            validate_queue_patch(&QueuePatch {
+                max_workers: Some(None),
+                ..Default::default()
+            })
+            .is_ok()
+        );
+    }
+}
