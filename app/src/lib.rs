@@ -1,1 +1,164 @@
-//! The Deck console (server-rendered). Pages land with the console issue.
+//! The Deck console: server-rendered Leptos pages (no WebAssembly, no hydration), actions as
+//! server functions answering plain form posts, and live panels pushed over SSE.
+//!
+//! Mount it with [`console_router`]; it brings its own auth, CSRF protection and assets.
+
+pub mod actions;
+pub mod assets;
+pub mod auth;
+pub mod bulk_runner;
+pub mod components;
+pub mod diff;
+pub mod format;
+pub mod list_params;
+pub mod live;
+pub mod pages;
+pub mod request;
+pub mod session;
+pub mod state;
+pub mod telemetry_view;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::Query as AxumQuery;
+use axum::http::{HeaderValue, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::get;
+use leptos::prelude::*;
+use leptos_axum::{LeptosRoutes, generate_route_list};
+use leptos_meta::{MetaTags, Title, provide_meta_context};
+use leptos_router::components::{Route, Router as LeptosRouter, Routes};
+use leptos_router::{SsrMode, path};
+
+pub use auth::{AuthConfig, Role, UserConfig};
+pub use state::{Console, ConsoleBackend, ConsoleOptions, StoreBackend};
+pub use telemetry_view::{BreakerState, BreakerView, ConsoleEvent, EventLevel, RuntimeView};
+
+use pages::admin::{AuditPage, InstancesPage, SettingsPage};
+use pages::bulk::{BulkPage, BulkRunPage};
+use pages::job::JobPage;
+use pages::jobs::JobsPage;
+use pages::overview::OverviewPage;
+use pages::queues::QueuesPage;
+
+/// Where the server functions (every action) live.
+pub const FN_PREFIX: &str = "/fn";
+
+/// The HTML document around every page. No hydration scripts: the pages are complete as
+/// served; `live.js` only swaps in fresh server-rendered panels.
+pub fn shell(_options: LeptosOptions) -> impl IntoView {
+    let theme = request::theme();
+    view! {
+        <!DOCTYPE html>
+        <html lang="en" data-theme=theme>
+            <head>
+                <meta charset="utf-8"/>
+                <meta name="viewport" content="width=device-width, initial-scale=1"/>
+                <meta name="color-scheme" content="light dark"/>
+                <link rel="stylesheet" href="/assets/deck.css"/>
+                <link rel="icon" href="/assets/favicon.svg" type="image/svg+xml"/>
+                <script src="/assets/live.js" defer></script>
+                <MetaTags/>
+            </head>
+            <body>
+                <App/>
+            </body>
+        </html>
+    }
+}
+
+#[component]
+pub fn App() -> impl IntoView {
+    provide_meta_context();
+    view! {
+        <Title text="The Deck"/>
+        <LeptosRouter>
+            <Routes fallback=|| view! { <NotFound/> }>
+                <Route path=path!("/") view=OverviewPage ssr=SsrMode::Async/>
+                <Route path=path!("/queues") view=QueuesPage ssr=SsrMode::Async/>
+                <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async/>
+                <Route path=path!("/jobs/:id") view=JobPage ssr=SsrMode::Async/>
+                <Route path=path!("/dlq/bulk") view=BulkPage ssr=SsrMode::Async/>
+                <Route path=path!("/dlq/bulk/:run") view=BulkRunPage ssr=SsrMode::Async/>
+                <Route path=path!("/settings") view=SettingsPage ssr=SsrMode::Async/>
+                <Route path=path!("/instances") view=InstancesPage ssr=SsrMode::Async/>
+                <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async/>
+            </Routes>
+        </LeptosRouter>
+    }
+}
+
+#[component]
+fn NotFound() -> impl IntoView {
+    if let Some(res) = use_context::<leptos_axum::ResponseOptions>() {
+        res.set_status(axum::http::StatusCode::NOT_FOUND);
+    }
+    view! {
+        <components::layout::Layout title="Not found".into()>
+            <div class="empty"><p>"No page here. Start from the " <a href="/">"overview"</a> "."</p></div>
+        </components::layout::Layout>
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct ThemeQuery {
+    set: String,
+    #[serde(default)]
+    back: Option<String>,
+}
+
+/// The theme switch: a plain link that sets a long-lived cookie and goes back.
+async fn set_theme(AxumQuery(q): AxumQuery<ThemeQuery>) -> Response {
+    let theme = if q.set == "carbon" { "carbon" } else { "blueprint" };
+    let back = actions::safe_back(q.back.as_deref().unwrap_or("/"));
+    let mut res = Redirect::to(&back).into_response();
+    if let Ok(v) = HeaderValue::from_str(&format!(
+        "{}={theme}; Path=/; Max-Age=31536000; SameSite=Lax",
+        session::THEME_COOKIE
+    )) {
+        res.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    res
+}
+
+/// The whole console as an axum router: pages, actions, live stream, assets — behind auth
+/// and CSRF protection. Mount it at the root of the server's router.
+pub fn console_router(console: Console, auth: AuthConfig) -> Router {
+    let options = LeptosOptions::builder()
+        .output_name("deck")
+        .site_root("")
+        .build();
+    let routes = generate_route_list(App);
+    let context = console.clone();
+    let pages: Router = Router::new()
+        .leptos_routes_with_context(
+            &options,
+            routes,
+            move || provide_context(context.clone()),
+            {
+                let options = options.clone();
+                move || shell(options.clone())
+            },
+        )
+        .with_state(options);
+
+    let frames = Arc::new(tokio::sync::watch::channel(None).0);
+    live::spawn_ticker(console, &frames);
+    let live_routes = Router::new()
+        .route("/live", get(live::stream))
+        .with_state(live::LiveState { frames });
+
+    Router::new()
+        .merge(pages)
+        .merge(live_routes)
+        .route("/theme", get(set_theme))
+        .route("/assets/{*path}", get(assets::serve))
+        .layer(axum::middleware::from_fn_with_state(
+            Arc::new(auth),
+            session::guard,
+        ))
+}
+
+#[cfg(test)]
+mod render_tests;

@@ -1,0 +1,525 @@
+//! Every operator action, as a server function with a fixed endpoint under `FN_PREFIX`.
+//!
+//! They answer a plain form post with a redirect (302 for browsers) back to the page it came
+//! from, carrying `ok=` or `err=` for the flash message — so all of them work with
+//! JavaScript off. The session middleware has already checked the CSRF token and the
+//! operator role; each action checks the role again, writes the audit log and emits an event.
+
+use leptos::prelude::*;
+use leptos::server_fn::error::ServerFnError;
+
+#[cfg(feature = "ssr")]
+use crate::auth::Identity;
+#[cfg(feature = "ssr")]
+use crate::state::Console;
+
+/// What an action reports: where to go and what to say.
+#[cfg(feature = "ssr")]
+struct Done {
+    to: Option<String>,
+    message: String,
+    /// Shown as an error, though the action chose where to go (a rejected edit preview).
+    error: bool,
+}
+
+#[cfg(feature = "ssr")]
+impl Done {
+    fn msg(message: impl Into<String>) -> Self {
+        Done {
+            to: None,
+            message: message.into(),
+            error: false,
+        }
+    }
+    fn to(to: String, message: impl Into<String>) -> Self {
+        Done {
+            to: Some(to),
+            message: message.into(),
+            error: false,
+        }
+    }
+}
+
+#[cfg(feature = "ssr")]
+type ActionResult = Result<Done, String>;
+
+/// Only local paths: never redirect off-site.
+#[cfg(feature = "ssr")]
+pub(crate) fn safe_back(back: &str) -> String {
+    if back.starts_with('/') && !back.starts_with("//") && !back.contains('\\') {
+        back.to_string()
+    } else {
+        "/".to_string()
+    }
+}
+
+#[cfg(feature = "ssr")]
+pub(crate) fn with_flash(url: &str, key: &str, message: &str) -> String {
+    let (path, query) = url.split_once('?').unwrap_or((url, ""));
+    let mut pairs: Vec<(String, String)> = serde_urlencoded::from_str::<Vec<(String, String)>>(query)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|(k, _)| k != "ok" && k != "err")
+        .collect();
+    let message: String = message.chars().take(400).collect();
+    pairs.push((key.to_string(), message));
+    format!(
+        "{path}?{}",
+        serde_urlencoded::to_string(&pairs).unwrap_or_default()
+    )
+}
+
+#[cfg(feature = "ssr")]
+fn finish(back: &str, outcome: ActionResult) -> Result<(), ServerFnError> {
+    let back = safe_back(back);
+    let target = match outcome {
+        Ok(done) => with_flash(
+            &safe_back(done.to.as_deref().unwrap_or(&back)),
+            if done.error { "err" } else { "ok" },
+            &done.message,
+        ),
+        Err(message) => with_flash(&back, "err", &message),
+    };
+    leptos_axum::redirect(&target);
+    Ok(())
+}
+
+#[cfg(feature = "ssr")]
+async fn operator() -> Result<(Console, Identity), String> {
+    let console = use_context::<Console>().ok_or("console is not configured")?;
+    let axum::Extension(session): axum::Extension<crate::session::Session> =
+        leptos_axum::extract().await.map_err(|e| e.to_string())?;
+    if !session.can_act() {
+        return Err(format!(
+            "{} is a viewer: this needs the operator role",
+            session.identity.name
+        ));
+    }
+    Ok((console, session.identity))
+}
+
+#[cfg(feature = "ssr")]
+fn parse_id(id: &str) -> Result<deck_engine::JobId, String> {
+    id.parse()
+        .map_err(|_| format!("{id:?} is not a job id"))
+}
+
+#[cfg(feature = "ssr")]
+fn confirmed(confirm: &Option<String>) -> Result<(), String> {
+    if confirm.as_deref() == Some("yes") {
+        Ok(())
+    } else {
+        Err("Tick the confirmation box first: this cannot be undone.".into())
+    }
+}
+
+/// Optional positive number from a form field; empty clears the override.
+#[cfg(feature = "ssr")]
+fn optional_u32(field: &str, value: &Option<String>) -> Result<Option<u32>, String> {
+    match value.as_deref().map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(v) => match v.parse::<u32>() {
+            Ok(n) if n > 0 => Ok(Some(n)),
+            _ => Err(format!("{field}: {v:?} is not a positive whole number (leave empty for the default)")),
+        },
+    }
+}
+
+// ------------------------------------------------------------------------------- queues
+
+#[server(prefix = "/fn", endpoint = "queue/state")]
+pub async fn queue_state(queue: String, op: String, back: String) -> Result<(), ServerFnError> {
+    let outcome = async {
+        let (console, who) = operator().await?;
+        let mut patch = deck_engine::QueuePatch::default();
+        let (action, done) = match op.as_str() {
+            "pause" => { patch.paused = Some(true); ("queue.pause", "paused") }
+            "resume" => { patch.paused = Some(false); ("queue.resume", "resumed") }
+            "hide" => { patch.hidden = Some(true); ("queue.hide", "hidden") }
+            "show" => { patch.hidden = Some(false); ("queue.show", "shown") }
+            other => return Err(format!("unknown queue operation {other:?}")),
+        };
+        console.backend().update_queue(&queue, patch).await.map_err(|e| e.to_string())?;
+        console.record(&who.name, action, queue.clone(), 1, None).await.map_err(|e| e.to_string())?;
+        Ok(Done::msg(format!("Queue {queue} {done}.")))
+    }
+    .await;
+    finish(&back, outcome)
+}
+
+#[allow(clippy::too_many_arguments)]
+#[server(prefix = "/fn", endpoint = "queue/limits")]
+pub async fn queue_limits(
+    queue: String,
+    max_workers: Option<String>,
+    zombie_timeout: Option<String>,
+    execution_timeout: Option<String>,
+    lag_warn: Option<String>,
+    lag_crit: Option<String>,
+    back: String,
+) -> Result<(), ServerFnError> {
+    let outcome = async {
+        let (console, who) = operator().await?;
+        let patch = deck_engine::QueuePatch {
+            max_workers: Some(optional_u32("max workers", &max_workers)?),
+            zombie_timeout_secs: Some(optional_u32("zombie timeout", &zombie_timeout)?),
+            execution_timeout_secs: Some(optional_u32("execution timeout", &execution_timeout)?),
+            lag_warn_secs: Some(optional_u32("lag warning", &lag_warn)?),
+            lag_crit_secs: Some(optional_u32("lag critical", &lag_crit)?),
+            ..Default::default()
+        };
+        let detail = serde_json::to_string(&patch).ok();
+        let saved = console.backend().update_queue(&queue, patch).await.map_err(|e| e.to_string())?;
+        console.record(&who.name, "queue.limits", queue.clone(), 1, detail).await.map_err(|e| e.to_string())?;
+        Ok(Done::msg(format!(
+            "Queue {queue}: max workers {}, zombie timeout {}, execution timeout {}.",
+            saved.max_workers.map(|m| m.to_string()).unwrap_or_else(|| "unlimited".into()),
+            saved.zombie_timeout_secs.map(|s| format!("{s} s")).unwrap_or_else(|| "default".into()),
+            saved.execution_timeout_secs.map(|s| format!("{s} s")).unwrap_or_else(|| "default".into()),
+        )))
+    }
+    .await;
+    finish(&back, outcome)
+}
+
+// ------------------------------------------------------------------------------- one job
+
+#[server(prefix = "/fn", endpoint = "job/cancel")]
+pub async fn job_cancel(id: String, back: String) -> Result<(), ServerFnError> {
+    let outcome = async {
+        let (console, who) = operator().await?;
+        let job = parse_id(&id)?;
+        let result = console.backend().cancel(job).await.map_err(|e| e.to_string())?;
+        let (count, message) = match result {
+            deck_engine::CancelOutcome::Cancelled => (1, "Job cancelled: moved to the dead-letter queue."),
+            deck_engine::CancelOutcome::Requested => (1, "Cancel requested: the worker running it stops it at its next heartbeat."),
+            deck_engine::CancelOutcome::NotFound => (0, "Nothing to cancel: the job already finished or is gone."),
+        };
+        console.record(&who.name, "job.cancel", id.clone(), count, Some(format!("{result:?}"))).await.map_err(|e| e.to_string())?;
+        Ok(Done::msg(message))
+    }
+    .await;
+    finish(&back, outcome)
+}
+
+#[server(prefix = "/fn", endpoint = "job/resurrect")]
+pub async fn job_resurrect(id: String, back: String) -> Result<(), ServerFnError> {
+    let outcome = async {
+        let (console, who) = operator().await?;
+        let job = parse_id(&id)?;
+        let applied = console.store().resurrect(job, None).await.map_err(|e| e.to_string())?;
+        let count = u64::from(applied.is_applied());
+        console.record(&who.name, "job.resurrect", id.clone(), count, None).await.map_err(|e| e.to_string())?;
+        Ok(Done::msg(if count == 1 { "Job resurrected: pending again with fresh attempts." } else { "Nothing to resurrect: the job is no longer dead." }))
+    }
+    .await;
+    finish(&back, outcome)
+}
+
+#[server(prefix = "/fn", endpoint = "job/purge")]
+pub async fn job_purge(id: String, source: String, confirm: Option<String>, back: String) -> Result<(), ServerFnError> {
+    let outcome = async {
+        let (console, who) = operator().await?;
+        confirmed(&confirm)?;
+        let job = parse_id(&id)?;
+        let pillar: deck_engine::Pillar = source.parse().map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
+        let n = console.store().purge(pillar, &[job]).await.map_err(|e| e.to_string())?;
+        console.record(&who.name, "job.purge", id.clone(), n, Some(format!("from {pillar}"))).await.map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err("Nothing purged: the job moved on (only pending active jobs can be purged).".into());
+        }
+        Ok(Done::msg(format!("Job {id} purged.")))
+    }
+    .await;
+    finish(&back, outcome)
+}
+
+/// Turn the edit form's text into a `JobEdit` holding only what changed.
+#[cfg(feature = "ssr")]
+fn build_edit(
+    job: &deck_engine::Job,
+    payload: &str,
+    tags: &str,
+    priority: &str,
+    queue: &str,
+) -> Result<deck_engine::JobEdit, String> {
+    let parsed: serde_json::Value = serde_json::from_str(payload)
+        .map_err(|e| format!("The payload is not valid JSON: {e}. Fix it and preview again."))?;
+    let current: Option<serde_json::Value> = serde_json::from_str(&job.payload).ok();
+    let tags: Vec<String> = tags
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect();
+    let priority: i32 = priority
+        .trim()
+        .parse()
+        .map_err(|_| format!("Priority {priority:?} is not a whole number."))?;
+    let queue = queue.trim().to_string();
+    let edit = deck_engine::JobEdit {
+        payload: (current.as_ref() != Some(&parsed))
+            .then(|| serde_json::to_string(&parsed).unwrap_or_else(|_| payload.to_string())),
+        tags: (tags != job.tags).then_some(tags),
+        priority: (priority != job.priority).then_some(priority),
+        queue: (queue != job.queue).then_some(queue),
+    };
+    deck_engine::validation::validate_edit(&edit).map_err(|e| e.to_string())?;
+    Ok(edit)
+}
+
+#[allow(clippy::too_many_arguments)]
+#[server(prefix = "/fn", endpoint = "job/edit")]
+pub async fn job_edit(
+    id: String,
+    step: String,
+    payload: Option<String>,
+    tags: Option<String>,
+    priority: Option<String>,
+    queue: Option<String>,
+    draft: Option<String>,
+    back: String,
+) -> Result<(), ServerFnError> {
+    let outcome = async {
+        let (console, who) = operator().await?;
+        let job_id = parse_id(&id)?;
+        let page = format!("/jobs/{job_id}");
+        match step.as_str() {
+            "preview" => {
+                let job = console.store().get_job(job_id).await.map_err(|e| e.to_string())?
+                    .ok_or_else(|| format!("job {job_id} is gone"))?;
+                let (payload, tags, priority, queue) = (
+                    payload.unwrap_or_default(),
+                    tags.unwrap_or_default(),
+                    priority.unwrap_or_default(),
+                    queue.unwrap_or_default(),
+                );
+                let built = build_edit(&job, &payload, &tags, &priority, &queue);
+                let error = built.as_ref().err().cloned();
+                let draft_id = console.put_draft(crate::state::Draft {
+                    job: job_id,
+                    edit: built.clone().unwrap_or_default(),
+                    payload_text: payload,
+                    tags_text: tags,
+                    priority_text: priority,
+                    queue_text: queue,
+                    error: error.clone(),
+                    created: std::time::Instant::now(),
+                });
+                match built {
+                    Err(e) => Ok(Done { to: Some(format!("{page}?edit=1&draft={draft_id}")), message: e, error: true }),
+                    Ok(edit) if edit.is_empty() => Err("Nothing changed.".into()),
+                    Ok(_) => Ok(Done::to(format!("{page}?draft={draft_id}"), "Review the changes, then save.")),
+                }
+            }
+            "save" | "save_resurrect" => {
+                let draft_id = draft.unwrap_or_default();
+                let d = console.take_draft(&draft_id).filter(|d| d.job == job_id && d.error.is_none())
+                    .ok_or("This edit expired or was already saved; edit again.")?;
+                let detail = serde_json::to_string(&d.edit).ok();
+                if step == "save_resurrect" {
+                    console.store().resurrect(job_id, Some(d.edit)).await.map_err(|e| e.to_string())?;
+                    console.record(&who.name, "job.edit_resurrect", id.clone(), 1, detail).await.map_err(|e| e.to_string())?;
+                    Ok(Done::to(page, "Saved and resurrected: the job is pending again."))
+                } else {
+                    console.store().edit_job(job_id, d.edit).await.map_err(|e| e.to_string())?;
+                    console.record(&who.name, "job.edit", id.clone(), 1, detail).await.map_err(|e| e.to_string())?;
+                    Ok(Done::to(page, "Saved. The original payload is kept."))
+                }
+            }
+            other => Err(format!("unknown edit step {other:?}")),
+        }
+    }
+    .await;
+    finish(&back, outcome)
+}
+
+// ------------------------------------------------------------------------------- many jobs
+
+#[server(prefix = "/fn", endpoint = "jobs/bulk")]
+pub async fn jobs_bulk(
+    source: String,
+    action: String,
+    ids: Option<Vec<String>>,
+    confirm: Option<String>,
+    back: String,
+) -> Result<(), ServerFnError> {
+    let outcome = async {
+        let (console, who) = operator().await?;
+        let pillar: deck_engine::Pillar = source.parse().map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
+        let action: deck_engine::BulkAction = action.parse().map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
+        let ids = ids.unwrap_or_default();
+        if ids.is_empty() {
+            return Err("Select some jobs first (the boxes on the left).".into());
+        }
+        if ids.len() > deck_engine::MAX_PAGE_SIZE as usize {
+            return Err(format!("At most {} jobs per selection.", deck_engine::MAX_PAGE_SIZE));
+        }
+        if action != deck_engine::BulkAction::Resurrect {
+            confirmed(&confirm)?;
+        }
+        let parsed = ids.iter().map(|i| parse_id(i)).collect::<Result<Vec<_>, _>>()?;
+        let n = if action == deck_engine::BulkAction::Cancel {
+            // Through the engine, so running jobs in this process stop at once.
+            let mut n = 0;
+            for id in &parsed {
+                if console.backend().cancel(*id).await.map_err(|e| e.to_string())? != deck_engine::CancelOutcome::NotFound {
+                    n += 1;
+                }
+            }
+            n
+        } else {
+            console.store().bulk_by_ids(action, pillar, &parsed).await.map_err(|e| e.to_string())?
+        };
+        console
+            .record(&who.name, &format!("jobs.bulk_{}", action.as_str()), ids.join(","), n, Some(format!("from {pillar}, {} selected", ids.len())))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Done::msg(format!("{}: {n} of {} selected job(s).", action.as_str(), ids.len())))
+    }
+    .await;
+    finish(&back, outcome)
+}
+
+#[server(prefix = "/fn", endpoint = "dlq/bulk")]
+pub async fn dlq_bulk(
+    filter: String,
+    action: String,
+    cap: Option<String>,
+    confirm: Option<String>,
+    back: String,
+) -> Result<(), ServerFnError> {
+    let outcome = async {
+        let (console, who) = operator().await?;
+        let action: deck_engine::BulkAction = action.parse().map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
+        if action == deck_engine::BulkAction::Cancel {
+            return Err("Dead letters cannot be cancelled; resurrect or purge them.".into());
+        }
+        let word = crate::pages::bulk::confirm_word(action);
+        if confirm.as_deref().map(str::trim) != Some(word) {
+            return Err(format!("Type {word} in the confirmation box to run this."));
+        }
+        let opts = console.options().clone();
+        let cap = match cap.as_deref().map(str::trim) {
+            None | Some("") => opts.bulk_cap_default,
+            Some(c) => c.parse::<u32>().ok().filter(|c| *c > 0).ok_or(format!("cap {c:?} is not a positive number"))?,
+        }
+        .min(opts.bulk_cap_max);
+        let mut params = crate::list_params::parse(&crate::request::Query::parse(&filter), 50);
+        params.query.source = deck_engine::Pillar::Dlq;
+        if !params.problems.is_empty() {
+            return Err(format!("The filter has problems: {}", params.problems.join("; ")));
+        }
+        let filter_url = params.filter_query();
+        let run_id = crate::state::random_token();
+        console.put_run(crate::state::BulkRun {
+            id: run_id.clone(),
+            actor: who.name.clone(),
+            action,
+            filter_url: filter_url.clone(),
+            cap,
+            done: 0,
+            finished: false,
+            error: None,
+            started: chrono::Utc::now(),
+        });
+        crate::bulk_runner::spawn(console.clone(), run_id.clone(), who.name.clone(), action, params.query.filter, filter_url, cap);
+        Ok(Done::to(format!("/dlq/bulk/{run_id}"), format!("{} started (at most {cap}).", action.as_str())))
+    }
+    .await;
+    finish(&back, outcome)
+}
+
+// ------------------------------------------------------------------------------- settings
+
+#[allow(clippy::too_many_arguments)]
+#[server(prefix = "/fn", endpoint = "settings/save")]
+pub async fn settings_save(
+    worker_count: String,
+    max_attempts: String,
+    base_delay_ms: String,
+    max_delay_ms: String,
+    jitter_ms: String,
+    max_job_age_secs: String,
+    archive_days: String,
+    dlq_days: String,
+    metrics_days: String,
+    back: String,
+) -> Result<(), ServerFnError> {
+    let outcome = async {
+        let (console, who) = operator().await?;
+        let mut problems = Vec::new();
+        let mut num = |name: &str, v: &str, min: u64, max: u64| -> u64 {
+            match v.trim().parse::<u64>() {
+                Ok(n) if (min..=max).contains(&n) => n,
+                _ => {
+                    problems.push(format!("{name} must be a whole number from {min} to {max} (got {v:?})"));
+                    min
+                }
+            }
+        };
+        let settings = deck_engine::EngineSettings {
+            worker_count: num("workers", &worker_count, 1, 10_000) as u32,
+            retry: deck_engine::RetrySettings {
+                max_attempts: num("max attempts", &max_attempts, 1, 1_000) as u32,
+                base_delay_ms: num("base delay", &base_delay_ms, 0, 86_400_000),
+                max_delay_ms: num("max delay", &max_delay_ms, 0, 7 * 86_400_000),
+                jitter_ms: num("jitter", &jitter_ms, 0, 3_600_000),
+                max_job_age_secs: num("max job age", &max_job_age_secs, 1, 365 * 86_400),
+            },
+            retention: deck_engine::RetentionSettings {
+                archive_days: num("archive retention", &archive_days, 1, 3_650) as u32,
+                dlq_days: num("dead-letter retention", &dlq_days, 1, 3_650) as u32,
+                metrics_days: num("metrics retention", &metrics_days, 1, 3_650) as u32,
+            },
+        };
+        if !problems.is_empty() {
+            return Err(format!("Not saved: {}.", problems.join("; ")));
+        }
+        let before = console.store().load_settings().await.map_err(|e| e.to_string())?;
+        let detail = serde_json::json!({ "before": before, "after": settings }).to_string();
+        console.backend().save_settings(settings).await.map_err(|e| e.to_string())?;
+        console.record(&who.name, "settings.save", "engine".into(), 1, Some(detail)).await.map_err(|e| e.to_string())?;
+        Ok(Done::msg("Settings saved; every instance applies them now."))
+    }
+    .await;
+    finish(&back, outcome)
+}
+
+#[server(prefix = "/fn", endpoint = "settings/prune")]
+pub async fn settings_prune(confirm: Option<String>, back: String) -> Result<(), ServerFnError> {
+    let outcome = async {
+        let (console, who) = operator().await?;
+        confirmed(&confirm)?;
+        let report = console.backend().prune_now().await.map_err(|e| e.to_string())?;
+        let total = report.archive + report.dlq + report.metric_buckets + report.audit;
+        console.record(&who.name, "retention.prune", "all".into(), total, serde_json::to_string(&report).ok()).await.map_err(|e| e.to_string())?;
+        Ok(Done::msg(format!(
+            "Pruned {} archived, {} dead, {} metric rows.",
+            report.archive, report.dlq, report.metric_buckets
+        )))
+    }
+    .await;
+    finish(&back, outcome)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn redirects_stay_on_this_site() {
+        assert_eq!(safe_back("/jobs?source=dlq"), "/jobs?source=dlq");
+        assert_eq!(safe_back("//evil.example/x"), "/");
+        assert_eq!(safe_back("https://evil.example"), "/");
+        assert_eq!(safe_back("/\\evil"), "/");
+    }
+
+    #[test]
+    fn flash_replaces_previous_flash() {
+        assert_eq!(
+            with_flash("/jobs?source=dlq&ok=old", "err", "bad & worse"),
+            "/jobs?source=dlq&err=bad+%26+worse"
+        );
+    }
+}

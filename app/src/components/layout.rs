@@ -1,0 +1,103 @@
+//! The frame around every page: navigation, who is signed in, the theme switch, flash
+//! messages after an action, and the form wrapper every action uses.
+
+use leptos::prelude::*;
+
+use crate::format::enc;
+use crate::request::{current_url, path, query, session, theme};
+use crate::session::CSRF_FIELD;
+
+const NAV: [(&str, &str); 7] = [
+    ("/", "Overview"),
+    ("/queues", "Queues"),
+    ("/jobs", "Jobs"),
+    ("/settings", "Settings"),
+    ("/instances", "Instances"),
+    ("/audit", "Audit"),
+    ("/jobs?source=dlq", "Dead letters"),
+];
+
+#[component]
+pub fn Layout(title: String, children: Children) -> impl IntoView {
+    let here = path();
+    let q = query();
+    let source_dlq = q.get("source") == Some("dlq");
+    let s = session();
+    let other = if theme() == "carbon" { "blueprint" } else { "carbon" };
+    let links = NAV
+        .iter()
+        .map(|(href, label)| {
+            let active = match *href {
+                "/" => here == "/",
+                "/jobs" => here.starts_with("/jobs") && !source_dlq,
+                "/jobs?source=dlq" => (here.starts_with("/jobs") && source_dlq) || here.starts_with("/dlq"),
+                h => here.starts_with(h),
+            };
+            view! { <a href=*href class:active=active aria-current=active.then_some("page")>{*label}</a> }
+        })
+        .collect_view();
+    let flash_ok = q.get("ok").map(str::to_string);
+    let flash_err = q.get("err").map(str::to_string);
+    view! {
+        <header class="top">
+            <a class="brand" href="/" title="The Deck">
+                <svg viewBox="0 0 24 24" width="22" height="22" aria-hidden="true"><rect x="3" y="4" width="18" height="4" rx="1"></rect><rect x="3" y="10" width="18" height="4" rx="1"></rect><rect x="3" y="16" width="18" height="4" rx="1"></rect></svg>
+                <span>"The Deck"</span>
+            </a>
+            <nav class="nav">{links}</nav>
+            <div class="who">
+                <span class="live-dot" title="Live updates" data-live-status=""></span>
+                <span class="user" title=format!("Signed in as {} ({})", s.identity.name, s.identity.role.as_str())>
+                    {s.identity.name.clone()} <small>{s.identity.role.as_str()}</small>
+                </span>
+                <a class="theme-switch" href=format!("/theme?set={other}&back={}", enc(&current_url())) title=format!("Switch to the {other} theme")>
+                    {if other == "carbon" { "◐ carbon" } else { "◑ blueprint" }}
+                </a>
+            </div>
+        </header>
+        <main class="page">
+            <h1>{title}</h1>
+            {flash_ok.map(|m| view! { <div class="flash ok" role="status">{m}</div> })}
+            {flash_err.map(|m| view! { <div class="flash err" role="alert">{m}</div> })}
+            {children()}
+        </main>
+    }
+}
+
+/// A plain `<form method="post">` to a server function, carrying the CSRF token and the
+/// page to come back to. Works without JavaScript.
+#[component]
+pub fn PostForm(
+    /// The server function's endpoint, e.g. `"queue/pause"`.
+    endpoint: &'static str,
+    #[prop(optional, into)] class: String,
+    /// Where to go afterwards; the current page when empty.
+    #[prop(optional, into)]
+    back: String,
+    children: Children,
+) -> impl IntoView {
+    let s = session();
+    let back = if back.is_empty() { current_url() } else { back };
+    view! {
+        <form method="post" action=format!("{}/{endpoint}", crate::FN_PREFIX) class=class>
+            <input type="hidden" name=CSRF_FIELD value=s.csrf/>
+            <input type="hidden" name="back" value=back/>
+            {children()}
+        </form>
+    }
+}
+
+/// Forms for operators; viewers see a note instead.
+#[component]
+pub fn OperatorOnly(children: Children) -> impl IntoView {
+    if session().can_act() {
+        children().into_any()
+    } else {
+        view! { <p class="muted small">"Read-only: actions need the operator role."</p> }.into_any()
+    }
+}
+
+#[component]
+pub fn ErrorBox(message: String) -> impl IntoView {
+    view! { <div class="flash err" role="alert">{message}</div> }
+}

@@ -1,0 +1,269 @@
+//! The overview's live panels. Each is one component: the page renders it, and the live
+//! stream renders the same component to a string (`live::fragments`).
+
+use chrono::{DateTime, Utc};
+use deck_engine::{ErrorGroup, QueueStats, ThroughputBucket};
+use leptos::prelude::*;
+
+use crate::format::{self, url};
+use crate::telemetry_view::{BreakerState, BreakerView, ConsoleEvent, Telemetry, failure_class, lag_class};
+
+#[component]
+pub fn Cards(t: Telemetry) -> impl IntoView {
+    let s = &t.summary;
+    let fail = s.failure_rate_5m();
+    let card = |label: &'static str, value: String, href: String, class: &'static str, hint: String| {
+        view! {
+            <a class=format!("card {class}") href=href title=hint>
+                <span class="card-label">{label}</span>
+                <span class="card-value">{value}</span>
+            </a>
+        }
+    };
+    view! {
+        <section class="cards" data-live="cards" aria-label="Summary">
+            {card("Pending", format::count(s.pending), url("/jobs", &[("source", "active"), ("status", "pending")]), "", "Due now and waiting for a worker".into())}
+            {card("Scheduled", format::count(s.scheduled), url("/jobs", &[("source", "active"), ("status", "pending"), ("sort", "scheduled")]), "", "Pending with a future run time (delayed or retrying)".into())}
+            {card("Buffered", format::count(s.fetched), url("/jobs", &[("source", "active"), ("status", "fetched")]), "", format!("Claimed into prefetch buffers; {} in this instance", t.runtime.buffered))}
+            {card("Processing", format::count(s.processing), url("/jobs", &[("source", "active"), ("status", "processing")]), "", format!("Running now; this instance: {} of {} workers busy", t.runtime.workers_busy, t.runtime.workers_total))}
+            {card("Succeeded", format::count(s.succeeded), url("/jobs", &[("source", "archive")]), "", "Jobs in the archive".into())}
+            {card("Dead letters", format::count(s.dlq), url("/jobs", &[("source", "dlq")]), if s.dlq > 0 { "warn" } else { "" }, "Jobs in the dead-letter queue".into())}
+            {card("Throughput 1 m", format::rate(s.throughput_1m()), "/".into(), "", format!("{} succeeded, {} failed in the last minute", s.succeeded_1m, s.failed_1m))}
+            {card("Throughput 5 m", format::rate(s.throughput_5m()), "/".into(), "", format!("{} succeeded, {} failed in the last 5 minutes", s.succeeded_5m, s.failed_5m))}
+            {card("Failure rate 5 m", format::percent(fail), url("/jobs", &[("source", "dlq")]), failure_class(fail), format!("{} retries scheduled in the last 5 minutes", s.retried_5m))}
+        </section>
+    }
+}
+
+const CHART_W: f64 = 720.0;
+const CHART_H: f64 = 150.0;
+
+/// Succeeded vs failed per minute, stacked bars, drawn on the server.
+#[component]
+pub fn ThroughputChart(buckets: Vec<ThroughputBucket>, #[prop(optional)] live: bool) -> impl IntoView {
+    let max = buckets
+        .iter()
+        .map(|b| b.succeeded + b.failed)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let total_ok: u64 = buckets.iter().map(|b| b.succeeded).sum();
+    let total_failed: u64 = buckets.iter().map(|b| b.failed).sum();
+    let n = buckets.len().max(1) as f64;
+    let slot = CHART_W / n;
+    let bar = (slot - 2.0).max(1.0);
+    let scale = (CHART_H - 4.0) / max as f64;
+    let bars = buckets
+        .iter()
+        .enumerate()
+        .map(|(i, b)| {
+            let x = i as f64 * slot + 1.0;
+            let h_ok = b.succeeded as f64 * scale;
+            let h_fail = b.failed as f64 * scale;
+            let avg = if b.succeeded + b.failed > 0 {
+                b.duration_sum_ms / (b.succeeded + b.failed)
+            } else {
+                0
+            };
+            let title = format!(
+                "{} UTC: {} succeeded, {} failed, {} retried, avg {}, max {}",
+                b.minute.format("%H:%M"),
+                format::count(b.succeeded),
+                format::count(b.failed),
+                format::count(b.retried),
+                format::millis(avg),
+                format::millis(b.duration_max_ms)
+            );
+            view! {
+                <g>
+                    <title>{title}</title>
+                    <rect class="bar-ok" x=fmt(x) y=fmt(CHART_H - h_ok) width=fmt(bar) height=fmt(h_ok)></rect>
+                    <rect class="bar-fail" x=fmt(x) y=fmt(CHART_H - h_ok - h_fail) width=fmt(bar) height=fmt(h_fail)></rect>
+                    <rect class="bar-hit" x=fmt(x) y="0" width=fmt(bar) height=fmt(CHART_H)></rect>
+                </g>
+            }
+        })
+        .collect_view();
+    let first = buckets.first().map(|b| b.minute.format("%H:%M").to_string()).unwrap_or_default();
+    let last = buckets.last().map(|b| b.minute.format("%H:%M").to_string()).unwrap_or_default();
+    let empty = total_ok + total_failed == 0;
+    view! {
+        <figure class="chart" data-live=live.then_some("chart")>
+            <figcaption>
+                <span>"Throughput per minute, last hour (UTC)"</span>
+                <span class="legend">
+                    <i class="sw ok"></i>{format!("succeeded {}", format::count(total_ok))}
+                    <i class="sw fail"></i>{format!("failed {}", format::count(total_failed))}
+                </span>
+            </figcaption>
+            <div class="chart-body">
+                <span class="chart-max">{format::count(max)}</span>
+                <svg class="throughput" viewBox=format!("0 0 {CHART_W} {CHART_H}") preserveAspectRatio="none" role="img" aria-label="Throughput per minute">
+                    <line class="axis" x1="0" y1=fmt(CHART_H) x2=fmt(CHART_W) y2=fmt(CHART_H)></line>
+                    {bars}
+                </svg>
+                {empty.then(|| view! { <p class="chart-empty">"No jobs finished in the last hour. Enqueue work (or run " <code>"deck serve --demo"</code> ") and it shows up here."</p> })}
+            </div>
+            <div class="chart-axis"><span>{first}</span><span>{last}</span></div>
+        </figure>
+    }
+}
+
+fn fmt(v: f64) -> String {
+    format!("{v:.1}")
+}
+
+/// Queue numbers; `controls` is false on the overview (the Queues page has the forms).
+#[component]
+pub fn QueuesTable(queues: Vec<QueueStats>, #[prop(optional)] live: bool) -> impl IntoView {
+    if queues.is_empty() {
+        return view! {
+            <div class="empty" data-live=live.then_some("queues")>
+                <p><strong>"No queues yet."</strong>" A queue appears as soon as a job is enqueued to it — "
+                "for example " <code>"deck enqueue --queue emails --type send_welcome '{\"to\":\"a@b.c\"}'"</code>
+                " or POST to " <code>"/api/v1/jobs"</code> "."</p>
+            </div>
+        }
+        .into_any();
+    }
+    let rows = queues
+        .into_iter()
+        .map(|q| {
+            let lag_avg = lag_class(q.lag_avg_ms, q.lag_warn_secs, q.lag_crit_secs);
+            let lag_max = lag_class(q.lag_max_ms, q.lag_warn_secs, q.lag_crit_secs);
+            let name = q.queue.clone();
+            view! {
+                <tr class:paused=q.paused>
+                    <td class="name">
+                        <a href=url("/queues", &[("q", &name)])>{name.clone()}</a>
+                        {q.paused.then(|| view! { <span class="badge warn">"paused"</span> })}
+                        {q.hidden.then(|| view! { <span class="badge">"hidden"</span> })}
+                    </td>
+                    <td class="num"><a href=url("/jobs", &[("source", "active"), ("queue", &name), ("status", "pending")])>{format::count(q.pending)}</a></td>
+                    <td class="num">{format::count(q.scheduled)}</td>
+                    <td class="num">{format::count(q.fetched)}</td>
+                    <td class="num">{format::count(q.processing)}</td>
+                    <td class="num"><a href=url("/jobs", &[("source", "archive"), ("queue", &name)])>{format::count(q.succeeded)}</a></td>
+                    <td class="num"><a class:bad=q.failed.gt(&0) href=url("/jobs", &[("source", "dlq"), ("queue", &name)])>{format::count(q.failed)}</a></td>
+                    <td class=format!("num lag {lag_avg}")>{format::millis(q.lag_avg_ms)}</td>
+                    <td class=format!("num lag {lag_max}")>{format::millis(q.lag_max_ms)}</td>
+                    <td class="num">{q.max_workers.map(|m| m.to_string()).unwrap_or_else(|| "∞".into())}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="table-wrap" data-live=live.then_some("queues")>
+            <table class="dense">
+                <thead>
+                    <tr>
+                        <th>"Queue"</th><th class="num">"Pending"</th><th class="num">"Scheduled"</th>
+                        <th class="num">"Buffered"</th><th class="num">"Processing"</th><th class="num">"Succeeded"</th>
+                        <th class="num">"Dead"</th><th class="num">"Lag avg"</th><th class="num">"Lag max"</th>
+                        <th class="num" title="Cluster-wide concurrency cap">"Max workers"</th>
+                    </tr>
+                </thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </div>
+    }
+    .into_any()
+}
+
+/// The largest groups of dead letters; each links to the DLQ list filtered to it.
+#[component]
+pub fn ErrorGroups(groups: Vec<ErrorGroup>, now: DateTime<Utc>, #[prop(optional)] live: bool) -> impl IntoView {
+    if groups.is_empty() {
+        return view! {
+            <div class="empty" data-live=live.then_some("errors")>
+                <p>"The dead-letter queue is empty. Jobs land here when retries run out, a handler reports a fatal error, or an operator cancels them."</p>
+            </div>
+        }
+        .into_any();
+    }
+    let rows = groups
+        .into_iter()
+        .map(|g| {
+            let reason = g.reason.as_str();
+            let href = url("/jobs", &[("source", "dlq"), ("reason", reason), ("q", g.message_prefix.trim())]);
+            view! {
+                <tr>
+                    <td><span class=format!("reason r-{}", reason.to_ascii_lowercase())>{reason}</span></td>
+                    <td class="msg"><a href=href>{if g.message_prefix.is_empty() { "(no message)".to_string() } else { g.message_prefix.clone() }}</a></td>
+                    <td class="num">{format::count(g.count)}</td>
+                    <td class="when" title=format::time(g.last_seen)>{format::ago(g.last_seen, now)}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="table-wrap" data-live=live.then_some("errors")>
+            <table class="dense">
+                <thead><tr><th>"Reason"</th><th>"Error"</th><th class="num">"Jobs"</th><th>"Last seen"</th></tr></thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </div>
+    }
+    .into_any()
+}
+
+#[component]
+pub fn Breakers(breakers: Vec<BreakerView>, #[prop(optional)] live: bool) -> impl IntoView {
+    if breakers.is_empty() {
+        return view! {
+            <div class="empty" data-live=live.then_some("breakers")>
+                <p>"No circuit breakers tripped. A job type's breaker opens after repeated failures and defers its jobs for a while instead of burning their attempts."</p>
+            </div>
+        }
+        .into_any();
+    }
+    let rows = breakers
+        .into_iter()
+        .map(|b| {
+            let class = match b.state {
+                BreakerState::Closed => "ok",
+                BreakerState::HalfOpen => "warn",
+                BreakerState::Open => "crit",
+            };
+            view! {
+                <tr>
+                    <td><code>{b.job_type}</code></td>
+                    <td><span class=format!("badge {class}")>{b.state.as_str()}</span></td>
+                    <td class="num">{b.recent_failures}</td>
+                    <td class="num">{b.half_open_in_ms.map(format::millis).unwrap_or_else(|| "—".into())}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="table-wrap" data-live=live.then_some("breakers")>
+            <table class="dense">
+                <thead><tr><th>"Job type"</th><th>"State"</th><th class="num">"Recent failures"</th><th class="num">"Half-open in"</th></tr></thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </div>
+    }
+    .into_any()
+}
+
+#[component]
+pub fn EventConsole(events: Vec<ConsoleEvent>, #[prop(optional)] live: bool) -> impl IntoView {
+    let lines = if events.is_empty() {
+        view! { <li class="muted">"Waiting for events: state changes and operator actions appear here as they happen."</li> }.into_any()
+    } else {
+        events
+            .into_iter()
+            .map(|e| {
+                view! {
+                    <li class=format!("ev ev-{}", e.level.as_str())>
+                        <time datetime=e.at.to_rfc3339()>{e.at.format("%H:%M:%S").to_string()}</time>
+                        " "
+                        <span>{e.text}</span>
+                    </li>
+                }
+            })
+            .collect_view()
+            .into_any()
+    };
+    view! { <ol class="events" data-live=live.then_some("events")>{lines}</ol> }
+}

@@ -1,0 +1,151 @@
+//! Numbers, durations and times as an operator reads them.
+
+use chrono::{DateTime, Utc};
+
+/// `1234567` → `1,234,567`.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// A rate per second with one decimal below 100/s.
+pub fn rate(per_sec: f64) -> String {
+    if per_sec >= 100.0 {
+        format!("{}/s", count(per_sec.round() as u64))
+    } else {
+        format!("{per_sec:.1}/s")
+    }
+}
+
+pub fn percent(share: f64) -> String {
+    if share > 0.0 && share < 0.001 {
+        "<0.1%".to_string()
+    } else {
+        format!("{:.1}%", share * 100.0)
+    }
+}
+
+/// A duration in milliseconds, short: `850 ms`, `12.5 s`, `3 m 20 s`, `2 h 5 m`, `3 d 4 h`.
+pub fn millis(ms: u64) -> String {
+    if ms < 1_000 {
+        format!("{ms} ms")
+    } else if ms < 60_000 {
+        format!("{:.1} s", ms as f64 / 1_000.0)
+    } else {
+        seconds(ms / 1_000)
+    }
+}
+
+pub fn seconds(s: u64) -> String {
+    match s {
+        0..60 => format!("{s} s"),
+        60..3_600 => format!("{} m {} s", s / 60, s % 60),
+        3_600..86_400 => format!("{} h {} m", s / 3_600, (s % 3_600) / 60),
+        _ => format!("{} d {} h", s / 86_400, (s % 86_400) / 3_600),
+    }
+}
+
+/// Absolute UTC time to the second.
+pub fn time(t: DateTime<Utc>) -> String {
+    t.format("%Y-%m-%d %H:%M:%S").to_string()
+}
+
+/// `12 s ago` / `in 3 m 0 s`, relative to `now`.
+pub fn ago(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let delta = now.signed_duration_since(t).num_seconds();
+    if delta >= 0 {
+        format!("{} ago", seconds(delta as u64))
+    } else {
+        format!("in {}", seconds(delta.unsigned_abs()))
+    }
+}
+
+/// Pretty-print JSON text; text that does not parse is shown as it is.
+pub fn pretty_json(text: &str) -> String {
+    match serde_json::from_str::<serde_json::Value>(text) {
+        Ok(v) => serde_json::to_string_pretty(&v).unwrap_or_else(|_| text.to_string()),
+        Err(_) => text.to_string(),
+    }
+}
+
+/// Short form of a job id for dense tables: the last 12 hex digits (the random part of a v7).
+pub fn short_id(id: &str) -> String {
+    let n = id.chars().count();
+    if n > 13 {
+        id.chars().skip(n - 12).collect()
+    } else {
+        id.to_string()
+    }
+}
+
+/// Percent-encode a query-string value (RFC 3986 unreserved characters pass through).
+pub fn enc(value: &str) -> String {
+    let mut out = String::with_capacity(value.len());
+    for b in value.bytes() {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                out.push(b as char)
+            }
+            _ => out.push_str(&format!("%{b:02X}")),
+        }
+    }
+    out
+}
+
+/// Build `path?k=v&…` from the pairs whose value is not empty.
+pub fn url(path: &str, pairs: &[(&str, &str)]) -> String {
+    let query: Vec<String> = pairs
+        .iter()
+        .filter(|(_, v)| !v.is_empty())
+        .map(|(k, v)| format!("{k}={}", enc(v)))
+        .collect();
+    if query.is_empty() {
+        path.to_string()
+    } else {
+        format!("{path}?{}", query.join("&"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_get_thousands_separators() {
+        assert_eq!(count(0), "0");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(1_000), "1,000");
+        assert_eq!(count(1_234_567), "1,234,567");
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(millis(850), "850 ms");
+        assert_eq!(millis(12_500), "12.5 s");
+        assert_eq!(millis(200_000), "3 m 20 s");
+        assert_eq!(seconds(7_500), "2 h 5 m");
+        assert_eq!(seconds(3 * 86_400 + 4 * 3_600), "3 d 4 h");
+    }
+
+    #[test]
+    fn query_values_are_encoded() {
+        assert_eq!(enc("a b&c=d/é"), "a%20b%26c%3Dd%2F%C3%A9");
+        assert_eq!(
+            url("/jobs", &[("source", "dlq"), ("queue", ""), ("q", "x y")]),
+            "/jobs?source=dlq&q=x%20y"
+        );
+    }
+
+    #[test]
+    fn bad_json_is_shown_unchanged() {
+        assert_eq!(pretty_json("{not json"), "{not json");
+        assert_eq!(pretty_json(r#"{"a":1}"#), "{\n  \"a\": 1\n}");
+    }
+}

@@ -1,0 +1,250 @@
+use chrono::Utc;
+use deck_engine::{Job, JobId, JobState, Pillar};
+use leptos::prelude::*;
+
+use crate::components::layout::{ErrorBox, Layout, OperatorOnly, PostForm};
+use crate::diff::{self, Line};
+use crate::format::{self, pretty_json};
+use crate::request::{path, query};
+use crate::state::{Console, Draft};
+
+#[component]
+pub fn JobPage() -> impl IntoView {
+    let console = expect_context::<Console>();
+    let raw_id = path().trim_start_matches("/jobs/").to_string();
+    let q = query();
+    let editing = q.get("edit").is_some();
+    let draft = q.get("draft").and_then(|d| console.draft(d).map(|dr| (d.to_string(), dr)));
+    Suspend::new(async move {
+        let id: JobId = match raw_id.parse() {
+            Ok(id) => id,
+            Err(_) => {
+                return view! { <Layout title="Job".into()><ErrorBox message=format!("{raw_id:?} is not a job id (a UUID such as 0193a5c2-…).")/></Layout> }.into_any();
+            }
+        };
+        let body = match console.store().get_job(id).await {
+            Ok(Some(job)) => view! { <JobView job=job editing=editing draft=draft/> }.into_any(),
+            Ok(None) => view! {
+                <div class="empty"><p>{format!("No job {id} in the active jobs, the archive or the dead-letter queue. It may have been purged or pruned by retention.")}</p>
+                <a href="/jobs">"Back to jobs"</a></div>
+            }
+            .into_any(),
+            Err(e) => view! { <ErrorBox message=format!("Cannot read job {id}: {e}")/> }.into_any(),
+        };
+        view! { <Layout title="Job".into()>{body}</Layout> }.into_any()
+    })
+}
+
+fn state_text(state: JobState) -> (String, &'static str) {
+    match state {
+        JobState::Pending => ("pending".into(), "badge"),
+        JobState::Fetched => ("buffered (claimed, not started)".into(), "badge info"),
+        JobState::Processing => ("processing".into(), "badge info"),
+        JobState::Succeeded => ("succeeded".into(), "badge ok"),
+        JobState::Dead(r) => (format!("dead: {r}"), "badge crit"),
+    }
+}
+
+#[component]
+pub fn JobView(job: Job, editing: bool, draft: Option<(String, Draft)>) -> impl IntoView {
+    let now = Utc::now();
+    let id = job.id.to_string();
+    let (state, state_class) = state_text(job.state);
+    let pillar = job.pillar();
+    let editable = matches!(job.state, JobState::Pending | JobState::Dead(_));
+    let opt = |t: Option<chrono::DateTime<Utc>>| {
+        t.map(|t| view! { <span title=format::time(t)>{format::time(t)}" · "{format::ago(t, now)}</span> }.into_any())
+            .unwrap_or_else(|| view! { <span class="muted">"—"</span> }.into_any())
+    };
+    let meta = view! {
+        <dl class="meta">
+            <dt>"Id"</dt><dd><code>{id.clone()}</code></dd>
+            <dt>"State"</dt><dd><span class=state_class>{state}</span>{job.cancel_requested.then(|| view! { " " <span class="badge warn">"cancel requested"</span> })}</dd>
+            <dt>"Queue"</dt><dd><a href=format!("/queues?q={}", format::enc(&job.queue))>{job.queue.clone()}</a></dd>
+            <dt>"Type"</dt><dd><code>{job.job_type.clone()}</code></dd>
+            <dt>"Priority"</dt><dd>{job.priority}</dd>
+            <dt>"Attempts"</dt><dd>{format!("{}{}", job.attempt, job.max_attempts.map(|m| format!(" of {m}")).unwrap_or_default())}</dd>
+            <dt>"Tags"</dt><dd>{if job.tags.is_empty() { view! { <span class="muted">"none"</span> }.into_any() } else { job.tags.iter().map(|t| view! { <span class="tag">{t.clone()}</span> }).collect_view().into_any() }}</dd>
+            <dt>"Owner"</dt><dd>{job.worker_id.clone().map(|w| view! { <code>{w}</code> }.into_any()).unwrap_or_else(|| view! { <span class="muted">"no worker"</span> }.into_any())}</dd>
+            <dt>"Idempotency key"</dt><dd>{job.idempotency_key.clone().unwrap_or_else(|| "—".into())}</dd>
+            <dt>"Correlation id"</dt><dd>{job.correlation_id.clone().unwrap_or_else(|| "—".into())}</dd>
+            <dt>"Created by"</dt><dd>{job.created_by.clone().unwrap_or_else(|| "—".into())}</dd>
+        </dl>
+    };
+    let timeline = view! {
+        <ol class="timeline">
+            <li><b>"Created"</b>{opt(Some(job.created_at))}</li>
+            <li><b>"Scheduled"</b>{opt(Some(job.scheduled_at))}</li>
+            <li><b>"Started"</b>{opt(job.started_at)}</li>
+            <li><b>"Heartbeat"</b>{opt(job.heartbeat_at)}</li>
+            <li><b>"Finished"</b>{opt(job.finished_at)}</li>
+            {job.expires_at.map(|e| view! { <li><b>"Expires"</b>{opt(Some(e))}</li> })}
+        </ol>
+    };
+    let errors = if job.errors.is_empty() {
+        view! { <p class="muted">"No failed attempts."</p> }.into_any()
+    } else {
+        let rows = job
+            .errors
+            .iter()
+            .map(|e| view! {
+                <tr><td class="num">{e.attempt}</td><td class="when">{format::time(e.at)}</td><td><span class="badge">{e.kind.clone()}</span></td><td><pre class="err-text">{e.message.clone()}</pre></td></tr>
+            })
+            .collect_view();
+        view! { <div class="table-wrap"><table class="dense"><thead><tr><th class="num">"Attempt"</th><th>"At"</th><th>"Kind"</th><th>"Error"</th></tr></thead><tbody>{rows}</tbody></table></div> }.into_any()
+    };
+
+    let actions = job_actions(&job, pillar, editable);
+    let edit_panel = if let Some((draft_id, d)) = draft.clone().filter(|(_, d)| d.error.is_none() && !editing) {
+        view! { <DiffPanel job=job.clone() draft_id=draft_id draft=d/> }.into_any()
+    } else if editing && editable {
+        view! { <EditForm job=job.clone() draft=draft.map(|(_, d)| d)/> }.into_any()
+    } else {
+        ().into_any()
+    };
+
+    view! {
+        <div class="job-head">
+            <h2><code>{job.job_type.clone()}</code>" in "{job.queue.clone()}</h2>
+            <a href=format!("/jobs?source={}", pillar.as_str())>"← back to the list"</a>
+        </div>
+        {edit_panel}
+        <div class="grid-2">
+            <section class="panel">{meta}</section>
+            <section class="panel"><h2>"Timeline"</h2>{timeline}<OperatorOnly>{actions}</OperatorOnly></section>
+        </div>
+        <section class="panel"><h2>"Attempt errors"</h2>{errors}</section>
+        <div class="grid-2">
+            <section class="panel"><h2>"Payload"</h2><pre class="json">{pretty_json(&job.payload)}</pre>
+                {job.original_payload.clone().filter(|o| *o != job.payload).map(|o| view! { <details><summary>"Original payload (before edits)"</summary><pre class="json">{pretty_json(&o)}</pre></details> })}
+            </section>
+            <section class="panel"><h2>"Result"</h2>{match job.result.clone() {
+                Some(r) => view! { <pre class="json">{pretty_json(&r)}</pre> }.into_any(),
+                None => view! { <p class="muted">{if pillar == Pillar::Archive { "The handler returned no result." } else { "No result: the job has not succeeded." }}</p> }.into_any(),
+            }}</section>
+        </div>
+    }
+}
+
+fn job_actions(job: &Job, pillar: Pillar, editable: bool) -> impl IntoView + use<> {
+    let id = job.id.to_string();
+    let cancel = matches!(job.state, JobState::Pending | JobState::Fetched | JobState::Processing).then(|| {
+        let running = job.state == JobState::Processing;
+        let id = id.clone();
+        view! {
+            <PostForm endpoint="job/cancel" class="inline">
+                <input type="hidden" name="id" value=id/>
+                <button class="danger" title=if running { "The worker running it (in any instance) stops it at its next heartbeat" } else { "Moves it to the dead-letter queue as Cancelled" }>
+                    {if running { "Cancel (stop the running job)" } else { "Cancel" }}
+                </button>
+            </PostForm>
+        }
+    });
+    let resurrect = (pillar == Pillar::Dlq).then(|| {
+        let id = id.clone();
+        view! {
+            <PostForm endpoint="job/resurrect" class="inline">
+                <input type="hidden" name="id" value=id/>
+                <button>"Resurrect (run again)"</button>
+            </PostForm>
+        }
+    });
+    let edit = editable.then(|| view! { <a class="button" href=format!("/jobs/{id}?edit=1")>"Edit…"</a> });
+    let purgeable = pillar != Pillar::Hot || job.state == JobState::Pending;
+    let purge = purgeable.then(|| {
+        let id = id.clone();
+        view! {
+            <PostForm endpoint="job/purge" class="inline confirm-form" back=format!("/jobs?source={}", pillar.as_str())>
+                <input type="hidden" name="id" value=id/>
+                <input type="hidden" name="source" value=pillar.as_str()/>
+                <label><input type="checkbox" name="confirm" value="yes" required=true/>" delete for good"</label>
+                <button class="danger">"Purge"</button>
+            </PostForm>
+        }
+    });
+    view! { <div class="actions">{cancel}{resurrect}{edit}{purge}</div> }
+}
+
+#[component]
+fn EditForm(job: Job, draft: Option<Draft>) -> impl IntoView {
+    let (payload, tags, priority, queue, error) = match draft {
+        Some(d) => (d.payload_text, d.tags_text, d.priority_text, d.queue_text, d.error),
+        None => (pretty_json(&job.payload), job.tags.join(", "), job.priority.to_string(), job.queue.clone(), None),
+    };
+    let id = job.id.to_string();
+    view! {
+        <section class="panel edit">
+            <h2>"Edit job"</h2>
+            <p class="muted small">"The first payload is kept as the original. You will see a diff before anything is saved."</p>
+            {error.map(|e| view! { <div class="flash err" role="alert">{e}</div> })}
+            <PostForm endpoint="job/edit" back=format!("/jobs/{id}")>
+                <input type="hidden" name="id" value=id.clone()/>
+                <input type="hidden" name="step" value="preview"/>
+                <label class="block">"Payload (JSON)"<textarea name="payload" rows="14" spellcheck="false">{payload}</textarea></label>
+                <div class="row">
+                    <label>"Tags (comma-separated)"<input type="text" name="tags" value=tags/></label>
+                    <label>"Priority"<input type="number" name="priority" value=priority/></label>
+                    <label>"Queue"<input type="text" name="queue" value=queue/></label>
+                </div>
+                <div class="actions">
+                    <button>"Preview changes"</button>
+                    <a href=format!("/jobs/{id}")>"Cancel editing"</a>
+                </div>
+            </PostForm>
+        </section>
+    }
+}
+
+#[component]
+fn DiffPanel(job: Job, draft_id: String, draft: Draft) -> impl IntoView {
+    let id = job.id.to_string();
+    let old = pretty_json(&job.payload);
+    let new = draft.edit.payload.as_deref().map(pretty_json).unwrap_or_else(|| old.clone());
+    let payload_diff = match diff::lines(&old, &new) {
+        Some(lines) if lines.iter().all(|l| matches!(l, Line::Same(_))) => view! { <p class="muted">"Payload unchanged."</p> }.into_any(),
+        Some(lines) => {
+            let rendered = lines
+                .into_iter()
+                .map(|l| match l {
+                    Line::Same(t) => view! { <div class="d-same">{format!("  {t}")}</div> },
+                    Line::Removed(t) => view! { <div class="d-del">{format!("- {t}")}</div> },
+                    Line::Added(t) => view! { <div class="d-add">{format!("+ {t}")}</div> },
+                })
+                .collect_view();
+            view! { <pre class="diff">{rendered}</pre> }.into_any()
+        }
+        None => view! { <p>"Too large for a line diff; new payload:"</p><pre class="json">{new.clone()}</pre> }.into_any(),
+    };
+    let mut fields = Vec::new();
+    if let Some(t) = &draft.edit.tags {
+        fields.push(("Tags", job.tags.join(", "), t.join(", ")));
+    }
+    if let Some(p) = draft.edit.priority {
+        fields.push(("Priority", job.priority.to_string(), p.to_string()));
+    }
+    if let Some(q) = &draft.edit.queue {
+        fields.push(("Queue", job.queue.clone(), q.clone()));
+    }
+    let field_rows = fields
+        .into_iter()
+        .map(|(name, a, b)| view! { <tr><th>{name}</th><td class="d-del">{a}</td><td class="d-add">{b}</td></tr> })
+        .collect_view();
+    let dead = job.pillar() == Pillar::Dlq;
+    view! {
+        <section class="panel edit">
+            <h2>"Review changes"</h2>
+            {payload_diff}
+            <table class="dense diff-fields"><thead><tr><th></th><th>"Before"</th><th>"After"</th></tr></thead><tbody>{field_rows}</tbody></table>
+            <PostForm endpoint="job/edit" back=format!("/jobs/{id}")>
+                <input type="hidden" name="id" value=id.clone()/>
+                <input type="hidden" name="draft" value=draft_id.clone()/>
+                <div class="actions">
+                    <button name="step" value="save">"Save"</button>
+                    {dead.then(|| view! { <button name="step" value="save_resurrect">"Save and resurrect"</button> })}
+                    <a href=format!("/jobs/{id}?edit=1&draft={draft_id}")>"Back to editing"</a>
+                    <a href=format!("/jobs/{id}")>"Discard"</a>
+                </div>
+            </PostForm>
+        </section>
+    }
+}

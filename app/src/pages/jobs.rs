@@ -1,0 +1,251 @@
+use chrono::Utc;
+use deck_engine::{FailureReason, HotStatus, JobState, JobSummary, Page, Pillar, SortColumn, SortDirection};
+use leptos::prelude::*;
+
+use crate::components::layout::{ErrorBox, Layout, OperatorOnly, PostForm};
+use crate::format::{self, short_id};
+use crate::list_params::{ListParams, href, is_default_sort, parse};
+use crate::request::query;
+use crate::state::Console;
+
+#[component]
+pub fn JobsPage() -> impl IntoView {
+    let console = expect_context::<Console>();
+    let params = parse(&query(), console.options().page_size);
+    Suspend::new(async move {
+        let store = console.store().clone();
+        let (page, queues) = futures::join!(store.list_jobs(&params.query), store.list_queues());
+        let queue_names: Vec<String> = queues.map(|qs| qs.into_iter().map(|q| q.name).collect()).unwrap_or_default();
+        let title = match params.source() {
+            Pillar::Hot => "Active jobs",
+            Pillar::Archive => "Archive",
+            Pillar::Dlq => "Dead letters",
+        };
+        let body = match page {
+            Ok(page) => view! { <JobList params=params.clone() page=page queue_names=queue_names/> }.into_any(),
+            Err(e) => view! { <ErrorBox message=format!("Cannot list jobs: {e}")/> }.into_any(),
+        };
+        view! { <Layout title=title.to_string()>{body}</Layout> }
+    })
+}
+
+fn state_badge(state: JobState) -> impl IntoView {
+    let (class, text) = match state {
+        JobState::Pending => ("badge", "pending".to_string()),
+        JobState::Fetched => ("badge info", "buffered".to_string()),
+        JobState::Processing => ("badge info", "processing".to_string()),
+        JobState::Succeeded => ("badge ok", "succeeded".to_string()),
+        JobState::Dead(r) => ("badge crit", r.as_str().to_string()),
+    };
+    view! { <span class=class>{text}</span> }
+}
+
+#[component]
+pub fn JobList(params: ListParams, page: Page<JobSummary>, queue_names: Vec<String>) -> impl IntoView {
+    let source = params.source();
+    let now = Utc::now();
+    let tabs = [(Pillar::Hot, "Active"), (Pillar::Archive, "Archive"), (Pillar::Dlq, "Dead letters")]
+        .into_iter()
+        .map(|(s, label)| {
+            // Keep the filters that make sense in every source.
+            let mut pairs = vec![("source", s.as_str().to_string())];
+            for key in ["queue", "type", "tag", "q", "from", "to"] {
+                let v = params.raw(key);
+                if !v.is_empty() {
+                    pairs.push((key, v.to_string()));
+                }
+            }
+            view! { <a href=href("/jobs", &pairs) class:active=s == source>{label}</a> }
+        })
+        .collect_view();
+
+    let problems = (!params.problems.is_empty()).then(|| {
+        view! { <div class="flash err">{format!("Some parameters were ignored: {}", params.problems.join("; "))}</div> }
+    });
+
+    let base = params.sorted_pairs();
+    let sort = params.query.sort;
+    let link_params = params.clone();
+    let sort_link = move |column: SortColumn, label: &'static str| {
+        let mut pairs = link_params.filter_pairs();
+        let active = sort.column == column;
+        let dir = if active { sort.direction.reversed() } else { SortDirection::Desc };
+        let arrow = if active { if sort.direction == SortDirection::Desc { " ▾" } else { " ▴" } } else { "" };
+        let new_sort = deck_engine::JobSort { column, direction: dir };
+        if !is_default_sort(source, new_sort) {
+            pairs.push(("sort", column.as_str().to_string()));
+            pairs.push(("dir", if dir == SortDirection::Asc { "asc" } else { "desc" }.to_string()));
+        }
+        view! { <a href=href("/jobs", &pairs) class:sorted=active>{label}{arrow}</a> }
+    };
+
+    let rows = page
+        .items
+        .iter()
+        .enumerate()
+        .map(|(i, j)| {
+            let id = j.id.to_string();
+            let when = match source {
+                Pillar::Hot => j.scheduled_at,
+                _ => j.finished_at.unwrap_or(j.created_at),
+            };
+            view! {
+                <tr>
+                    <td class="sel"><input type="checkbox" name=format!("ids[{i}]") value=id.clone() aria-label=format!("Select job {id}")/></td>
+                    <td class="id"><a href=format!("/jobs/{id}") title=id.clone()><code>{short_id(&id)}</code></a></td>
+                    <td>{j.queue.clone()}</td>
+                    <td><code>{j.job_type.clone()}</code></td>
+                    <td>{state_badge(j.state)}</td>
+                    <td class="num">{j.priority}</td>
+                    <td class="num">{j.attempt}</td>
+                    <td class="when" title=format::time(j.created_at)>{format::ago(j.created_at, now)}</td>
+                    <td class="when" title=format::time(when)>{format::ago(when, now)}</td>
+                    <td class="msg">{j.last_error.clone().unwrap_or_default()}</td>
+                    <td class="tags">{j.tags.iter().map(|t| view! { <span class="tag">{t.clone()}</span> }).collect_view()}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+
+    let empty = page.items.is_empty();
+    let filtered = !params.query.filter.is_empty();
+    let empty_view = empty.then(|| {
+        let text = match (source, filtered) {
+            (_, true) => "No jobs match these filters. Loosen them, or clear them.",
+            (Pillar::Hot, false) => "No active jobs: nothing is waiting or running. Enqueue with `deck enqueue` or POST /api/v1/jobs.",
+            (Pillar::Archive, false) => "The archive is empty: succeeded jobs are kept here for the retention period.",
+            (Pillar::Dlq, false) => "No dead letters. Jobs land here when retries run out, on fatal errors, or when cancelled.",
+        };
+        view! { <div class="empty"><p>{text}</p>{filtered.then(|| view! { <a href=href("/jobs", &[("source", source.as_str().to_string())])>"Clear filters"</a> })}</div> }
+    });
+
+    let pager = {
+        let link = |key: &'static str, value: String, label: &'static str, enabled: bool| {
+            let mut pairs = base.clone();
+            if !value.is_empty() {
+                pairs.push((key, value));
+            }
+            if enabled {
+                view! { <a href=href("/jobs", &pairs)>{label}</a> }.into_any()
+            } else {
+                view! { <span class="disabled">{label}</span> }.into_any()
+            }
+        };
+        let has_prev = page.prev.is_some();
+        let has_next = page.next.is_some();
+        view! {
+            <nav class="pager" aria-label="Pages">
+                {link("first", String::new(), "« First", has_prev)}
+                {link("before", page.prev.as_ref().map(|c| c.to_string()).unwrap_or_default(), "‹ Newer", has_prev)}
+                {link("after", page.next.as_ref().map(|c| c.to_string()).unwrap_or_default(), "Older ›", has_next)}
+                {link("last", "1".into(), "Last »", has_next)}
+            </nav>
+        }
+    };
+
+    let status_options = match source {
+        Pillar::Hot => HotStatus::ALL
+            .iter()
+            .map(|s| (s.as_str().to_string(), s.as_str().to_string()))
+            .collect::<Vec<_>>(),
+        Pillar::Dlq => FailureReason::ALL.iter().map(|r| (r.as_str().to_string(), r.as_str().to_string())).collect(),
+        Pillar::Archive => Vec::new(),
+    };
+    let status_key = if source == Pillar::Dlq { "reason" } else { "status" };
+    let status_value = params.raw(status_key).to_string();
+    let queue_value = params.raw("queue").to_string();
+    let on_value = params.raw("on").to_string();
+
+    let bulk_buttons = match source {
+        Pillar::Hot => view! {
+            <button name="action" value="cancel" class="danger">"Cancel selected"</button>
+            <button name="action" value="purge" class="danger">"Purge selected (pending only)"</button>
+        }
+        .into_any(),
+        Pillar::Dlq => view! {
+            <button name="action" value="resurrect">"Retry selected"</button>
+            <button name="action" value="purge" class="danger">"Purge selected"</button>
+        }
+        .into_any(),
+        Pillar::Archive => view! { <button name="action" value="purge" class="danger">"Purge selected"</button> }.into_any(),
+    };
+    let bulk_link = (source == Pillar::Dlq).then(|| {
+        view! { <a class="button" href=format!("/dlq/bulk?{}", params.filter_query())>"Bulk by filter…"</a> }
+    });
+
+    view! {
+        <nav class="tabs">{tabs}</nav>
+        {problems}
+        <form method="get" action="/jobs" class="filters">
+            <input type="hidden" name="source" value=source.as_str()/>
+            <label>"Queue"
+                <select name="queue">
+                    <option value="">"all"</option>
+                    {queue_names.into_iter().map(|n| { let sel = n == queue_value; view! { <option value=n.clone() selected=sel>{n.clone()}</option> } }).collect_view()}
+                </select>
+            </label>
+            <label>"Type"<input type="text" name="type" value=params.raw("type").to_string() placeholder="job type"/></label>
+            {(!status_options.is_empty()).then(|| view! {
+                <label>{if source == Pillar::Dlq { "Reason" } else { "Status" }}
+                    <select name=status_key>
+                        <option value="">"any"</option>
+                        {status_options.into_iter().map(|(v, l)| { let sel = v.eq_ignore_ascii_case(&status_value); view! { <option value=v selected=sel>{l}</option> } }).collect_view()}
+                    </select>
+                </label>
+            })}
+            <label>"Tag"<input type="text" name="tag" value=params.raw("tag").to_string() placeholder="exact tag"/></label>
+            <label class="grow">"Search"<input type="search" name="q" value=params.raw("q").to_string() placeholder="id, type, tag or error text"/></label>
+            {(source != Pillar::Hot).then(|| view! {
+                <label>"Dates on"
+                    <select name="on">
+                        <option value="created" selected=on_value != "finished">"created"</option>
+                        <option value="finished" selected=on_value == "finished">"finished"</option>
+                    </select>
+                </label>
+            })}
+            <label>"From"<input type="date" name="from" value=params.raw("from").to_string()/></label>
+            <label>"To"<input type="date" name="to" value=params.raw("to").to_string()/></label>
+            <div class="filter-actions">
+                <button type="submit">"Filter"</button>
+                <a href=href("/jobs", &[("source", source.as_str().to_string())])>"Clear"</a>
+            </div>
+        </form>
+        {empty_view}
+        {(!empty).then(|| view! {
+            <PostForm endpoint="jobs/bulk" class="bulk">
+                <input type="hidden" name="source" value=source.as_str()/>
+                <div class="table-wrap">
+                    <table class="dense jobs">
+                        <thead>
+                            <tr>
+                                <th class="sel"></th>
+                                <th>"Id"</th>
+                                <th>{sort_link(SortColumn::Queue, "Queue")}</th>
+                                <th>{sort_link(SortColumn::JobType, "Type")}</th>
+                                <th>"State"</th>
+                                <th class="num">{sort_link(SortColumn::Priority, "Prio")}</th>
+                                <th class="num">{sort_link(SortColumn::Attempt, "Att.")}</th>
+                                <th>{sort_link(SortColumn::CreatedAt, "Created")}</th>
+                                <th>{if source == Pillar::Hot { sort_link(SortColumn::ScheduledAt, "Due") } else { sort_link(SortColumn::FinishedAt, "Finished") }}</th>
+                                <th>"Last error"</th>
+                                <th>"Tags"</th>
+                            </tr>
+                        </thead>
+                        <tbody>{rows}</tbody>
+                    </table>
+                </div>
+                <div class="list-foot">
+                    <OperatorOnly>
+                        <div class="bulk-actions">
+                            <span>"With selected:"</span>
+                            {bulk_buttons}
+                            <label class="confirm"><input type="checkbox" name="confirm" value="yes"/>" confirm cancel / purge"</label>
+                        </div>
+                    </OperatorOnly>
+                    {bulk_link}
+                    {pager}
+                </div>
+            </PostForm>
+        })}
+    }
+}

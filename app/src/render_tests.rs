@@ -1,0 +1,136 @@
+//! Components render from plain data, without a database: these prove what they show.
+
+use chrono::{Duration, Utc};
+use deck_engine::{ErrorGroup, FailureReason, Job, JobId, JobState, QueueStats, Summary, ThroughputBucket};
+use leptos::prelude::*;
+use leptos::reactive::owner::Owner;
+
+use crate::components::telemetry::{Cards, ErrorGroups, QueuesTable, ThroughputChart};
+use crate::live::fragments;
+use crate::pages::job::JobView;
+use crate::telemetry_view::Telemetry;
+
+fn html(f: impl FnOnce() -> AnyView) -> String {
+    Owner::new().with(|| f().to_html())
+}
+
+fn queue(name: &str, lag_max_ms: u64) -> QueueStats {
+    QueueStats {
+        queue: name.into(),
+        paused: false,
+        hidden: false,
+        max_workers: Some(4),
+        pending: 1_234,
+        scheduled: 0,
+        fetched: 0,
+        processing: 2,
+        succeeded: 10,
+        failed: 3,
+        lag_avg_ms: 100,
+        lag_max_ms,
+        lag_warn_secs: None,
+        lag_crit_secs: Some(60),
+        zombie_timeout_secs: None,
+        execution_timeout_secs: None,
+    }
+}
+
+#[test]
+fn cards_show_counts_and_rates() {
+    let t = Telemetry {
+        summary: Summary { pending: 1_234_567, dlq: 5, succeeded_1m: 120, failed_5m: 30, succeeded_5m: 270, ..Summary::default() },
+        ..Telemetry::default()
+    };
+    let out = html(|| view! { <Cards t=t/> }.into_any());
+    assert!(out.contains("1,234,567"), "{out}");
+    assert!(out.contains("2.0/s"), "1 m throughput is 120/60: {out}");
+    assert!(out.contains("10.0%"), "failure rate 30/300: {out}");
+    assert!(out.contains(r#"data-live="cards""#));
+}
+
+#[test]
+fn lag_is_coloured_against_the_queue_threshold() {
+    let out = html(|| view! { <QueuesTable queues=vec![queue("fast", 1_000), queue("slow", 61_000)]/> }.into_any());
+    assert!(out.contains("num lag ok"), "{out}");
+    assert!(out.contains("num lag crit"), "61 s is over the 60 s critical threshold: {out}");
+    assert!(!out.contains("data-live"), "not live unless asked");
+}
+
+#[test]
+fn error_text_is_escaped_everywhere() {
+    let groups = vec![ErrorGroup {
+        reason: FailureReason::Fatal,
+        message_prefix: "<script>alert(1)</script>".into(),
+        count: 2,
+        last_seen: Utc::now(),
+    }];
+    let now = Utc::now();
+    let out = html(move || view! { <ErrorGroups groups=groups now=now/> }.into_any());
+    assert!(!out.contains("<script>alert"), "{out}");
+    assert!(out.contains("&lt;script&gt;"), "{out}");
+    assert!(out.contains("reason=Fatal"), "links to the filtered DLQ list: {out}");
+}
+
+#[test]
+fn chart_draws_one_bar_group_per_minute() {
+    let start = Utc::now() - Duration::minutes(60);
+    let buckets: Vec<ThroughputBucket> = (0..60)
+        .map(|i| ThroughputBucket { minute: start + Duration::minutes(i), succeeded: i as u64, failed: (i % 7) as u64, ..Default::default() })
+        .collect();
+    let out = html(move || view! { <ThroughputChart buckets=buckets/> }.into_any());
+    assert_eq!(out.matches("class=\"bar-ok\"").count(), 60);
+    assert!(out.contains("<svg"));
+    assert!(!out.contains("chart-empty"));
+}
+
+#[test]
+fn empty_chart_says_how_to_get_data() {
+    let out = html(|| view! { <ThroughputChart buckets=Vec::new()/> }.into_any());
+    assert!(out.contains("No jobs finished in the last hour"), "{out}");
+}
+
+#[test]
+fn live_fragments_cover_every_panel() {
+    let t = Telemetry { queues: vec![queue("q", 0)], ..Telemetry::default() };
+    let f = fragments(&t);
+    for key in ["cards", "chart", "queues", "errors", "breakers", "events"] {
+        let html = f[key].as_str().unwrap_or_default();
+        assert!(html.contains(&format!("data-live=\"{key}\"")), "{key}: {html}");
+    }
+}
+
+#[test]
+fn job_view_pretty_prints_and_escapes_the_payload() {
+    let now = Utc::now();
+    let job = Job {
+        id: JobId::new(),
+        queue: "emails".into(),
+        job_type: "send".into(),
+        payload: r#"{"to":"<b>x</b>","n":1}"#.into(),
+        tags: vec!["vip".into()],
+        priority: 3,
+        idempotency_key: None,
+        correlation_id: None,
+        created_by: None,
+        created_at: now,
+        scheduled_at: now,
+        started_at: Some(now),
+        heartbeat_at: None,
+        finished_at: Some(now),
+        expires_at: None,
+        attempt: 3,
+        max_attempts: None,
+        state: JobState::Dead(FailureReason::Failed),
+        worker_id: Some("w-1".into()),
+        cancel_requested: false,
+        errors: vec![deck_engine::AttemptError { attempt: 3, at: now, kind: "transient".into(), message: "smtp <down>".into() }],
+        result: None,
+        continuation: None,
+        original_payload: Some(r#"{"to":"old"}"#.into()),
+    };
+    let out = html(move || view! { <JobView job=job editing=false draft=None/> }.into_any());
+    assert!(out.contains("&quot;to&quot;: &quot;&lt;b&gt;x&lt;/b&gt;&quot;") || out.contains("\"to\": \"&lt;b&gt;x&lt;/b&gt;\""), "{out}");
+    assert!(out.contains("smtp &lt;down&gt;"));
+    assert!(out.contains("dead: Failed"));
+    assert!(out.contains("Original payload"), "an edited job shows its original");
+}

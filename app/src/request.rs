@@ -1,0 +1,90 @@
+//! What a component may know about the request being rendered: who asks, the query string,
+//! the current URL. leptos_axum puts the request's `Parts` into context.
+
+use axum::http::request::Parts;
+use leptos::prelude::*;
+
+use crate::auth::{Identity, Role};
+use crate::session::{Session, THEME_COOKIE, cookie};
+
+/// Query-string pairs in order; empty values count as absent.
+#[derive(Debug, Clone, Default)]
+pub struct Query(pub Vec<(String, String)>);
+
+impl Query {
+    pub fn parse(raw: &str) -> Self {
+        Query(serde_urlencoded::from_str(raw).unwrap_or_default())
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.0
+            .iter()
+            .rev()
+            .find(|(k, v)| k == key && !v.trim().is_empty())
+            .map(|(_, v)| v.trim())
+    }
+
+    pub fn all(&self, key: &str) -> Vec<&str> {
+        self.0
+            .iter()
+            .filter(|(k, v)| k == key && !v.is_empty())
+            .map(|(_, v)| v.as_str())
+            .collect()
+    }
+}
+
+pub fn parts() -> Option<Parts> {
+    use_context::<Parts>()
+}
+
+pub fn query() -> Query {
+    parts()
+        .and_then(|p| p.uri.query().map(Query::parse))
+        .unwrap_or_default()
+}
+
+pub fn path() -> String {
+    parts().map(|p| p.uri.path().to_string()).unwrap_or_else(|| "/".into())
+}
+
+/// Path and query of this page, without the one-shot flash parameters.
+pub fn current_url() -> String {
+    let Some(p) = parts() else {
+        return "/".into();
+    };
+    let q = p.uri.query().map(Query::parse).unwrap_or_default();
+    let kept: Vec<(String, String)> = q
+        .0
+        .into_iter()
+        .filter(|(k, _)| k != "ok" && k != "err")
+        .collect();
+    let path = p.uri.path().to_string();
+    if kept.is_empty() {
+        path
+    } else {
+        format!(
+            "{path}?{}",
+            serde_urlencoded::to_string(&kept).unwrap_or_default()
+        )
+    }
+}
+
+pub fn session() -> Session {
+    parts()
+        .and_then(|p| p.extensions.get::<Session>().cloned())
+        .unwrap_or(Session {
+            // Rendering outside a request (tests, fragments): read-only.
+            identity: Identity {
+                name: "anonymous".into(),
+                role: Role::Viewer,
+            },
+            csrf: String::new(),
+        })
+}
+
+pub fn theme() -> &'static str {
+    match parts().as_ref().and_then(|p| cookie(&p.headers, THEME_COOKIE)) {
+        Some("carbon") => "carbon",
+        _ => "blueprint",
+    }
+}

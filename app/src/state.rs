@@ -1,0 +1,317 @@
+//! The console's shared state: what it reads and acts through (`ConsoleBackend`), the
+//! recent-event ring, the shared telemetry snapshot, edit drafts and bulk runs.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::Utc;
+use deck_engine::{
+    CancelOutcome, EngineSettings, JobEdit, JobId, NewAuditEntry, PruneReport, QueueConfig,
+    QueuePatch, Store, StoreResult,
+};
+use tokio::sync::watch;
+
+use crate::telemetry_view::{ConsoleEvent, EventLevel, RuntimeView, Telemetry};
+
+/// What the console needs from the engine. Implemented for a running `Engine` (actions reach
+/// the runtime: a local running job stops at once, worker counts change live) and for a bare
+/// store (tests, benchmarks, a console-only process).
+#[async_trait]
+pub trait ConsoleBackend: Send + Sync + 'static {
+    fn store(&self) -> &Arc<dyn Store>;
+
+    /// Workers, prefetch buffer and circuit breakers of this process.
+    fn runtime(&self) -> RuntimeView {
+        RuntimeView::default()
+    }
+
+    async fn cancel(&self, id: JobId) -> StoreResult<CancelOutcome> {
+        self.store().cancel(id).await
+    }
+
+    async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {
+        self.store().update_queue(name, patch).await
+    }
+
+    async fn save_settings(&self, settings: EngineSettings) -> StoreResult<()> {
+        self.store().save_settings(&settings).await
+    }
+
+    async fn prune_now(&self) -> StoreResult<PruneReport> {
+        let settings = self.store().load_settings().await?;
+        self.store().prune(&settings.retention.policy(1_000)).await
+    }
+
+    /// Recent engine events since the last call (for the event console).
+    fn drain_events(&self) -> Vec<ConsoleEvent> {
+        Vec::new()
+    }
+
+    /// Tell the engine's event stream about an operator action.
+    fn emit_action(&self, _actor: &str, _action: &str, _target: &str, _count: u64) {}
+}
+
+/// A console over a bare store: no runtime in this process.
+pub struct StoreBackend(pub Arc<dyn Store>);
+
+#[async_trait]
+impl ConsoleBackend for StoreBackend {
+    fn store(&self) -> &Arc<dyn Store> {
+        &self.0
+    }
+}
+
+/// Knobs with defaults; the server may override them.
+#[derive(Debug, Clone)]
+pub struct ConsoleOptions {
+    /// One telemetry snapshot per tick, shared by every browser.
+    pub tick: Duration,
+    /// Default and hard maximum of jobs one bulk-by-filter run touches.
+    pub bulk_cap_default: u32,
+    pub bulk_cap_max: u32,
+    /// Rows per page in job lists.
+    pub page_size: u32,
+    /// Lines kept in the live event console.
+    pub event_lines: usize,
+}
+
+impl Default for ConsoleOptions {
+    fn default() -> Self {
+        ConsoleOptions {
+            tick: Duration::from_secs(2),
+            bulk_cap_default: 1_000,
+            bulk_cap_max: 10_000,
+            page_size: 50,
+            event_lines: 40,
+        }
+    }
+}
+
+/// A proposed edit waiting for the operator to confirm it after seeing the diff.
+#[derive(Debug, Clone)]
+pub struct Draft {
+    pub job: JobId,
+    pub edit: JobEdit,
+    /// The raw text the operator typed, kept so a rejected edit is not lost.
+    pub payload_text: String,
+    pub tags_text: String,
+    pub priority_text: String,
+    pub queue_text: String,
+    pub error: Option<String>,
+    pub created: std::time::Instant,
+}
+
+/// A bulk-by-filter run in progress (or done), shown on its progress page.
+#[derive(Debug, Clone)]
+pub struct BulkRun {
+    pub id: String,
+    pub actor: String,
+    pub action: deck_engine::BulkAction,
+    pub filter_url: String,
+    pub cap: u32,
+    pub done: u64,
+    pub finished: bool,
+    pub error: Option<String>,
+    pub started: chrono::DateTime<Utc>,
+}
+
+struct Inner {
+    backend: Box<dyn ConsoleBackend>,
+    options: ConsoleOptions,
+    events: Mutex<VecDeque<ConsoleEvent>>,
+    telemetry: watch::Sender<Option<Arc<Telemetry>>>,
+    /// Serialises telemetry refreshes so concurrent page loads share one computation.
+    refresh: tokio::sync::Mutex<()>,
+    drafts: Mutex<HashMap<String, Draft>>,
+    runs: Mutex<HashMap<String, BulkRun>>,
+}
+
+/// Cheap to clone; provided as Leptos context to pages and server functions.
+#[derive(Clone)]
+pub struct Console(Arc<Inner>);
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic while holding one of these small maps leaves usable data; keep serving.
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl Console {
+    pub fn new(backend: impl ConsoleBackend, options: ConsoleOptions) -> Self {
+        let (telemetry, _) = watch::channel(None);
+        Console(Arc::new(Inner {
+            backend: Box::new(backend),
+            options,
+            events: Mutex::new(VecDeque::new()),
+            telemetry,
+            refresh: tokio::sync::Mutex::new(()),
+            drafts: Mutex::new(HashMap::new()),
+            runs: Mutex::new(HashMap::new()),
+        }))
+    }
+
+    pub fn backend(&self) -> &dyn ConsoleBackend {
+        self.0.backend.as_ref()
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        self.0.backend.store()
+    }
+
+    pub fn options(&self) -> &ConsoleOptions {
+        &self.0.options
+    }
+
+    pub fn push_event(&self, level: EventLevel, text: String) {
+        let mut events = lock(&self.0.events);
+        events.push_front(ConsoleEvent {
+            at: Utc::now(),
+            level,
+            text,
+        });
+        events.truncate(self.0.options.event_lines);
+    }
+
+    fn collect_engine_events(&self) {
+        let fresh = self.0.backend.drain_events();
+        if fresh.is_empty() {
+            return;
+        }
+        let mut events = lock(&self.0.events);
+        for e in fresh {
+            events.push_front(e);
+        }
+        events.truncate(self.0.options.event_lines);
+    }
+
+    pub fn recent_events(&self) -> Vec<ConsoleEvent> {
+        self.collect_engine_events();
+        lock(&self.0.events).iter().cloned().collect()
+    }
+
+    /// Write an operator action to the audit log and the event stream. The audit write is
+    /// part of the action: if it fails, the caller reports the failure.
+    pub async fn record(
+        &self,
+        actor: &str,
+        action: &str,
+        target: String,
+        count: u64,
+        detail: Option<String>,
+    ) -> StoreResult<()> {
+        self.store()
+            .append_audit(NewAuditEntry {
+                actor: actor.to_string(),
+                action: action.to_string(),
+                target: target.clone(),
+                count,
+                detail,
+            })
+            .await?;
+        self.0.backend.emit_action(actor, action, &target, count);
+        let short: String = target.chars().take(120).collect();
+        self.push_event(
+            EventLevel::Action,
+            format!("{actor}: {action} {short} ({count})"),
+        );
+        Ok(())
+    }
+
+    /// Read a fresh telemetry snapshot through the store's telemetry class.
+    pub async fn compute_telemetry(&self) -> StoreResult<Telemetry> {
+        let store = self.store();
+        let (summary, queues, throughput, errors) = futures::try_join!(
+            store.summary(),
+            store.queue_stats(),
+            store.throughput(60, None),
+            store.top_errors(8),
+        )?;
+        Ok(Telemetry {
+            at: Utc::now(),
+            summary,
+            queues: queues.into_iter().filter(|q| !q.hidden).collect(),
+            throughput,
+            errors,
+            runtime: self.0.backend.runtime(),
+            events: self.recent_events(),
+        })
+    }
+
+    /// The shared snapshot, recomputed when older than one tick. Page loads and the live
+    /// stream both come here, so many browsers cost the database what one does.
+    pub async fn telemetry(&self) -> StoreResult<Arc<Telemetry>> {
+        let max_age = chrono::Duration::from_std(self.0.options.tick)
+            .unwrap_or_else(|_| chrono::Duration::seconds(2));
+        if let Some(t) = self.fresh_telemetry(max_age) {
+            return Ok(t);
+        }
+        let _guard = self.0.refresh.lock().await;
+        // Someone else may have refreshed while we waited for the lock.
+        if let Some(t) = self.fresh_telemetry(max_age) {
+            return Ok(t);
+        }
+        let t = Arc::new(self.compute_telemetry().await?);
+        self.0.telemetry.send_replace(Some(t.clone()));
+        Ok(t)
+    }
+
+    fn fresh_telemetry(&self, max_age: chrono::Duration) -> Option<Arc<Telemetry>> {
+        let current = self.0.telemetry.borrow().clone()?;
+        (Utc::now() - current.at < max_age).then_some(current)
+    }
+
+    /// Publish a new snapshot now (the live ticker), regardless of age.
+    pub async fn publish_telemetry(&self) -> StoreResult<Arc<Telemetry>> {
+        let _guard = self.0.refresh.lock().await;
+        let t = Arc::new(self.compute_telemetry().await?);
+        self.0.telemetry.send_replace(Some(t.clone()));
+        Ok(t)
+    }
+
+    pub fn subscribe_telemetry(&self) -> watch::Receiver<Option<Arc<Telemetry>>> {
+        self.0.telemetry.subscribe()
+    }
+
+    pub fn watchers(&self) -> usize {
+        self.0.telemetry.receiver_count()
+    }
+
+    pub fn put_draft(&self, draft: Draft) -> String {
+        let id = random_token();
+        let mut drafts = lock(&self.0.drafts);
+        // Drafts are only useful for a few minutes; drop stale ones on the way.
+        drafts.retain(|_, d| d.created.elapsed() < Duration::from_secs(3_600));
+        drafts.insert(id.clone(), draft);
+        id
+    }
+
+    pub fn draft(&self, id: &str) -> Option<Draft> {
+        lock(&self.0.drafts).get(id).cloned()
+    }
+
+    pub fn take_draft(&self, id: &str) -> Option<Draft> {
+        lock(&self.0.drafts).remove(id)
+    }
+
+    pub fn put_run(&self, run: BulkRun) {
+        let mut runs = lock(&self.0.runs);
+        runs.retain(|_, r| !r.finished || (Utc::now() - r.started).num_hours() < 24);
+        runs.insert(run.id.clone(), run);
+    }
+
+    pub fn run(&self, id: &str) -> Option<BulkRun> {
+        lock(&self.0.runs).get(id).cloned()
+    }
+
+    pub fn update_run(&self, id: &str, f: impl FnOnce(&mut BulkRun)) {
+        if let Some(run) = lock(&self.0.runs).get_mut(id) {
+            f(run);
+        }
+    }
+}
+
+/// 128 random bits as hex: draft ids, run ids, CSRF tokens.
+pub fn random_token() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}

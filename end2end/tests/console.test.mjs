@@ -1,0 +1,229 @@
+// Every console page and action, driven as an operator would, against a real
+// `deck serve --demo`. One screenshot per page goes to end2end/screenshots/.
+import { test, before, after } from "node:test";
+import assert from "node:assert/strict";
+import { startDeck, startBrowser, shot } from "./harness.mjs";
+
+let deck, browser, page;
+
+before(async () => {
+  deck = await startDeck();
+  browser = await startBrowser();
+  page = await browser.context.newPage();
+  page.setDefaultTimeout(20_000);
+});
+
+after(async () => {
+  await browser?.close();
+  await deck?.stop();
+});
+
+const go = (path) => page.goto(deck.base + path);
+const flash = () => page.locator(".flash.ok, .flash.err").first().innerText();
+
+/** Reload `path` until `selector` shows up (the demo workload needs a moment). */
+async function waitForRows(path, selector, seconds = 90) {
+  for (let i = 0; i < seconds; i++) {
+    await go(path);
+    if ((await page.locator(selector).count()) > 0) return;
+    await page.waitForTimeout(1000);
+  }
+  throw new Error(`${selector} never appeared on ${path}`);
+}
+
+test("overview shows cards, chart, queues and goes live", async () => {
+  await waitForRows("/", "[data-live=queues] tbody tr");
+  assert.equal(await page.locator(".card").count(), 9);
+  assert.ok(await page.locator("svg.throughput").isVisible());
+  // The live script swaps in server-rendered panels: mark the current one and wait until
+  // it is replaced by a fresh one pushed over SSE.
+  await page.evaluate(() => document.querySelector("[data-live=cards]").setAttribute("data-old", "1"));
+  await page.waitForSelector("[data-live=cards]:not([data-old])", { timeout: 15_000 });
+  await page.waitForSelector(".live-dot.on");
+  await shot(page, "overview");
+});
+
+test("theme switch sticks across pages", async () => {
+  await go("/");
+  assert.equal(await page.getAttribute("html", "data-theme"), "blueprint");
+  await page.click(".theme-switch");
+  assert.equal(await page.getAttribute("html", "data-theme"), "carbon");
+  await go("/queues");
+  assert.equal(await page.getAttribute("html", "data-theme"), "carbon");
+  await go("/");
+  await shot(page, "overview-carbon");
+  await page.click(".theme-switch");
+  assert.equal(await page.getAttribute("html", "data-theme"), "blueprint");
+});
+
+test("queues: pause, resume, limits, hide and show", async () => {
+  await go("/queues");
+  const card = page.locator("section.queue").first();
+  const name = (await card.locator("h2").innerText()).trim();
+  await card.locator("button[value=pause]").click();
+  assert.match(await flash(), new RegExp(`Queue ${name} paused`));
+  assert.ok(await page.locator(`#queue-${name} .badge.warn`).isVisible());
+  await shot(page, "queues");
+  await page.locator(`#queue-${name} button[value=resume]`).click();
+  assert.match(await flash(), /resumed/);
+
+  await page.locator(`#queue-${name} details.limits summary`).click();
+  await page.locator(`#queue-${name} input[name=max_workers]`).fill("3");
+  await page.locator(`#queue-${name} input[name=execution_timeout]`).fill("120");
+  await page.locator(`#queue-${name} .limits-form button`).click();
+  assert.match(await flash(), /max workers 3/);
+  assert.match(await page.locator(`#queue-${name} details.limits summary`).innerText(), /max workers 3/);
+
+  await page.locator(`#queue-${name} button[value=hide]`).click();
+  assert.equal(await page.locator(`#queue-${name}`).count(), 0, "hidden queues leave the default view");
+  await page.click("text=/Show \\d+ hidden/");
+  await page.locator(`#queue-${name} button[value=show]`).click();
+  assert.match(await flash(), /shown/);
+});
+
+test("jobs: sources, filters in the URL, sort and keyset paging", async () => {
+  await waitForRows("/jobs?source=archive", "table.jobs tbody tr");
+  await page.selectOption("select[name=queue]", { index: 1 });
+  await page.click(".filters button[type=submit]");
+  assert.match(page.url(), /source=archive&queue=/);
+  await page.click("th >> text=Prio");
+  assert.match(page.url(), /sort=priority/);
+  const older = page.locator(".pager a", { hasText: "Older" });
+  if (await older.count()) {
+    const first = await page.locator("table.jobs tbody tr td.id").first().innerText();
+    await older.click();
+    assert.match(page.url(), /after=/);
+    assert.notEqual(await page.locator("table.jobs tbody tr td.id").first().innerText(), first);
+  }
+  await shot(page, "jobs-archive");
+  await go("/jobs?source=active&q=definitely-not-there-xyz");
+  assert.match(await page.locator(".empty").innerText(), /No jobs match/);
+});
+
+test("dead letters: inspect, edit with diff, save and resurrect", async () => {
+  await waitForRows("/jobs?source=dlq", "table.jobs tbody tr");
+  await shot(page, "jobs-dlq");
+  await page.locator("table.jobs tbody tr td.id a").first().click();
+  assert.match(page.url(), /\/jobs\/[0-9a-f-]{36}$/);
+  await shot(page, "job");
+  assert.ok(await page.locator("text=Attempt errors").isVisible());
+  await page.click("text=Edit…");
+  await page.fill("textarea[name=payload]", "{ not json");
+  await page.click("text=Preview changes");
+  assert.match(await flash(), /not valid JSON/);
+  assert.equal(await page.inputValue("textarea[name=payload]"), "{ not json", "typed text is kept");
+  await page.fill("textarea[name=payload]", '{"edited_by_e2e": true}');
+  await page.fill("input[name=tags]", "e2e, fixed");
+  await page.click("text=Preview changes");
+  assert.ok(await page.locator("pre.diff .d-add", { hasText: "edited_by_e2e" }).isVisible(), "diff shows the new line");
+  await shot(page, "job-edit-diff");
+  await page.click("button[value=save_resurrect]");
+  assert.match(await flash(), /resurrected/);
+  assert.match(await page.locator("pre.json").first().innerText(), /edited_by_e2e/);
+  assert.ok(await page.locator("text=Original payload").isVisible(), "original kept");
+});
+
+test("dead letters: retry selected rows, then purge one with confirmation", async () => {
+  await waitForRows("/jobs?source=dlq", "table.jobs tbody tr");
+  const boxes = page.locator("table.jobs tbody input[type=checkbox]");
+  await boxes.nth(0).check();
+  if ((await boxes.count()) > 1) await boxes.nth(1).check();
+  await page.click("button[value=resurrect]");
+  assert.match(await flash(), /resurrect: [12] of [12] selected/);
+
+  await waitForRows("/jobs?source=dlq", "table.jobs tbody tr");
+  await page.locator("table.jobs tbody td.id a").first().click();
+  const url = page.url();
+  await page.check(".confirm-form input[name=confirm]");
+  await page.click(".confirm-form button.danger");
+  assert.match(await flash(), /purged/);
+  await page.goto(url);
+  assert.match(await page.locator(".empty").innerText(), /No job/);
+});
+
+test("dead letters: bulk by filter with preview, typed confirmation and progress", async () => {
+  await waitForRows("/jobs?source=dlq", "table.jobs tbody tr");
+  await page.click("text=Bulk by filter…");
+  assert.match(await page.locator(".big").first().innerText(), /matching dead letters/);
+  await shot(page, "dlq-bulk");
+  await page.fill("input[name=cap]", "5");
+  await page.fill("input[name=confirm]", "RESURRECT");
+  await page.click(".bulk-run button.danger");
+  assert.match(page.url(), /\/dlq\/bulk\/[0-9a-f]{32}/);
+  await page.waitForSelector("[data-run-finished=true]", { timeout: 30_000 });
+  assert.match(await page.locator(".run-state").innerText(), /done: [1-5] job/);
+  await shot(page, "dlq-bulk-run");
+});
+
+test("active jobs: cancel a pending job", async () => {
+  await waitForRows("/jobs?source=active&status=pending", "table.jobs tbody tr");
+  await page.locator("table.jobs tbody td.id a").first().click();
+  const cancel = page.locator("form[action='/fn/job/cancel'] button");
+  if ((await cancel.count()) === 0) return; // it was claimed meanwhile; nothing to cancel
+  await cancel.click();
+  assert.match(await flash(), /cancel|Nothing to cancel/i);
+});
+
+test("settings are saved and shown back", async () => {
+  await go("/settings");
+  await page.fill("input[name=worker_count]", "7");
+  await page.fill("input[name=max_attempts]", "4");
+  await page.click("text=Save settings");
+  assert.match(await flash(), /Settings saved/);
+  assert.equal(await page.inputValue("input[name=worker_count]"), "7");
+  await page.fill("input[name=worker_count]", "0");
+  await page.click("text=Save settings");
+  assert.match(await flash(), /Not saved: workers must be/);
+  await shot(page, "settings");
+});
+
+test("instances list this engine", async () => {
+  await go("/instances");
+  assert.ok((await page.locator("table tbody tr").count()) >= 1);
+  await shot(page, "instances");
+});
+
+test("audit log records every action with its actor", async () => {
+  await go("/audit");
+  const text = await page.locator("table.audit").innerText();
+  for (const action of ["queue.pause", "queue.resume", "queue.limits", "job.edit_resurrect", "jobs.bulk_resurrect", "job.purge", "dlq.bulk_resurrect", "settings.save"]) {
+    assert.ok(text.includes(action), `audit has ${action}`);
+  }
+  assert.match(text, /local/);
+  await shot(page, "audit");
+});
+
+test("forms without the CSRF token or from another origin are refused", async () => {
+  const res = await page.request.post(deck.base + "/fn/queue/state", {
+    form: { queue: "default", op: "pause", back: "/" },
+    maxRedirects: 0,
+  });
+  assert.equal(res.status(), 403);
+  const cookies = await browser.context.cookies(deck.base);
+  const csrf = cookies.find((c) => c.name === "deck_csrf")?.value;
+  assert.ok(csrf, "the console set a CSRF cookie");
+  const cross = await page.request.post(deck.base + "/fn/queue/state", {
+    form: { csrf, queue: "default", op: "pause", back: "/" },
+    headers: { Origin: "https://evil.example" },
+    maxRedirects: 0,
+  });
+  assert.equal(cross.status(), 403);
+});
+
+test("works with JavaScript off and on a phone", async () => {
+  const plain = await startBrowser({ javaScriptEnabled: false });
+  const noJs = await plain.context.newPage();
+  await noJs.goto(deck.base + "/queues");
+  const name = (await noJs.locator("section.queue h2").first().innerText()).trim();
+  await noJs.locator("section.queue").first().locator("button[value=pause]").click();
+  assert.match(await noJs.locator(".flash.ok").innerText(), new RegExp(`${name} paused`));
+  await noJs.locator(`#queue-${name} button[value=resume]`).click();
+  await plain.close();
+
+  await page.setViewportSize({ width: 390, height: 844 });
+  await go("/");
+  await shot(page, "overview-phone");
+  await go("/jobs?source=dlq");
+  await shot(page, "jobs-phone");
+  await page.setViewportSize({ width: 1280, height: 800 });
+});

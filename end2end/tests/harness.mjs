@@ -1,0 +1,90 @@
+// Start a real `deck serve --demo` on a free loopback port with its own database, and a
+// headless Debian Chromium (playwright-core, no browser download).
+import { spawn } from "node:child_process";
+import { mkdtempSync, mkdirSync, rmSync } from "node:fs";
+import { createServer } from "node:net";
+import { tmpdir } from "node:os";
+import { join, dirname } from "node:path";
+import { fileURLToPath } from "node:url";
+import { chromium } from "playwright-core";
+
+const here = dirname(fileURLToPath(import.meta.url));
+export const root = join(here, "..", "..");
+export const shots = join(here, "..", "screenshots");
+mkdirSync(shots, { recursive: true });
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.listen(0, "127.0.0.1", () => {
+      const { port } = srv.address();
+      srv.close(() => resolve(port));
+    });
+    srv.on("error", reject);
+  });
+}
+
+async function waitFor(url, child, ms = 120_000) {
+  const until = Date.now() + ms;
+  while (Date.now() < until) {
+    if (child.exitCode !== null) throw new Error(`deck exited early with ${child.exitCode}`);
+    try {
+      const res = await fetch(url);
+      if (res.ok) return;
+    } catch {}
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`deck did not answer ${url} in time`);
+}
+
+export async function startDeck(extraArgs = []) {
+  const dir = mkdtempSync(join(tmpdir(), "deck-e2e-"));
+  const port = await freePort();
+  const bin = process.env.DECK_BIN || join(root, "target", "debug", "deck");
+  const args = ["serve", "--demo", "--listen", `127.0.0.1:${port}`, "--database", `sqlite://${join(dir, "deck.db")}`, ...extraArgs];
+  const child = spawn(bin, args, { cwd: dir, stdio: ["ignore", "pipe", "pipe"], env: { ...process.env, RUST_LOG: process.env.RUST_LOG || "warn" } });
+  let log = "";
+  child.stdout.on("data", (d) => (log += d));
+  child.stderr.on("data", (d) => (log += d));
+  const base = `http://127.0.0.1:${port}`;
+  try {
+    await waitFor(`${base}/healthz`, child);
+  } catch (e) {
+    child.kill("SIGKILL");
+    throw new Error(`${e.message}\n--- deck output ---\n${log}`);
+  }
+  return {
+    base,
+    log: () => log,
+    async stop() {
+      child.kill("SIGTERM");
+      await new Promise((r) => (child.exitCode !== null ? r() : child.once("exit", r)));
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function startBrowser(options = {}) {
+  const userDir = mkdtempSync(join(tmpdir(), "deck-chromium-"));
+  const context = await chromium.launchPersistentContext(userDir, {
+    executablePath: process.env.CHROMIUM || "/usr/bin/chromium",
+    headless: true,
+    viewport: { width: 1280, height: 800 },
+    ...options,
+    args: [
+      "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+      "--disable-background-networking", "--disable-component-update", "--disable-sync",
+    ],
+  });
+  return {
+    context,
+    async close() {
+      await context.close();
+      rmSync(userDir, { recursive: true, force: true });
+    },
+  };
+}
+
+export async function shot(page, name) {
+  await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
+}
