@@ -695,6 +695,24 @@ pub async fn bulk_by_ids_applies_each_action(f: StoreFactory) {
     }
     assert_eq!(summary(&*store).await.dlq, 3);
 
+    // A running job is asked to stop, as with a single cancel.
+    let running = processing_job(&*store, req("run", "t"), "w1").await;
+    store
+        .bulk_by_ids(BulkAction::Cancel, Pillar::Hot, &[running])
+        .await
+        .unwrap();
+    let j = job(&*store, running).await;
+    assert_eq!((j.state, j.cancel_requested), (JobState::Processing, true));
+    assert_eq!(
+        store
+            .heartbeat("w1", &[running])
+            .await
+            .unwrap()
+            .cancel_requested,
+        vec![running]
+    );
+    assert!(complete_one(&*store, "w1", succeeded(running, None)).await);
+
     let archived = archived_job(&*store, req("q", "t")).await;
     assert_eq!(
         store
@@ -705,10 +723,10 @@ pub async fn bulk_by_ids_applies_each_action(f: StoreFactory) {
     );
     assert_eq!(
         store
-            .bulk_by_ids(BulkAction::Purge, Pillar::Archive, &[archived])
+            .bulk_by_ids(BulkAction::Purge, Pillar::Archive, &[archived, running])
             .await
             .unwrap(),
-        1
+        2
     );
     assert_eq!(counts(&summary(&*store).await), [0; 6]);
 }
