@@ -84,6 +84,7 @@ pub async fn many_claimers_never_share_a_job(f: StoreFactory) {
         assert_eq!(j.worker_id.as_ref(), owner.get(id));
         assert_eq!(j.attempt, 1, "ran once");
     }
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn racing_completions_apply_once(f: StoreFactory) {
@@ -152,6 +153,7 @@ pub async fn racing_completions_apply_once(f: StoreFactory) {
         s.succeeded + s.dlq,
         "one metric per applied completion"
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn stale_buffered_job_never_runs(f: StoreFactory) {
@@ -222,6 +224,7 @@ pub async fn stale_buffered_job_never_runs(f: StoreFactory) {
     }
     assert_eq!(started, 1);
     assert_eq!(job(&*store, id).await.attempt, 1);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn zombie_then_late_success_is_rejected(f: StoreFactory) {
@@ -268,6 +271,7 @@ pub async fn zombie_then_late_success_is_rejected(f: StoreFactory) {
         state(&*store, id).await,
         Some(JobState::Dead(FailureReason::Zombie))
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn bulkhead_holds_under_concurrent_claimers(f: StoreFactory) {
@@ -331,4 +335,5 @@ pub async fn bulkhead_holds_under_concurrent_claimers(f: StoreFactory) {
     assert_eq!(s.succeeded + s.pending, total as u64);
     assert!(s.succeeded > 0);
     assert!(peak.load(Ordering::SeqCst) <= i64::from(limit));
+    assert_counters_match_rows(&*store).await;
 }

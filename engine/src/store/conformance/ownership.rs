@@ -99,6 +99,7 @@ pub async fn wrong_worker_changes_nothing(f: StoreFactory) {
             .unwrap(),
         vec![Applied::NotApplied]
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn completion_requires_processing(f: StoreFactory) {
@@ -112,4 +113,5 @@ pub async fn completion_requires_processing(f: StoreFactory) {
     assert!(store.heartbeat("w1", &[id]).await.unwrap().alive.is_empty());
     assert_eq!(state(&*store, id).await, Some(JobState::Fetched));
     assert_eq!(counts(&summary(&*store).await), [0, 0, 1, 0, 0, 0]);
+    assert_counters_match_rows(&*store).await;
 }
