@@ -363,3 +363,62 @@ pub async fn envelope_limits_are_inclusive(f: StoreFactory) {
     assert_eq!(row.tags, tags);
     assert_counters_match_rows(&*store).await;
 }
+
+pub async fn the_largest_batch_goes_through_every_path(f: StoreFactory) {
+    use crate::query::BulkAction;
+    use crate::validation::MAX_BATCH;
+
+    let store = f.store();
+    let too_many: Vec<EnqueueRequest> = (0..=MAX_BATCH).map(|_| req("q", "t")).collect();
+    assert!(is_invalid(store.enqueue_batch(too_many).await));
+    let reqs: Vec<EnqueueRequest> = (0..MAX_BATCH)
+        .map(|i| EnqueueRequest {
+            idempotency_key: Some(format!("key-{i}")),
+            ..req("q", "t")
+        })
+        .collect();
+    let outs = store.enqueue_batch(reqs).await.unwrap();
+    assert_eq!(outs.len(), MAX_BATCH);
+    assert!(outs.iter().all(|o| o.created));
+    let ids: Vec<_> = outs.iter().map(|o| o.id).collect();
+    assert_eq!(summary(&*store).await.pending, MAX_BATCH as u64);
+
+    // Large id lists through the worker and operator paths (parameter limits, chunking).
+    let claimed = claim(&*store, "w1", 5_000).await;
+    assert_eq!(claimed.len(), 5_000);
+    assert_eq!(
+        store.mark_processing("w1", &claimed).await.unwrap().len(),
+        5_000
+    );
+    assert_eq!(
+        store.heartbeat("w1", &claimed).await.unwrap().alive.len(),
+        5_000
+    );
+    let applied = store
+        .complete(
+            "w1",
+            claimed.iter().map(|id| succeeded(*id, None)).collect(),
+        )
+        .await
+        .unwrap();
+    assert!(applied.iter().all(|a| a.is_applied()));
+    assert_eq!(store.finished_jobs(&ids).await.unwrap().len(), 5_000);
+    assert_eq!(
+        store
+            .bulk_by_ids(BulkAction::Cancel, Pillar::Hot, &ids)
+            .await
+            .unwrap(),
+        5_000
+    );
+    assert_eq!(
+        store
+            .bulk_by_ids(BulkAction::Resurrect, Pillar::Dlq, &ids)
+            .await
+            .unwrap(),
+        5_000
+    );
+    assert_eq!(store.purge(Pillar::Hot, &ids).await.unwrap(), 5_000);
+    assert_eq!(store.purge(Pillar::Archive, &ids).await.unwrap(), 5_000);
+    assert_eq!(counts(&summary(&*store).await), [0; 6]);
+    assert_counters_match_rows(&*store).await;
+}
