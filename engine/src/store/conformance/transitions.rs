@@ -608,6 +608,14 @@ pub async fn purge_deletes_from_each_pillar(f: StoreFactory) {
     let dead = dead_job(&*store, req("q", "t"), FailureReason::Fatal, "x").await;
     let running = processing_job(&*store, req("q", "t"), "w1").await;
     let pending = enqueue(&*store, req("q", "t")).await;
+    let fetched = enqueue(&*store, req("f", "t")).await;
+    assert_eq!(
+        claim_jobs(&*store, "w2", 1, Some(vec!["f".into()])).await[0].id,
+        fetched
+    );
+    assert_eq!(store.purge(Pillar::Hot, &[fetched]).await.unwrap(), 0);
+    assert_eq!(store.release("w2", &[fetched], None).await.unwrap(), 1);
+    assert_eq!(store.purge(Pillar::Hot, &[fetched]).await.unwrap(), 1);
     assert_eq!(counts(&summary(&*store).await), [1, 0, 0, 1, 1, 1]);
 
     // Wrong pillar or not pending: nothing goes.
@@ -687,6 +695,24 @@ pub async fn bulk_by_ids_applies_each_action(f: StoreFactory) {
     }
     assert_eq!(summary(&*store).await.dlq, 3);
 
+    // A running job is asked to stop, as with a single cancel.
+    let running = processing_job(&*store, req("run", "t"), "w1").await;
+    store
+        .bulk_by_ids(BulkAction::Cancel, Pillar::Hot, &[running])
+        .await
+        .unwrap();
+    let j = job(&*store, running).await;
+    assert_eq!((j.state, j.cancel_requested), (JobState::Processing, true));
+    assert_eq!(
+        store
+            .heartbeat("w1", &[running])
+            .await
+            .unwrap()
+            .cancel_requested,
+        vec![running]
+    );
+    assert!(complete_one(&*store, "w1", succeeded(running, None)).await);
+
     let archived = archived_job(&*store, req("q", "t")).await;
     assert_eq!(
         store
@@ -697,10 +723,10 @@ pub async fn bulk_by_ids_applies_each_action(f: StoreFactory) {
     );
     assert_eq!(
         store
-            .bulk_by_ids(BulkAction::Purge, Pillar::Archive, &[archived])
+            .bulk_by_ids(BulkAction::Purge, Pillar::Archive, &[archived, running])
             .await
             .unwrap(),
-        1
+        2
     );
     assert_eq!(counts(&summary(&*store).await), [0; 6]);
 }
@@ -857,6 +883,20 @@ pub async fn continuations_follow_their_trigger(f: StoreFactory) {
             cases.push((trigger, success, id));
         }
     }
+    // The follow-ups run like any job: their queue is claimable.
+    let follow_ups = claim_jobs(&*store, "w2", 100, Some(vec!["follow".into()])).await;
+    assert_eq!(follow_ups.len(), 4, "OnSuccess + OnFailure + Always twice");
+    assert_eq!(
+        store
+            .release(
+                "w2",
+                &follow_ups.iter().map(|j| j.id).collect::<Vec<_>>(),
+                None
+            )
+            .await
+            .unwrap(),
+        4
+    );
     for (trigger, success, id) in cases {
         let found = continuations_of(&*store, id).await;
         if !trigger.fires_for(success) {
