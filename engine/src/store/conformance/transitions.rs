@@ -992,3 +992,70 @@ pub async fn finished_jobs_returns_only_finished_ones(f: StoreFactory) {
     assert!(store.finished_jobs(&[]).await.unwrap().is_empty());
     assert_counters_match_rows(&*store).await;
 }
+
+pub async fn bulk_resurrect_of_jobs_sharing_a_key_keeps_one_key(f: StoreFactory) {
+    let store = f.store();
+    let keyed = || EnqueueRequest {
+        idempotency_key: Some("nightly-export".into()),
+        ..req("q", "t")
+    };
+    // Two generations of the same keyed job, both dead.
+    let mut dead = Vec::new();
+    for _ in 0..2 {
+        let out = store.enqueue(keyed()).await.unwrap();
+        assert!(out.created);
+        assert_eq!(
+            store.cancel(out.id).await.unwrap(),
+            CancelOutcome::Cancelled
+        );
+        dead.push(out.id);
+    }
+    assert_eq!(
+        store
+            .bulk_by_ids(BulkAction::Resurrect, Pillar::Dlq, &dead)
+            .await
+            .unwrap(),
+        2,
+        "both come back; only one may keep the key"
+    );
+    let mut keys = Vec::new();
+    for id in &dead {
+        let j = job(&*store, *id).await;
+        assert_eq!(j.state, JobState::Pending);
+        keys.push(j.idempotency_key);
+    }
+    keys.sort();
+    assert_eq!(keys, vec![None, Some("nightly-export".to_string())]);
+    let dup = store.enqueue(keyed()).await.unwrap();
+    assert!(!dup.created && dead.contains(&dup.id));
+
+    // The same through the filter path.
+    for id in &dead {
+        store.cancel(*id).await.unwrap();
+    }
+    let third = store.enqueue(keyed()).await.unwrap();
+    assert!(third.created);
+    assert_eq!(
+        store
+            .bulk_by_filter(BulkAction::Resurrect, Pillar::Dlq, &filter_queue("q"), 100)
+            .await
+            .unwrap(),
+        2
+    );
+    for id in &dead {
+        assert_eq!(
+            job(&*store, *id).await.idempotency_key,
+            None,
+            "{id}: the active job keeps it"
+        );
+    }
+    assert_eq!(
+        job(&*store, third.id).await.idempotency_key.as_deref(),
+        Some("nightly-export")
+    );
+
+    // Purging the holder frees the key.
+    assert_eq!(store.purge(Pillar::Hot, &[third.id]).await.unwrap(), 1);
+    assert!(store.enqueue(keyed()).await.unwrap().created);
+    assert_counters_match_rows(&*store).await;
+}
