@@ -110,6 +110,7 @@ macro_rules! store_conformance_tests {
             concurrency::stale_buffered_job_never_runs,
             concurrency::zombie_then_late_success_is_rejected,
             concurrency::bulkhead_holds_under_concurrent_claimers,
+            concurrency::operator_sweeper_and_worker_races_have_one_outcome,
         );
     };
 }

@@ -337,3 +337,80 @@ pub async fn bulkhead_holds_under_concurrent_claimers(f: StoreFactory) {
     assert!(peak.load(Ordering::SeqCst) <= i64::from(limit));
     assert_counters_match_rows(&*store).await;
 }
+
+/// Operators, sweepers and workers on different connections racing for the same jobs:
+/// whoever wins, the job ends in exactly one consistent state and the losers report it.
+pub async fn operator_sweeper_and_worker_races_have_one_outcome(f: StoreFactory) {
+    use crate::model::CancelOutcome;
+
+    let store = f.store();
+    let operator = f.connect().await;
+    let sweeper = f.connect().await;
+    for round in 0..12 {
+        // Cancel of a buffered job against its start.
+        let id = enqueue(&*store, req("race", "t")).await;
+        assert_eq!(claim(&*store, "w1", 1).await, vec![id]);
+        let ids = [id];
+        let (cancel, started) =
+            tokio::join!(operator.cancel(id), store.mark_processing("w1", &ids));
+        let (cancel, started) = (cancel.unwrap(), started.unwrap());
+        let j = job(&*store, id).await;
+        match cancel {
+            CancelOutcome::Cancelled => {
+                assert!(
+                    started.is_empty(),
+                    "round {round}: a cancelled job never starts"
+                );
+                assert_eq!(j.state, JobState::Dead(FailureReason::Cancelled));
+            }
+            CancelOutcome::Requested => {
+                assert_eq!(started, vec![id]);
+                assert_eq!((j.state, j.cancel_requested), (JobState::Processing, true));
+                assert!(complete_one(&*store, "w1", succeeded(id, None)).await);
+            }
+            CancelOutcome::NotFound => panic!("round {round}: the job exists"),
+        }
+
+        // The zombie sweep against a completion.
+        let id = processing_job(&*store, req("race", "t"), "w1").await;
+        let_clock_advance().await;
+        let policy = zero_timeouts();
+        let (report, applied) = tokio::join!(
+            sweeper.rescue(&policy),
+            store.complete("w1", vec![succeeded(id, None)])
+        );
+        let (report, applied) = (report.unwrap(), applied.unwrap());
+        match (report.zombies, applied[0]) {
+            (1, Applied::NotApplied) => assert_eq!(
+                state(&*store, id).await,
+                Some(JobState::Dead(FailureReason::Zombie))
+            ),
+            (0, Applied::Applied) => {
+                assert_eq!(state(&*store, id).await, Some(JobState::Succeeded))
+            }
+            other => panic!("round {round}: both or neither applied: {other:?}"),
+        }
+
+        // Resurrect against purge of a dead job.
+        let id = dead_job(&*store, req("race", "t"), FailureReason::Fatal, "x").await;
+        let ids = [id];
+        let (resurrected, purged) = tokio::join!(
+            operator.resurrect(id, None),
+            sweeper.purge(crate::model::Pillar::Dlq, &ids)
+        );
+        match (resurrected, purged.unwrap()) {
+            (Ok(Applied::Applied), 0) => {
+                assert_eq!(state(&*store, id).await, Some(JobState::Pending));
+                assert_eq!(
+                    store.purge(crate::model::Pillar::Hot, &[id]).await.unwrap(),
+                    1
+                );
+            }
+            (Err(crate::error::StoreError::JobNotFound(_)), 1) => {
+                assert_eq!(state(&*store, id).await, None)
+            }
+            other => panic!("round {round}: resurrect and purge both or neither: {other:?}"),
+        }
+    }
+    assert_counters_match_rows(&*store).await;
+}
