@@ -9,6 +9,7 @@ pub mod auth;
 pub mod bulk_runner;
 pub mod components;
 pub mod diff;
+pub mod engine_backend;
 pub mod format;
 pub mod list_params;
 pub mod live;
@@ -32,6 +33,7 @@ use leptos_router::components::{Route, Router as LeptosRouter, Routes};
 use leptos_router::{SsrMode, path};
 
 pub use auth::{AuthConfig, Role, UserConfig};
+pub use engine_backend::EngineBackend;
 pub use state::{Console, ConsoleBackend, ConsoleOptions, StoreBackend};
 pub use telemetry_view::{BreakerState, BreakerView, ConsoleEvent, EventLevel, RuntimeView};
 

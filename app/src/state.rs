@@ -49,8 +49,11 @@ pub trait ConsoleBackend: Send + Sync + 'static {
         Vec::new()
     }
 
-    /// Tell the engine's event stream about an operator action.
-    fn emit_action(&self, _actor: &str, _action: &str, _target: &str, _count: u64) {}
+    /// Tell the engine's event stream about an operator action. True when the event comes
+    /// back through `drain_events`, so the console need not show it twice.
+    fn emit_action(&self, _actor: &str, _action: &str, _target: &str, _count: u64) -> bool {
+        false
+    }
 }
 
 /// A console over a bare store: no runtime in this process.
@@ -209,12 +212,13 @@ impl Console {
                 detail,
             })
             .await?;
-        self.0.backend.emit_action(actor, action, &target, count);
-        let short: String = target.chars().take(120).collect();
-        self.push_event(
-            EventLevel::Action,
-            format!("{actor}: {action} {short} ({count})"),
-        );
+        if !self.0.backend.emit_action(actor, action, &target, count) {
+            let short: String = target.chars().take(120).collect();
+            self.push_event(
+                EventLevel::Action,
+                format!("{actor}: {action} {short} ({count})"),
+            );
+        }
         Ok(())
     }
 

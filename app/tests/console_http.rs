@@ -1,0 +1,251 @@
+//! The console through its real router on a real SQLite store: pages render with data,
+//! actions need the operator role and a CSRF token, land in the audit log and change state.
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use base64::Engine as _;
+use deck_app::{AuthConfig, Console, ConsoleOptions, Role, StoreBackend, UserConfig};
+use deck_engine::{
+    AttemptError, ClaimRequest, Completion, EnqueueRequest, FailureReason, JobId, Pillar, Store,
+    StoreOptions,
+};
+use tower::ServiceExt;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    router: Router,
+}
+
+async fn fixture(auth: AuthConfig) -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("deck.db").display());
+    let store = deck_engine::open_store(&url, &StoreOptions::default()).await.unwrap();
+    let console = Console::new(StoreBackend(store.clone()), ConsoleOptions::default());
+    let router = deck_app::console_router(console, auth);
+    Fixture { _dir: dir, store, router }
+}
+
+async fn enqueue(store: &Arc<dyn Store>, queue: &str, payload: &str) -> JobId {
+    store.enqueue(EnqueueRequest::new(queue, "send_email", payload)).await.unwrap().id
+}
+
+/// Run one job to the DLQ as a worker would.
+async fn dead_letter(store: &Arc<dyn Store>, queue: &str, message: &str) -> JobId {
+    let id = enqueue(store, queue, r#"{"to":"a@b.c"}"#).await;
+    let claimed = store
+        .claim_batch(ClaimRequest { worker_id: "w".into(), limit: 100, queues: Some(vec![queue.into()]) })
+        .await
+        .unwrap();
+    assert!(claimed.iter().any(|j| j.id == id));
+    let ids: Vec<JobId> = claimed.iter().map(|j| j.id).collect();
+    store.mark_processing("w", &ids).await.unwrap();
+    let completions = ids
+        .iter()
+        .map(|id| Completion::DeadLetter {
+            id: *id,
+            reason: FailureReason::Fatal,
+            error: AttemptError { attempt: 1, at: chrono::Utc::now(), kind: "fatal".into(), message: message.into() },
+            duration_ms: 3,
+        })
+        .collect();
+    store.complete("w", completions).await.unwrap();
+    id
+}
+
+async fn get(router: &Router, path: &str, auth: Option<&str>) -> (StatusCode, String, Option<String>) {
+    let mut req = Request::get(path).header(header::ACCEPT, "text/html");
+    if let Some(a) = auth {
+        req = req.header(header::AUTHORIZATION, a);
+    }
+    let res = router.clone().oneshot(req.body(Body::empty()).unwrap()).await.unwrap();
+    let status = res.status();
+    let cookie = res
+        .headers()
+        .get_all(header::SET_COOKIE)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .find(|v| v.starts_with("deck_csrf="))
+        .map(|v| v.split(';').next().unwrap_or_default().trim_start_matches("deck_csrf=").to_string());
+    let body = axum::body::to_bytes(res.into_body(), 16 << 20).await.unwrap();
+    (status, String::from_utf8_lossy(&body).into_owned(), cookie)
+}
+
+async fn csrf(router: &Router, auth: Option<&str>) -> String {
+    get(router, "/settings", auth).await.2.expect("the console sets a CSRF cookie")
+}
+
+async fn post(router: &Router, path: &str, form: &str, token: Option<&str>, auth: Option<&str>) -> (StatusCode, String) {
+    let mut req = Request::post(path)
+        .header(header::ACCEPT, "text/html")
+        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+        .header(header::REFERER, "http://127.0.0.1/queues");
+    if let Some(t) = token {
+        req = req.header(header::COOKIE, format!("deck_csrf={t}"));
+    }
+    if let Some(a) = auth {
+        req = req.header(header::AUTHORIZATION, a);
+    }
+    let body = match token {
+        Some(t) => format!("csrf={t}&{form}"),
+        None => form.to_string(),
+    };
+    let res = router.clone().oneshot(req.body(Body::from(body)).unwrap()).await.unwrap();
+    let status = res.status();
+    let location = res
+        .headers()
+        .get(header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    (status, location)
+}
+
+#[tokio::test]
+async fn every_page_renders_with_real_data() {
+    let f = fixture(AuthConfig::default()).await;
+    let pending = enqueue(&f.store, "emails", r#"{"to":"<x@y.z>"}"#).await;
+    let dead = dead_letter(&f.store, "billing", "card declined <script>").await;
+    for path in [
+        "/".to_string(),
+        "/queues".into(),
+        "/jobs".into(),
+        "/jobs?source=dlq".into(),
+        "/jobs?source=archive".into(),
+        "/jobs?source=dlq&q=declined&reason=Fatal".into(),
+        format!("/jobs/{pending}"),
+        format!("/jobs/{dead}"),
+        "/dlq/bulk?source=dlq&queue=billing".into(),
+        "/settings".into(),
+        "/instances".into(),
+        "/audit".into(),
+    ] {
+        let (status, body, _) = get(&f.router, &path, None).await;
+        assert_eq!(status, StatusCode::OK, "{path}: {body}");
+        assert!(body.contains("The Deck"), "{path}");
+        assert!(!body.contains("<script>"), "{path}: user text must be escaped");
+    }
+    let (_, dlq, _) = get(&f.router, "/jobs?source=dlq", None).await;
+    assert!(dlq.contains(&dead.to_string()), "the dead job is listed");
+    assert!(dlq.contains("card declined &lt;script&gt;"));
+    let (_, preview, _) = get(&f.router, "/dlq/bulk?source=dlq&queue=billing", None).await;
+    assert!(preview.contains(r#"class="big">1<"#), "one job matches: {preview}");
+    let (status, _, _) = get(&f.router, "/no/such/page", None).await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+}
+
+#[tokio::test]
+async fn actions_need_a_csrf_token_and_land_in_the_audit_log() {
+    let f = fixture(AuthConfig::default()).await;
+    enqueue(&f.store, "emails", "{}").await;
+
+    let (status, _) = post(&f.router, "/fn/queue/state", "queue=emails&op=pause&back=/queues", None, None).await;
+    assert_eq!(status, StatusCode::FORBIDDEN, "no token, no action");
+    assert!(!f.store.list_queues().await.unwrap()[0].paused);
+
+    let token = csrf(&f.router, None).await;
+    let (status, location) =
+        post(&f.router, "/fn/queue/state", "queue=emails&op=pause&back=/queues", Some(&token), None).await;
+    assert_eq!(status, StatusCode::FOUND);
+    assert!(location.starts_with("/queues?ok="), "{location}");
+    assert!(f.store.list_queues().await.unwrap()[0].paused);
+
+    let audit = f.store.list_audit(None, 10).await.unwrap();
+    assert_eq!(audit[0].action, "queue.pause");
+    assert_eq!(audit[0].actor, "local");
+    assert_eq!(audit[0].target, "emails");
+}
+
+#[tokio::test]
+async fn viewers_read_but_cannot_act_and_strangers_are_asked_to_sign_in() {
+    let auth = AuthConfig {
+        users: vec![
+            UserConfig { name: "ops".into(), role: Role::Operator, password: Some("pw-ops".into()), token: None },
+            UserConfig { name: "eve".into(), role: Role::Viewer, password: Some("pw-eve".into()), token: None },
+        ],
+    };
+    let f = fixture(auth).await;
+    enqueue(&f.store, "emails", "{}").await;
+    let basic = |u: &str, p: &str| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}")));
+    let (ops, eve) = (basic("ops", "pw-ops"), basic("eve", "pw-eve"));
+
+    assert_eq!(get(&f.router, "/", None).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(get(&f.router, "/", Some(&basic("eve", "nope"))).await.0, StatusCode::UNAUTHORIZED);
+    let (status, page, _) = get(&f.router, "/queues", Some(&eve)).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(page.contains("Read-only"), "viewers see no action forms");
+
+    let token = csrf(&f.router, Some(&eve)).await;
+    let (status, _) = post(&f.router, "/fn/queue/state", "queue=emails&op=pause&back=/", Some(&token), Some(&eve)).await;
+    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert!(!f.store.list_queues().await.unwrap()[0].paused);
+
+    let token = csrf(&f.router, Some(&ops)).await;
+    let (status, _) = post(&f.router, "/fn/queue/state", "queue=emails&op=pause&back=/", Some(&token), Some(&ops)).await;
+    assert_eq!(status, StatusCode::FOUND);
+    assert_eq!(f.store.list_audit(None, 1).await.unwrap()[0].actor, "ops");
+}
+
+#[tokio::test]
+async fn selected_rows_are_retried_together() {
+    let f = fixture(AuthConfig::default()).await;
+    let a = dead_letter(&f.store, "billing", "boom").await;
+    let b = dead_letter(&f.store, "billing", "boom").await;
+    let token = csrf(&f.router, None).await;
+    // Checkbox names carry the row index; unchecked rows are simply absent.
+    let form = format!("source=dlq&action=resurrect&ids%5B0%5D={a}&ids%5B3%5D={b}&back=%2Fjobs%3Fsource%3Ddlq");
+    let (status, location) = post(&f.router, "/fn/jobs/bulk", &form, Some(&token), None).await;
+    assert_eq!(status, StatusCode::FOUND);
+    assert!(location.contains("ok="), "{location}");
+    for id in [a, b] {
+        assert_eq!(f.store.get_job(id).await.unwrap().unwrap().pillar(), Pillar::Hot);
+    }
+    let audit = f.store.list_audit(None, 1).await.unwrap();
+    assert_eq!((audit[0].action.as_str(), audit[0].count), ("jobs.bulk_resurrect", 2));
+}
+
+#[tokio::test]
+async fn purge_without_confirmation_changes_nothing() {
+    let f = fixture(AuthConfig::default()).await;
+    let dead = dead_letter(&f.store, "billing", "boom").await;
+    let token = csrf(&f.router, None).await;
+    let form = format!("id={dead}&source=dlq&back=%2Fjobs%3Fsource%3Ddlq");
+    let (_, location) = post(&f.router, "/fn/job/purge", &form, Some(&token), None).await;
+    assert!(location.contains("err="), "{location}");
+    assert!(f.store.get_job(dead).await.unwrap().is_some());
+    let (_, location) = post(&f.router, "/fn/job/purge", &format!("{form}&confirm=yes"), Some(&token), None).await;
+    assert!(location.contains("ok="), "{location}");
+    assert!(f.store.get_job(dead).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn an_edit_is_previewed_as_a_diff_then_saved_with_the_original_kept() {
+    let f = fixture(AuthConfig::default()).await;
+    let dead = dead_letter(&f.store, "billing", "bad amount").await;
+    let token = csrf(&f.router, None).await;
+    let back = format!("%2Fjobs%2F{dead}");
+
+    let bad = format!("id={dead}&step=preview&payload=%7Bnope&tags=&priority=0&queue=billing&back={back}");
+    let (_, location) = post(&f.router, "/fn/job/edit", &bad, Some(&token), None).await;
+    assert!(location.contains("edit=1") && location.contains("err="), "{location}");
+
+    let good = format!("id={dead}&step=preview&payload=%7B%22to%22%3A%22fixed%40b.c%22%7D&tags=retry&priority=5&queue=billing&back={back}");
+    let (_, location) = post(&f.router, "/fn/job/edit", &good, Some(&token), None).await;
+    assert!(location.contains("draft="), "{location}");
+    let (_, page, _) = get(&f.router, &location, None).await;
+    assert!(page.contains("d-add") && page.contains("fixed@b.c"), "the diff shows the new payload");
+    assert!(f.store.get_job(dead).await.unwrap().unwrap().payload.contains("a@b.c"), "nothing saved yet");
+
+    let draft = location.split("draft=").nth(1).unwrap().split('&').next().unwrap();
+    let save = format!("id={dead}&draft={draft}&step=save_resurrect&back={back}");
+    let (_, location) = post(&f.router, "/fn/job/edit", &save, Some(&token), None).await;
+    assert!(location.contains("ok="), "{location}");
+    let job = f.store.get_job(dead).await.unwrap().unwrap();
+    assert_eq!(job.pillar(), Pillar::Hot);
+    assert!(job.payload.contains("fixed@b.c"));
+    assert!(job.original_payload.unwrap().contains("a@b.c"));
+    assert_eq!((job.priority, job.tags), (5, vec!["retry".to_string()]));
+}
