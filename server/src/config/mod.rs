@@ -181,3 +181,33 @@ impl Default for BreakerSettings {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct AuthSettings {}
+
+impl EngineSettings {
+    /// The engine's own configuration for these settings.
+    pub fn engine_config(&self) -> deck_engine::EngineConfig {
+        deck_engine::EngineConfig {
+            instance_name: self.instance_name.clone(),
+            queues: self.queues.clone(),
+            run_workers: self.run_workers,
+            worker_count: self.workers,
+            prefetch: self.prefetch,
+            poll_interval: self.poll_interval,
+            heartbeat_interval: self.heartbeat_interval,
+            execution_timeout: self.execution_timeout,
+            shutdown_grace: self.shutdown_grace,
+            rescue_interval: self.rescue_interval,
+            rescue: self.rescue.policy(),
+            retention_interval: self.retention_interval,
+            breaker: deck_engine::runtime::BreakerConfig {
+                failure_threshold: self.breaker.failure_threshold,
+                window: self.breaker.window,
+                open_for: self.breaker.open_for,
+                defer: self.breaker.defer,
+            },
+            result_max_bytes: self.result_max_bytes,
+            wait_poll_interval: self.wait_poll_interval,
+            instance_heartbeat_interval: self.instance_heartbeat_interval,
+            ..deck_engine::EngineConfig::default()
+        }
+    }
+}
