@@ -30,13 +30,18 @@ async fn placeholder_page(
     Html(format!(
         "<!doctype html><meta charset=utf-8><title>The Deck</title>\
          <h1>The Deck</h1><p>Engine instance <code>{}</code> on {} is running \
-         ({} of {} workers busy).</p>\
+         ({} of {} workers busy){}.</p>\
          <ul><li><a href=\"/healthz\">/healthz</a></li><li><a href=\"/readyz\">/readyz</a></li>\
          <li><a href=\"/metrics\">/metrics</a></li></ul>",
         escape(&snapshot.instance_id),
         state.store().backend(),
         snapshot.workers_busy,
         snapshot.workers_total,
+        if state.settings.demo {
+            ", with the demo workload"
+        } else {
+            ""
+        },
     ))
 }
 

@@ -17,8 +17,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Drain(args) => drain::run(args).await?,
         BenchCommand::Latency(args) => latency::run(args).await?,
     };
-    println!("{report}");
-    Ok(())
+    crate::commands::emit(&format!("{report}\n"))
 }
 
 /// The database a benchmark runs on: the one given, or a fresh SQLite file in a temporary
