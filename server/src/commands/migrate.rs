@@ -13,10 +13,7 @@ pub async fn run(config: Option<PathBuf>, args: MigrateArgs) -> anyhow::Result<(
     match DatabaseUrl::parse(&settings.database)? {
         DatabaseUrl::Sqlite { path } => {
             if args.print {
-                anyhow::bail!(
-                    "printing the SQLite schema is not available yet\n  help: the embedded store \
-                     applies its own migrations when it opens; run `deck migrate` without --print"
-                );
+                return emit(&deck_engine::store::sqlite::migration_script());
             }
             // Opening the embedded store applies its pending migrations.
             let store = open_store(settings).await?;
