@@ -165,6 +165,8 @@ pub enum BenchCommand {
     Drain(DrainArgs),
     /// Enqueue jobs one at a time at a fixed rate and measure enqueue→start
     Latency(LatencyArgs),
+    /// Seed a large database and measure console page render times
+    Console(crate::bench::console::ConsoleArgs),
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]

@@ -36,6 +36,7 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<()>
         .listen
         .parse()
         .with_context(|| format!("listen address {:?} is not IP:PORT", settings.listen))?;
+    crate::auth::check(&settings.auth, addr)?;
     let listener = TcpListener::bind(addr).await.with_context(|| {
         format!(
             "cannot listen on {addr}\n  help: another process (another deck?) may hold the \

@@ -19,28 +19,25 @@ use deck_engine::{
 };
 use tower::ServiceExt;
 
-pub struct ConsoleBenchConfig {
+#[derive(Debug, Clone, clap::Args)]
+pub struct ConsoleArgs {
+    /// Archived (succeeded) jobs to seed
+    #[arg(long, default_value_t = 1_000_000)]
     pub archived: u64,
+    /// Dead-letter jobs to seed
+    #[arg(long, default_value_t = 100_000)]
     pub dead: u64,
+    /// Pending jobs to seed
+    #[arg(long, default_value_t = 100_000)]
     pub pending: u64,
+    #[arg(long, default_value_t = 20)]
     pub queues: u32,
-    /// Renders per page.
+    /// Renders per page
+    #[arg(long, default_value_t = 30)]
     pub samples: u32,
-    /// Keep the database here instead of a temporary directory (reused when it exists).
-    pub database: Option<std::path::PathBuf>,
-}
-
-impl Default for ConsoleBenchConfig {
-    fn default() -> Self {
-        ConsoleBenchConfig {
-            archived: 1_000_000,
-            dead: 100_000,
-            pending: 100_000,
-            queues: 20,
-            samples: 30,
-            database: None,
-        }
-    }
+    /// Keep the seeded SQLite file here and reuse it on the next run [default: a temporary file]
+    #[arg(long, value_name = "PATH")]
+    pub keep: Option<std::path::PathBuf>,
 }
 
 const BATCH: usize = 5_000;
@@ -132,26 +129,26 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[idx.min(sorted.len() - 1)]
 }
 
-pub async fn run(config: ConsoleBenchConfig) -> Result<()> {
+pub async fn run(config: ConsoleArgs) -> Result<serde_json::Value> {
     let tmp = tempfile::tempdir().context("creating a temporary directory")?;
-    let path = config.database.clone().unwrap_or_else(|| tmp.path().join("console-bench.db"));
+    let path = config.keep.clone().unwrap_or_else(|| tmp.path().join("console-bench.db"));
     let reuse = path.exists();
     let url = format!("sqlite://{}", path.display());
     let store = deck_engine::open_store(&url, &StoreOptions::default()).await.with_context(|| format!("opening {url}"))?;
 
     if reuse {
-        println!("reusing seeded database {}", path.display());
+        eprintln!("reusing seeded database {}", path.display());
     } else {
         let t = Instant::now();
-        println!(
+        eprintln!(
             "seeding {} archived, {} dead, {} pending jobs across {} queues into {} …",
             config.archived, config.dead, config.pending, config.queues, path.display()
         );
         seed(&store, 0, config.archived, config.queues, Some(true)).await?;
-        println!("  archive seeded in {:.1} s", t.elapsed().as_secs_f64());
+        eprintln!("  archive seeded in {:.1} s", t.elapsed().as_secs_f64());
         seed(&store, config.archived, config.dead, config.queues, Some(false)).await?;
         seed(&store, config.archived + config.dead, config.pending, config.queues, None).await?;
-        println!("  all seeded in {:.1} s", t.elapsed().as_secs_f64());
+        eprintln!("  all seeded in {:.1} s", t.elapsed().as_secs_f64());
     }
 
     // A 1 ms tick makes every overview render read fresh telemetry, as the first browser
@@ -179,8 +176,9 @@ pub async fn run(config: ConsoleBenchConfig) -> Result<()> {
         ("instances", "/instances".into()),
         ("audit", "/audit".into()),
     ];
-    println!("\nserver render time per page ({} samples each, in-process through the router):", config.samples);
-    println!("{:<44} {:>10} {:>10}", "page", "p50", "p95");
+    eprintln!("\nserver render time per page ({} samples each, in-process through the router):", config.samples);
+    eprintln!("{:<44} {:>10} {:>10}", "page", "p50", "p95");
+    let mut results = Vec::new();
     for (name, path) in pages {
         // One warm-up render so the first sample does not pay for cold caches alone.
         render(&router, &path).await?;
@@ -189,12 +187,24 @@ pub async fn run(config: ConsoleBenchConfig) -> Result<()> {
             samples.push(render(&router, &path).await?);
         }
         samples.sort();
-        println!(
-            "{:<44} {:>8.1}ms {:>8.1}ms",
-            name,
+        let (p50, p95) = (
             percentile(&samples, 0.5).as_secs_f64() * 1e3,
-            percentile(&samples, 0.95).as_secs_f64() * 1e3
+            percentile(&samples, 0.95).as_secs_f64() * 1e3,
         );
+        eprintln!("{name:<44} {p50:>8.1}ms {p95:>8.1}ms");
+        results.push(serde_json::json!({ "page": name, "path": path, "p50_ms": round(p50), "p95_ms": round(p95) }));
     }
-    Ok(())
+    Ok(serde_json::json!({
+        "bench": "console",
+        "archived": config.archived,
+        "dead": config.dead,
+        "pending": config.pending,
+        "queues": config.queues,
+        "samples": config.samples,
+        "pages": results,
+    }))
+}
+
+fn round(ms: f64) -> f64 {
+    (ms * 100.0).round() / 100.0
 }

@@ -1,6 +1,7 @@
 //! `deck bench`: measure the engine on a real store. Each command prints one JSON object on
 //! stdout (logs go to stderr), so results can be collected by scripts.
 
+pub mod console;
 mod drain;
 mod latency;
 
@@ -16,6 +17,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     let report = match cmd {
         BenchCommand::Drain(args) => drain::run(args).await?,
         BenchCommand::Latency(args) => latency::run(args).await?,
+        BenchCommand::Console(args) => console::run(args).await?,
     };
     crate::commands::emit(&format!("{report}\n"))
 }

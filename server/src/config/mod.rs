@@ -177,9 +177,7 @@ impl Default for BreakerSettings {
 }
 
 /// `[auth]`: who may use the console and the API. The console owns the keys of this table.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct AuthSettings {}
+pub type AuthSettings = deck_app::AuthConfig;
 
 impl EngineSettings {
     /// The engine's own configuration for these settings.

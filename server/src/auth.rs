@@ -1,0 +1,35 @@
+//! The console's access rules at startup, and mounting it on the server's router.
+
+use std::net::SocketAddr;
+
+use anyhow::bail;
+use deck_app::{AuthConfig, Console, ConsoleOptions, EngineBackend};
+
+use crate::state::AppState;
+
+/// Refuse to start with unusable users, or with an open console off loopback.
+pub fn check(auth: &AuthConfig, addr: SocketAddr) -> anyhow::Result<()> {
+    if let Err(problems) = auth.validate() {
+        bail!("invalid [auth] configuration:\n{problems}");
+    }
+    if let Err(message) = auth.check_bind(addr) {
+        bail!("{message}");
+    }
+    if !auth.is_open() {
+        tracing::info!(
+            event = "console.auth",
+            users = auth.users.len(),
+            "console requires sign-in"
+        );
+    }
+    Ok(())
+}
+
+/// The console (pages, actions, live stream, assets) over this process's engine.
+pub fn console(state: &AppState) -> axum::Router {
+    let console = Console::new(
+        EngineBackend::new(state.engine.clone()),
+        ConsoleOptions::default(),
+    );
+    deck_app::console_router(console, state.settings.auth.clone())
+}
