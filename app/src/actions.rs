@@ -56,11 +56,12 @@ pub(crate) fn safe_back(back: &str) -> String {
 #[cfg(feature = "ssr")]
 pub(crate) fn with_flash(url: &str, key: &str, message: &str) -> String {
     let (path, query) = url.split_once('?').unwrap_or((url, ""));
-    let mut pairs: Vec<(String, String)> = serde_urlencoded::from_str::<Vec<(String, String)>>(query)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|(k, _)| k != "ok" && k != "err")
-        .collect();
+    let mut pairs: Vec<(String, String)> =
+        serde_urlencoded::from_str::<Vec<(String, String)>>(query)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|(k, _)| k != "ok" && k != "err")
+            .collect();
     let message: String = message.chars().take(400).collect();
     pairs.push((key.to_string(), message));
     format!(
@@ -100,8 +101,7 @@ async fn operator() -> Result<(Console, Identity), String> {
 
 #[cfg(feature = "ssr")]
 fn parse_id(id: &str) -> Result<deck_engine::JobId, String> {
-    id.parse()
-        .map_err(|_| format!("{id:?} is not a job id"))
+    id.parse().map_err(|_| format!("{id:?} is not a job id"))
 }
 
 #[cfg(feature = "ssr")]
@@ -120,7 +120,9 @@ fn optional_u32(field: &str, value: &Option<String>) -> Result<Option<u32>, Stri
         None | Some("") => Ok(None),
         Some(v) => match v.parse::<u32>() {
             Ok(n) if n > 0 => Ok(Some(n)),
-            _ => Err(format!("{field}: {v:?} is not a positive whole number (leave empty for the default)")),
+            _ => Err(format!(
+                "{field}: {v:?} is not a positive whole number (leave empty for the default)"
+            )),
         },
     }
 }
@@ -133,14 +135,33 @@ pub async fn queue_state(queue: String, op: String, back: String) -> Result<(), 
         let (console, who) = operator().await?;
         let mut patch = deck_engine::QueuePatch::default();
         let (action, done) = match op.as_str() {
-            "pause" => { patch.paused = Some(true); ("queue.pause", "paused") }
-            "resume" => { patch.paused = Some(false); ("queue.resume", "resumed") }
-            "hide" => { patch.hidden = Some(true); ("queue.hide", "hidden") }
-            "show" => { patch.hidden = Some(false); ("queue.show", "shown") }
+            "pause" => {
+                patch.paused = Some(true);
+                ("queue.pause", "paused")
+            }
+            "resume" => {
+                patch.paused = Some(false);
+                ("queue.resume", "resumed")
+            }
+            "hide" => {
+                patch.hidden = Some(true);
+                ("queue.hide", "hidden")
+            }
+            "show" => {
+                patch.hidden = Some(false);
+                ("queue.show", "shown")
+            }
             other => return Err(format!("unknown queue operation {other:?}")),
         };
-        console.backend().update_queue(&queue, patch).await.map_err(|e| e.to_string())?;
-        console.record(&who.name, action, queue.clone(), 1, None).await.map_err(|e| e.to_string())?;
+        console
+            .backend()
+            .update_queue(&queue, patch)
+            .await
+            .map_err(|e| e.to_string())?;
+        console
+            .record(&who.name, action, queue.clone(), 1, None)
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(Done::msg(format!("Queue {queue} {done}.")))
     }
     .await;
@@ -169,13 +190,29 @@ pub async fn queue_limits(
             ..Default::default()
         };
         let detail = serde_json::to_string(&patch).ok();
-        let saved = console.backend().update_queue(&queue, patch).await.map_err(|e| e.to_string())?;
-        console.record(&who.name, "queue.limits", queue.clone(), 1, detail).await.map_err(|e| e.to_string())?;
+        let saved = console
+            .backend()
+            .update_queue(&queue, patch)
+            .await
+            .map_err(|e| e.to_string())?;
+        console
+            .record(&who.name, "queue.limits", queue.clone(), 1, detail)
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(Done::msg(format!(
             "Queue {queue}: max workers {}, zombie timeout {}, execution timeout {}.",
-            saved.max_workers.map(|m| m.to_string()).unwrap_or_else(|| "unlimited".into()),
-            saved.zombie_timeout_secs.map(|s| format!("{s} s")).unwrap_or_else(|| "default".into()),
-            saved.execution_timeout_secs.map(|s| format!("{s} s")).unwrap_or_else(|| "default".into()),
+            saved
+                .max_workers
+                .map(|m| m.to_string())
+                .unwrap_or_else(|| "unlimited".into()),
+            saved
+                .zombie_timeout_secs
+                .map(|s| format!("{s} s"))
+                .unwrap_or_else(|| "default".into()),
+            saved
+                .execution_timeout_secs
+                .map(|s| format!("{s} s"))
+                .unwrap_or_else(|| "default".into()),
         )))
     }
     .await;
@@ -189,13 +226,33 @@ pub async fn job_cancel(id: String, back: String) -> Result<(), ServerFnError> {
     let outcome = async {
         let (console, who) = operator().await?;
         let job = parse_id(&id)?;
-        let result = console.backend().cancel(job).await.map_err(|e| e.to_string())?;
+        let result = console
+            .backend()
+            .cancel(job)
+            .await
+            .map_err(|e| e.to_string())?;
         let (count, message) = match result {
-            deck_engine::CancelOutcome::Cancelled => (1, "Job cancelled: moved to the dead-letter queue."),
-            deck_engine::CancelOutcome::Requested => (1, "Cancel requested: the worker running it stops it at its next heartbeat."),
-            deck_engine::CancelOutcome::NotFound => (0, "Nothing to cancel: the job already finished or is gone."),
+            deck_engine::CancelOutcome::Cancelled => {
+                (1, "Job cancelled: moved to the dead-letter queue.")
+            }
+            deck_engine::CancelOutcome::Requested => (
+                1,
+                "Cancel requested: the worker running it stops it at its next heartbeat.",
+            ),
+            deck_engine::CancelOutcome::NotFound => {
+                (0, "Nothing to cancel: the job already finished or is gone.")
+            }
         };
-        console.record(&who.name, "job.cancel", id.clone(), count, Some(format!("{result:?}"))).await.map_err(|e| e.to_string())?;
+        console
+            .record(
+                &who.name,
+                "job.cancel",
+                id.clone(),
+                count,
+                Some(format!("{result:?}")),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(Done::msg(message))
     }
     .await;
@@ -207,26 +264,59 @@ pub async fn job_resurrect(id: String, back: String) -> Result<(), ServerFnError
     let outcome = async {
         let (console, who) = operator().await?;
         let job = parse_id(&id)?;
-        let applied = console.store().resurrect(job, None).await.map_err(|e| e.to_string())?;
+        let applied = console
+            .store()
+            .resurrect(job, None)
+            .await
+            .map_err(|e| e.to_string())?;
         let count = u64::from(applied.is_applied());
-        console.record(&who.name, "job.resurrect", id.clone(), count, None).await.map_err(|e| e.to_string())?;
-        Ok(Done::msg(if count == 1 { "Job resurrected: pending again with fresh attempts." } else { "Nothing to resurrect: the job is no longer dead." }))
+        console
+            .record(&who.name, "job.resurrect", id.clone(), count, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Done::msg(if count == 1 {
+            "Job resurrected: pending again with fresh attempts."
+        } else {
+            "Nothing to resurrect: the job is no longer dead."
+        }))
     }
     .await;
     finish(&back, outcome)
 }
 
 #[server(prefix = "/fn", endpoint = "job/purge")]
-pub async fn job_purge(id: String, source: String, confirm: Option<String>, back: String) -> Result<(), ServerFnError> {
+pub async fn job_purge(
+    id: String,
+    source: String,
+    confirm: Option<String>,
+    back: String,
+) -> Result<(), ServerFnError> {
     let outcome = async {
         let (console, who) = operator().await?;
         confirmed(&confirm)?;
         let job = parse_id(&id)?;
-        let pillar: deck_engine::Pillar = source.parse().map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
-        let n = console.store().purge(pillar, &[job]).await.map_err(|e| e.to_string())?;
-        console.record(&who.name, "job.purge", id.clone(), n, Some(format!("from {pillar}"))).await.map_err(|e| e.to_string())?;
+        let pillar: deck_engine::Pillar = source
+            .parse()
+            .map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
+        let n = console
+            .store()
+            .purge(pillar, &[job])
+            .await
+            .map_err(|e| e.to_string())?;
+        console
+            .record(
+                &who.name,
+                "job.purge",
+                id.clone(),
+                n,
+                Some(format!("from {pillar}")),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
         if n == 0 {
-            return Err("Nothing purged: the job moved on (only pending active jobs can be purged).".into());
+            return Err(
+                "Nothing purged: the job moved on (only pending active jobs can be purged).".into(),
+            );
         }
         Ok(Done::msg(format!("Job {id} purged.")))
     }
@@ -286,7 +376,11 @@ pub async fn job_edit(
         let page = format!("/jobs/{job_id}");
         match step.as_str() {
             "preview" => {
-                let job = console.store().get_job(job_id).await.map_err(|e| e.to_string())?
+                let job = console
+                    .store()
+                    .get_job(job_id)
+                    .await
+                    .map_err(|e| e.to_string())?
                     .ok_or_else(|| format!("job {job_id} is gone"))?;
                 let (payload, tags, priority, queue) = (
                     payload.unwrap_or_default(),
@@ -307,23 +401,49 @@ pub async fn job_edit(
                     created: std::time::Instant::now(),
                 });
                 match built {
-                    Err(e) => Ok(Done { to: Some(format!("{page}?edit=1&draft={draft_id}")), message: e, error: true }),
+                    Err(e) => Ok(Done {
+                        to: Some(format!("{page}?edit=1&draft={draft_id}")),
+                        message: e,
+                        error: true,
+                    }),
                     Ok(edit) if edit.is_empty() => Err("Nothing changed.".into()),
-                    Ok(_) => Ok(Done::to(format!("{page}?draft={draft_id}"), "Review the changes, then save.")),
+                    Ok(_) => Ok(Done::to(
+                        format!("{page}?draft={draft_id}"),
+                        "Review the changes, then save.",
+                    )),
                 }
             }
             "save" | "save_resurrect" => {
                 let draft_id = draft.unwrap_or_default();
-                let d = console.take_draft(&draft_id).filter(|d| d.job == job_id && d.error.is_none())
+                let d = console
+                    .take_draft(&draft_id)
+                    .filter(|d| d.job == job_id && d.error.is_none())
                     .ok_or("This edit expired or was already saved; edit again.")?;
                 let detail = serde_json::to_string(&d.edit).ok();
                 if step == "save_resurrect" {
-                    console.store().resurrect(job_id, Some(d.edit)).await.map_err(|e| e.to_string())?;
-                    console.record(&who.name, "job.edit_resurrect", id.clone(), 1, detail).await.map_err(|e| e.to_string())?;
-                    Ok(Done::to(page, "Saved and resurrected: the job is pending again."))
+                    console
+                        .store()
+                        .resurrect(job_id, Some(d.edit))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    console
+                        .record(&who.name, "job.edit_resurrect", id.clone(), 1, detail)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    Ok(Done::to(
+                        page,
+                        "Saved and resurrected: the job is pending again.",
+                    ))
                 } else {
-                    console.store().edit_job(job_id, d.edit).await.map_err(|e| e.to_string())?;
-                    console.record(&who.name, "job.edit", id.clone(), 1, detail).await.map_err(|e| e.to_string())?;
+                    console
+                        .store()
+                        .edit_job(job_id, d.edit)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    console
+                        .record(&who.name, "job.edit", id.clone(), 1, detail)
+                        .await
+                        .map_err(|e| e.to_string())?;
                     Ok(Done::to(page, "Saved. The original payload is kept."))
                 }
             }
@@ -346,36 +466,66 @@ pub async fn jobs_bulk(
 ) -> Result<(), ServerFnError> {
     let outcome = async {
         let (console, who) = operator().await?;
-        let pillar: deck_engine::Pillar = source.parse().map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
-        let action: deck_engine::BulkAction = action.parse().map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
+        let pillar: deck_engine::Pillar = source
+            .parse()
+            .map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
+        let action: deck_engine::BulkAction = action
+            .parse()
+            .map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
         let ids = ids.unwrap_or_default();
         if ids.is_empty() {
             return Err("Select some jobs first (the boxes on the left).".into());
         }
         if ids.len() > deck_engine::MAX_PAGE_SIZE as usize {
-            return Err(format!("At most {} jobs per selection.", deck_engine::MAX_PAGE_SIZE));
+            return Err(format!(
+                "At most {} jobs per selection.",
+                deck_engine::MAX_PAGE_SIZE
+            ));
         }
         if action != deck_engine::BulkAction::Resurrect {
             confirmed(&confirm)?;
         }
-        let parsed = ids.iter().map(|i| parse_id(i)).collect::<Result<Vec<_>, _>>()?;
+        let parsed = ids
+            .iter()
+            .map(|i| parse_id(i))
+            .collect::<Result<Vec<_>, _>>()?;
         let n = if action == deck_engine::BulkAction::Cancel {
             // Through the engine, so running jobs in this process stop at once.
             let mut n = 0;
             for id in &parsed {
-                if console.backend().cancel(*id).await.map_err(|e| e.to_string())? != deck_engine::CancelOutcome::NotFound {
+                if console
+                    .backend()
+                    .cancel(*id)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    != deck_engine::CancelOutcome::NotFound
+                {
                     n += 1;
                 }
             }
             n
         } else {
-            console.store().bulk_by_ids(action, pillar, &parsed).await.map_err(|e| e.to_string())?
+            console
+                .store()
+                .bulk_by_ids(action, pillar, &parsed)
+                .await
+                .map_err(|e| e.to_string())?
         };
         console
-            .record(&who.name, &format!("jobs.bulk_{}", action.as_str()), ids.join(","), n, Some(format!("from {pillar}, {} selected", ids.len())))
+            .record(
+                &who.name,
+                &format!("jobs.bulk_{}", action.as_str()),
+                ids.join(","),
+                n,
+                Some(format!("from {pillar}, {} selected", ids.len())),
+            )
             .await
             .map_err(|e| e.to_string())?;
-        Ok(Done::msg(format!("{}: {n} of {} selected job(s).", action.as_str(), ids.len())))
+        Ok(Done::msg(format!(
+            "{}: {n} of {} selected job(s).",
+            action.as_str(),
+            ids.len()
+        )))
     }
     .await;
     finish(&back, outcome)
@@ -391,7 +541,9 @@ pub async fn dlq_bulk(
 ) -> Result<(), ServerFnError> {
     let outcome = async {
         let (console, who) = operator().await?;
-        let action: deck_engine::BulkAction = action.parse().map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
+        let action: deck_engine::BulkAction = action
+            .parse()
+            .map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
         if action == deck_engine::BulkAction::Cancel {
             return Err("Dead letters cannot be cancelled; resurrect or purge them.".into());
         }
@@ -402,13 +554,20 @@ pub async fn dlq_bulk(
         let opts = console.options().clone();
         let cap = match cap.as_deref().map(str::trim) {
             None | Some("") => opts.bulk_cap_default,
-            Some(c) => c.parse::<u32>().ok().filter(|c| *c > 0).ok_or(format!("cap {c:?} is not a positive number"))?,
+            Some(c) => c
+                .parse::<u32>()
+                .ok()
+                .filter(|c| *c > 0)
+                .ok_or(format!("cap {c:?} is not a positive number"))?,
         }
         .min(opts.bulk_cap_max);
         let mut params = crate::list_params::parse(&crate::request::Query::parse(&filter), 50);
         params.query.source = deck_engine::Pillar::Dlq;
         if !params.problems.is_empty() {
-            return Err(format!("The filter has problems: {}", params.problems.join("; ")));
+            return Err(format!(
+                "The filter has problems: {}",
+                params.problems.join("; ")
+            ));
         }
         let filter_url = params.filter_query();
         let run_id = crate::state::random_token();
@@ -423,8 +582,19 @@ pub async fn dlq_bulk(
             error: None,
             started: chrono::Utc::now(),
         });
-        crate::bulk_runner::spawn(console.clone(), run_id.clone(), who.name.clone(), action, params.query.filter, filter_url, cap);
-        Ok(Done::to(format!("/dlq/bulk/{run_id}"), format!("{} started (at most {cap}).", action.as_str())))
+        crate::bulk_runner::spawn(
+            console.clone(),
+            run_id.clone(),
+            who.name.clone(),
+            action,
+            params.query.filter,
+            filter_url,
+            cap,
+        );
+        Ok(Done::to(
+            format!("/dlq/bulk/{run_id}"),
+            format!("{} started (at most {cap}).", action.as_str()),
+        ))
     }
     .await;
     finish(&back, outcome)
@@ -453,7 +623,9 @@ pub async fn settings_save(
             match v.trim().parse::<u64>() {
                 Ok(n) if (min..=max).contains(&n) => n,
                 _ => {
-                    problems.push(format!("{name} must be a whole number from {min} to {max} (got {v:?})"));
+                    problems.push(format!(
+                        "{name} must be a whole number from {min} to {max} (got {v:?})"
+                    ));
                     min
                 }
             }
@@ -476,11 +648,24 @@ pub async fn settings_save(
         if !problems.is_empty() {
             return Err(format!("Not saved: {}.", problems.join("; ")));
         }
-        let before = console.store().load_settings().await.map_err(|e| e.to_string())?;
+        let before = console
+            .store()
+            .load_settings()
+            .await
+            .map_err(|e| e.to_string())?;
         let detail = serde_json::json!({ "before": before, "after": settings }).to_string();
-        console.backend().save_settings(settings).await.map_err(|e| e.to_string())?;
-        console.record(&who.name, "settings.save", "engine".into(), 1, Some(detail)).await.map_err(|e| e.to_string())?;
-        Ok(Done::msg("Settings saved; every instance applies them now."))
+        console
+            .backend()
+            .save_settings(settings)
+            .await
+            .map_err(|e| e.to_string())?;
+        console
+            .record(&who.name, "settings.save", "engine".into(), 1, Some(detail))
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Done::msg(
+            "Settings saved; every instance applies them now.",
+        ))
     }
     .await;
     finish(&back, outcome)
@@ -491,9 +676,22 @@ pub async fn settings_prune(confirm: Option<String>, back: String) -> Result<(),
     let outcome = async {
         let (console, who) = operator().await?;
         confirmed(&confirm)?;
-        let report = console.backend().prune_now().await.map_err(|e| e.to_string())?;
+        let report = console
+            .backend()
+            .prune_now()
+            .await
+            .map_err(|e| e.to_string())?;
         let total = report.archive + report.dlq + report.metric_buckets + report.audit;
-        console.record(&who.name, "retention.prune", "all".into(), total, serde_json::to_string(&report).ok()).await.map_err(|e| e.to_string())?;
+        console
+            .record(
+                &who.name,
+                "retention.prune",
+                "all".into(),
+                total,
+                serde_json::to_string(&report).ok(),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
         Ok(Done::msg(format!(
             "Pruned {} archived, {} dead, {} metric rows.",
             report.archive, report.dlq, report.metric_buckets

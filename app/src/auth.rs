@@ -212,11 +212,13 @@ mod tests {
     fn basic_auth_and_tokens_map_to_roles() {
         let c = config();
         assert_eq!(
-            c.authenticate(Some(&basic("ops", "s3cret"))).map(|i| i.role),
+            c.authenticate(Some(&basic("ops", "s3cret")))
+                .map(|i| i.role),
             Some(Role::Operator)
         );
         assert_eq!(
-            c.authenticate(Some(&basic("watcher", "look"))).map(|i| i.role),
+            c.authenticate(Some(&basic("watcher", "look")))
+                .map(|i| i.role),
             Some(Role::Viewer)
         );
         assert_eq!(
@@ -241,7 +243,9 @@ mod tests {
         let open = AuthConfig::default();
         assert!(open.check_bind("127.0.0.1:8080".parse().unwrap()).is_ok());
         assert!(open.check_bind("[::1]:8080".parse().unwrap()).is_ok());
-        let err = open.check_bind("0.0.0.0:8080".parse().unwrap()).unwrap_err();
+        let err = open
+            .check_bind("0.0.0.0:8080".parse().unwrap())
+            .unwrap_err();
         assert!(err.contains("refusing"), "{err}");
         assert!(config().check_bind("0.0.0.0:8080".parse().unwrap()).is_ok());
     }
@@ -249,14 +253,12 @@ mod tests {
     #[test]
     fn validation_lists_every_problem() {
         let c = AuthConfig {
-            users: vec![
-                UserConfig {
-                    name: "".into(),
-                    role: Role::Viewer,
-                    password: None,
-                    token: Some("short".into()),
-                },
-            ],
+            users: vec![UserConfig {
+                name: "".into(),
+                role: Role::Viewer,
+                password: None,
+                token: Some("short".into()),
+            }],
         };
         let err = c.validate().unwrap_err();
         assert_eq!(err.lines().count(), 2, "{err}");

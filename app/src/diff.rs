@@ -37,7 +37,10 @@ pub fn lines(old: &str, new: &str) -> Option<Vec<Line>> {
             };
         }
     }
-    let mut out: Vec<Line> = a[..head].iter().map(|l| Line::Same(l.to_string())).collect();
+    let mut out: Vec<Line> = a[..head]
+        .iter()
+        .map(|l| Line::Same(l.to_string()))
+        .collect();
     let (mut i, mut j) = (0, 0);
     while i < n && j < m {
         if am[i] == bm[j] {
@@ -54,7 +57,11 @@ pub fn lines(old: &str, new: &str) -> Option<Vec<Line>> {
     }
     out.extend(am[i..].iter().map(|l| Line::Removed(l.to_string())));
     out.extend(bm[j..].iter().map(|l| Line::Added(l.to_string())));
-    out.extend(a[a.len() - tail..].iter().map(|l| Line::Same(l.to_string())));
+    out.extend(
+        a[a.len() - tail..]
+            .iter()
+            .map(|l| Line::Same(l.to_string())),
+    );
     Some(out)
 }
 
@@ -64,7 +71,11 @@ mod tests {
 
     #[test]
     fn changed_line_shows_as_removed_then_added() {
-        let d = lines("{\n  \"a\": 1,\n  \"b\": 2\n}", "{\n  \"a\": 1,\n  \"b\": 3\n}").unwrap();
+        let d = lines(
+            "{\n  \"a\": 1,\n  \"b\": 2\n}",
+            "{\n  \"a\": 1,\n  \"b\": 3\n}",
+        )
+        .unwrap();
         assert_eq!(
             d,
             vec![

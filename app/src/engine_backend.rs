@@ -128,9 +128,6 @@ impl ConsoleBackend for EngineBackend {
             "{actor}: {action} {short} ({count})"
         )));
         // Delivered back to us through the event stream only if we already listen.
-        self.events
-            .lock()
-            .map(|g| g.is_some())
-            .unwrap_or(false)
+        self.events.lock().map(|g| g.is_some()).unwrap_or(false)
     }
 }

@@ -112,7 +112,11 @@ struct ThemeQuery {
 
 /// The theme switch: a plain link that sets a long-lived cookie and goes back.
 async fn set_theme(AxumQuery(q): AxumQuery<ThemeQuery>) -> Response {
-    let theme = if q.set == "carbon" { "carbon" } else { "blueprint" };
+    let theme = if q.set == "carbon" {
+        "carbon"
+    } else {
+        "blueprint"
+    };
     let back = actions::safe_back(q.back.as_deref().unwrap_or("/"));
     let mut res = Redirect::to(&back).into_response();
     if let Ok(v) = HeaderValue::from_str(&format!(

@@ -10,7 +10,9 @@ use deck_engine::{
 use crate::request::Query;
 
 /// The filter keys, in the order links carry them.
-const FILTER_KEYS: [&str; 9] = ["queue", "type", "status", "reason", "tag", "q", "on", "from", "to"];
+const FILTER_KEYS: [&str; 9] = [
+    "queue", "type", "status", "reason", "tag", "q", "on", "from", "to",
+];
 
 #[derive(Debug, Clone)]
 pub struct ListParams {
@@ -74,7 +76,12 @@ fn parse_time(value: &str, end_of_day: bool) -> Result<DateTime<Utc>, String> {
     if let Ok(t) = DateTime::parse_from_rfc3339(v) {
         return Ok(t.with_timezone(&Utc));
     }
-    for fmt in ["%Y-%m-%dT%H:%M", "%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M", "%Y-%m-%d %H:%M:%S"] {
+    for fmt in [
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%d %H:%M",
+        "%Y-%m-%d %H:%M:%S",
+    ] {
         if let Ok(t) = NaiveDateTime::parse_from_str(v, fmt) {
             return Ok(Utc.from_utc_datetime(&t));
         }
@@ -240,12 +247,17 @@ mod tests {
         assert!(p.query.filter.created_from.is_none());
         assert_eq!(p.query.sort.column, SortColumn::Priority);
         assert_eq!(p.query.sort.direction, SortDirection::Asc);
-        assert!(matches!(p.query.position, PagePosition::After(ref c) if c.id == id && c.key == "17"));
+        assert!(
+            matches!(p.query.position, PagePosition::After(ref c) if c.id == id && c.key == "17")
+        );
     }
 
     #[test]
     fn bad_values_are_reported_not_fatal() {
-        let p = parse(&Query::parse("source=active&status=nope&sort=payload&from=yesterday"), 50);
+        let p = parse(
+            &Query::parse("source=active&status=nope&sort=payload&from=yesterday"),
+            50,
+        );
         assert_eq!(p.problems.len(), 3, "{:?}", p.problems);
         assert_eq!(p.query.filter.status, None);
         assert_eq!(p.query.sort.column, SortColumn::CreatedAt);

@@ -12,7 +12,9 @@ use leptos::prelude::*;
 use leptos::reactive::owner::Owner;
 use tokio::sync::watch;
 
-use crate::components::telemetry::{Breakers, Cards, ErrorGroups, EventConsole, QueuesTable, ThroughputChart};
+use crate::components::telemetry::{
+    Breakers, Cards, ErrorGroups, EventConsole, QueuesTable, ThroughputChart,
+};
 use crate::state::Console;
 use crate::telemetry_view::Telemetry;
 
@@ -66,7 +68,9 @@ pub struct LiveState {
     pub frames: Arc<watch::Sender<Frame>>,
 }
 
-pub async fn stream(State(live): State<LiveState>) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
+pub async fn stream(
+    State(live): State<LiveState>,
+) -> Sse<impl Stream<Item = Result<Event, Infallible>>> {
     let rx = live.frames.subscribe();
     let stream = futures::stream::unfold(rx, |mut rx| async move {
         loop {

@@ -1,7 +1,9 @@
 //! Components render from plain data, without a database: these prove what they show.
 
 use chrono::{Duration, Utc};
-use deck_engine::{ErrorGroup, FailureReason, Job, JobId, JobState, QueueStats, Summary, ThroughputBucket};
+use deck_engine::{
+    ErrorGroup, FailureReason, Job, JobId, JobState, QueueStats, Summary, ThroughputBucket,
+};
 use leptos::prelude::*;
 use leptos::reactive::owner::Owner;
 
@@ -38,7 +40,14 @@ fn queue(name: &str, lag_max_ms: u64) -> QueueStats {
 #[test]
 fn cards_show_counts_and_rates() {
     let t = Telemetry {
-        summary: Summary { pending: 1_234_567, dlq: 5, succeeded_1m: 120, failed_5m: 30, succeeded_5m: 270, ..Summary::default() },
+        summary: Summary {
+            pending: 1_234_567,
+            dlq: 5,
+            succeeded_1m: 120,
+            failed_5m: 30,
+            succeeded_5m: 270,
+            ..Summary::default()
+        },
         ..Telemetry::default()
     };
     let out = html(|| view! { <Cards t=t/> }.into_any());
@@ -50,9 +59,14 @@ fn cards_show_counts_and_rates() {
 
 #[test]
 fn lag_is_coloured_against_the_queue_threshold() {
-    let out = html(|| view! { <QueuesTable queues=vec![queue("fast", 1_000), queue("slow", 61_000)]/> }.into_any());
+    let out = html(|| {
+        view! { <QueuesTable queues=vec![queue("fast", 1_000), queue("slow", 61_000)]/> }.into_any()
+    });
     assert!(out.contains("num lag ok"), "{out}");
-    assert!(out.contains("num lag crit"), "61 s is over the 60 s critical threshold: {out}");
+    assert!(
+        out.contains("num lag crit"),
+        "61 s is over the 60 s critical threshold: {out}"
+    );
     assert!(!out.contains("data-live"), "not live unless asked");
 }
 
@@ -68,14 +82,22 @@ fn error_text_is_escaped_everywhere() {
     let out = html(move || view! { <ErrorGroups groups=groups now=now/> }.into_any());
     assert!(!out.contains("<script>alert"), "{out}");
     assert!(out.contains("&lt;script&gt;"), "{out}");
-    assert!(out.contains("reason=Fatal"), "links to the filtered DLQ list: {out}");
+    assert!(
+        out.contains("reason=Fatal"),
+        "links to the filtered DLQ list: {out}"
+    );
 }
 
 #[test]
 fn chart_draws_one_bar_group_per_minute() {
     let start = Utc::now() - Duration::minutes(60);
     let buckets: Vec<ThroughputBucket> = (0..60)
-        .map(|i| ThroughputBucket { minute: start + Duration::minutes(i), succeeded: i as u64, failed: (i % 7) as u64, ..Default::default() })
+        .map(|i| ThroughputBucket {
+            minute: start + Duration::minutes(i),
+            succeeded: i as u64,
+            failed: (i % 7) as u64,
+            ..Default::default()
+        })
         .collect();
     let out = html(move || view! { <ThroughputChart buckets=buckets/> }.into_any());
     assert_eq!(out.matches("class=\"bar-ok\"").count(), 60);
@@ -91,11 +113,17 @@ fn empty_chart_says_how_to_get_data() {
 
 #[test]
 fn live_fragments_cover_every_panel() {
-    let t = Telemetry { queues: vec![queue("q", 0)], ..Telemetry::default() };
+    let t = Telemetry {
+        queues: vec![queue("q", 0)],
+        ..Telemetry::default()
+    };
     let f = fragments(&t);
     for key in ["cards", "chart", "queues", "errors", "breakers", "events"] {
         let html = f[key].as_str().unwrap_or_default();
-        assert!(html.contains(&format!("data-live=\"{key}\"")), "{key}: {html}");
+        assert!(
+            html.contains(&format!("data-live=\"{key}\"")),
+            "{key}: {html}"
+        );
     }
 }
 
@@ -123,14 +151,26 @@ fn job_view_pretty_prints_and_escapes_the_payload() {
         state: JobState::Dead(FailureReason::Failed),
         worker_id: Some("w-1".into()),
         cancel_requested: false,
-        errors: vec![deck_engine::AttemptError { attempt: 3, at: now, kind: "transient".into(), message: "smtp <down>".into() }],
+        errors: vec![deck_engine::AttemptError {
+            attempt: 3,
+            at: now,
+            kind: "transient".into(),
+            message: "smtp <down>".into(),
+        }],
         result: None,
         continuation: None,
         original_payload: Some(r#"{"to":"old"}"#.into()),
     };
     let out = html(move || view! { <JobView job=job editing=false draft=None/> }.into_any());
-    assert!(out.contains("&quot;to&quot;: &quot;&lt;b&gt;x&lt;/b&gt;&quot;") || out.contains("\"to\": \"&lt;b&gt;x&lt;/b&gt;\""), "{out}");
+    assert!(
+        out.contains("&quot;to&quot;: &quot;&lt;b&gt;x&lt;/b&gt;&quot;")
+            || out.contains("\"to\": \"&lt;b&gt;x&lt;/b&gt;\""),
+        "{out}"
+    );
     assert!(out.contains("smtp &lt;down&gt;"));
     assert!(out.contains("dead: Failed"));
-    assert!(out.contains("Original payload"), "an edited job shows its original");
+    assert!(
+        out.contains("Original payload"),
+        "an edited job shows its original"
+    );
 }

@@ -44,7 +44,9 @@ pub fn query() -> Query {
 }
 
 pub fn path() -> String {
-    parts().map(|p| p.uri.path().to_string()).unwrap_or_else(|| "/".into())
+    parts()
+        .map(|p| p.uri.path().to_string())
+        .unwrap_or_else(|| "/".into())
 }
 
 /// Path and query of this page, without the one-shot flash parameters.
@@ -53,11 +55,10 @@ pub fn current_url() -> String {
         return "/".into();
     };
     let q = p.uri.query().map(Query::parse).unwrap_or_default();
-    let kept: Vec<(String, String)> = q
-        .0
-        .into_iter()
-        .filter(|(k, _)| k != "ok" && k != "err")
-        .collect();
+    let kept: Vec<(String, String)> =
+        q.0.into_iter()
+            .filter(|(k, _)| k != "ok" && k != "err")
+            .collect();
     let path = p.uri.path().to_string();
     if kept.is_empty() {
         path
@@ -83,7 +84,10 @@ pub fn session() -> Session {
 }
 
 pub fn theme() -> &'static str {
-    match parts().as_ref().and_then(|p| cookie(&p.headers, THEME_COOKIE)) {
+    match parts()
+        .as_ref()
+        .and_then(|p| cookie(&p.headers, THEME_COOKIE))
+    {
         Some("carbon") => "carbon",
         _ => "blueprint",
     }

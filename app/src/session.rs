@@ -209,12 +209,18 @@ mod tests {
             HeaderValue::from_static("http://127.0.0.1:8080"),
         );
         assert!(same_origin(&h));
-        h.insert(header::ORIGIN, HeaderValue::from_static("https://evil.example"));
+        h.insert(
+            header::ORIGIN,
+            HeaderValue::from_static("https://evil.example"),
+        );
         assert!(!same_origin(&h));
     }
 
     #[test]
     fn escaping_covers_markup() {
-        assert_eq!(escape("<a href='x'>&\""), "&lt;a href=&#39;x&#39;&gt;&amp;&quot;");
+        assert_eq!(
+            escape("<a href='x'>&\""),
+            "&lt;a href=&#39;x&#39;&gt;&amp;&quot;"
+        );
     }
 }

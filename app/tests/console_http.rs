@@ -23,21 +23,35 @@ struct Fixture {
 async fn fixture(auth: AuthConfig) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("deck.db").display());
-    let store = deck_engine::open_store(&url, &StoreOptions::default()).await.unwrap();
+    let store = deck_engine::open_store(&url, &StoreOptions::default())
+        .await
+        .unwrap();
     let console = Console::new(StoreBackend(store.clone()), ConsoleOptions::default());
     let router = deck_app::console_router(console, auth);
-    Fixture { _dir: dir, store, router }
+    Fixture {
+        _dir: dir,
+        store,
+        router,
+    }
 }
 
 async fn enqueue(store: &Arc<dyn Store>, queue: &str, payload: &str) -> JobId {
-    store.enqueue(EnqueueRequest::new(queue, "send_email", payload)).await.unwrap().id
+    store
+        .enqueue(EnqueueRequest::new(queue, "send_email", payload))
+        .await
+        .unwrap()
+        .id
 }
 
 /// Run one job to the DLQ as a worker would.
 async fn dead_letter(store: &Arc<dyn Store>, queue: &str, message: &str) -> JobId {
     let id = enqueue(store, queue, r#"{"to":"a@b.c"}"#).await;
     let claimed = store
-        .claim_batch(ClaimRequest { worker_id: "w".into(), limit: 100, queues: Some(vec![queue.into()]) })
+        .claim_batch(ClaimRequest {
+            worker_id: "w".into(),
+            limit: 100,
+            queues: Some(vec![queue.into()]),
+        })
         .await
         .unwrap();
     assert!(claimed.iter().any(|j| j.id == id));
@@ -48,7 +62,12 @@ async fn dead_letter(store: &Arc<dyn Store>, queue: &str, message: &str) -> JobI
         .map(|id| Completion::DeadLetter {
             id: *id,
             reason: FailureReason::Fatal,
-            error: AttemptError { attempt: 1, at: chrono::Utc::now(), kind: "fatal".into(), message: message.into() },
+            error: AttemptError {
+                attempt: 1,
+                at: chrono::Utc::now(),
+                kind: "fatal".into(),
+                message: message.into(),
+            },
             duration_ms: 3,
         })
         .collect();
@@ -56,12 +75,20 @@ async fn dead_letter(store: &Arc<dyn Store>, queue: &str, message: &str) -> JobI
     id
 }
 
-async fn get(router: &Router, path: &str, auth: Option<&str>) -> (StatusCode, String, Option<String>) {
+async fn get(
+    router: &Router,
+    path: &str,
+    auth: Option<&str>,
+) -> (StatusCode, String, Option<String>) {
     let mut req = Request::get(path).header(header::ACCEPT, "text/html");
     if let Some(a) = auth {
         req = req.header(header::AUTHORIZATION, a);
     }
-    let res = router.clone().oneshot(req.body(Body::empty()).unwrap()).await.unwrap();
+    let res = router
+        .clone()
+        .oneshot(req.body(Body::empty()).unwrap())
+        .await
+        .unwrap();
     let status = res.status();
     let cookie = res
         .headers()
@@ -69,16 +96,33 @@ async fn get(router: &Router, path: &str, auth: Option<&str>) -> (StatusCode, St
         .iter()
         .filter_map(|v| v.to_str().ok())
         .find(|v| v.starts_with("deck_csrf="))
-        .map(|v| v.split(';').next().unwrap_or_default().trim_start_matches("deck_csrf=").to_string());
-    let body = axum::body::to_bytes(res.into_body(), 16 << 20).await.unwrap();
+        .map(|v| {
+            v.split(';')
+                .next()
+                .unwrap_or_default()
+                .trim_start_matches("deck_csrf=")
+                .to_string()
+        });
+    let body = axum::body::to_bytes(res.into_body(), 16 << 20)
+        .await
+        .unwrap();
     (status, String::from_utf8_lossy(&body).into_owned(), cookie)
 }
 
 async fn csrf(router: &Router, auth: Option<&str>) -> String {
-    get(router, "/settings", auth).await.2.expect("the console sets a CSRF cookie")
+    get(router, "/settings", auth)
+        .await
+        .2
+        .expect("the console sets a CSRF cookie")
 }
 
-async fn post(router: &Router, path: &str, form: &str, token: Option<&str>, auth: Option<&str>) -> (StatusCode, String) {
+async fn post(
+    router: &Router,
+    path: &str,
+    form: &str,
+    token: Option<&str>,
+    auth: Option<&str>,
+) -> (StatusCode, String) {
     let mut req = Request::post(path)
         .header(header::ACCEPT, "text/html")
         .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
@@ -93,7 +137,11 @@ async fn post(router: &Router, path: &str, form: &str, token: Option<&str>, auth
         Some(t) => format!("csrf={t}&{form}"),
         None => form.to_string(),
     };
-    let res = router.clone().oneshot(req.body(Body::from(body)).unwrap()).await.unwrap();
+    let res = router
+        .clone()
+        .oneshot(req.body(Body::from(body)).unwrap())
+        .await
+        .unwrap();
     let status = res.status();
     let location = res
         .headers()
@@ -126,13 +174,19 @@ async fn every_page_renders_with_real_data() {
         let (status, body, _) = get(&f.router, &path, None).await;
         assert_eq!(status, StatusCode::OK, "{path}: {body}");
         assert!(body.contains("The Deck"), "{path}");
-        assert!(!body.contains("<script>"), "{path}: user text must be escaped");
+        assert!(
+            !body.contains("<script>"),
+            "{path}: user text must be escaped"
+        );
     }
     let (_, dlq, _) = get(&f.router, "/jobs?source=dlq", None).await;
     assert!(dlq.contains(&dead.to_string()), "the dead job is listed");
     assert!(dlq.contains("card declined &lt;script&gt;"));
     let (_, preview, _) = get(&f.router, "/dlq/bulk?source=dlq&queue=billing", None).await;
-    assert!(preview.contains(r#"class="big">1<"#), "one job matches: {preview}");
+    assert!(
+        preview.contains(r#"class="big">1<"#),
+        "one job matches: {preview}"
+    );
     let (status, _, _) = get(&f.router, "/no/such/page", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
@@ -142,13 +196,26 @@ async fn actions_need_a_csrf_token_and_land_in_the_audit_log() {
     let f = fixture(AuthConfig::default()).await;
     enqueue(&f.store, "emails", "{}").await;
 
-    let (status, _) = post(&f.router, "/fn/queue/state", "queue=emails&op=pause&back=/queues", None, None).await;
+    let (status, _) = post(
+        &f.router,
+        "/fn/queue/state",
+        "queue=emails&op=pause&back=/queues",
+        None,
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::FORBIDDEN, "no token, no action");
     assert!(!f.store.list_queues().await.unwrap()[0].paused);
 
     let token = csrf(&f.router, None).await;
-    let (status, location) =
-        post(&f.router, "/fn/queue/state", "queue=emails&op=pause&back=/queues", Some(&token), None).await;
+    let (status, location) = post(
+        &f.router,
+        "/fn/queue/state",
+        "queue=emails&op=pause&back=/queues",
+        Some(&token),
+        None,
+    )
+    .await;
     assert_eq!(status, StatusCode::FOUND);
     assert!(location.starts_with("/queues?ok="), "{location}");
     assert!(f.store.list_queues().await.unwrap()[0].paused);
@@ -163,28 +230,60 @@ async fn actions_need_a_csrf_token_and_land_in_the_audit_log() {
 async fn viewers_read_but_cannot_act_and_strangers_are_asked_to_sign_in() {
     let auth = AuthConfig {
         users: vec![
-            UserConfig { name: "ops".into(), role: Role::Operator, password: Some("pw-ops".into()), token: None },
-            UserConfig { name: "eve".into(), role: Role::Viewer, password: Some("pw-eve".into()), token: None },
+            UserConfig {
+                name: "ops".into(),
+                role: Role::Operator,
+                password: Some("pw-ops".into()),
+                token: None,
+            },
+            UserConfig {
+                name: "eve".into(),
+                role: Role::Viewer,
+                password: Some("pw-eve".into()),
+                token: None,
+            },
         ],
     };
     let f = fixture(auth).await;
     enqueue(&f.store, "emails", "{}").await;
-    let basic = |u: &str, p: &str| format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}")));
+    let basic = |u: &str, p: &str| {
+        format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
+        )
+    };
     let (ops, eve) = (basic("ops", "pw-ops"), basic("eve", "pw-eve"));
 
     assert_eq!(get(&f.router, "/", None).await.0, StatusCode::UNAUTHORIZED);
-    assert_eq!(get(&f.router, "/", Some(&basic("eve", "nope"))).await.0, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        get(&f.router, "/", Some(&basic("eve", "nope"))).await.0,
+        StatusCode::UNAUTHORIZED
+    );
     let (status, page, _) = get(&f.router, "/queues", Some(&eve)).await;
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains("Read-only"), "viewers see no action forms");
 
     let token = csrf(&f.router, Some(&eve)).await;
-    let (status, _) = post(&f.router, "/fn/queue/state", "queue=emails&op=pause&back=/", Some(&token), Some(&eve)).await;
+    let (status, _) = post(
+        &f.router,
+        "/fn/queue/state",
+        "queue=emails&op=pause&back=/",
+        Some(&token),
+        Some(&eve),
+    )
+    .await;
     assert_eq!(status, StatusCode::FORBIDDEN);
     assert!(!f.store.list_queues().await.unwrap()[0].paused);
 
     let token = csrf(&f.router, Some(&ops)).await;
-    let (status, _) = post(&f.router, "/fn/queue/state", "queue=emails&op=pause&back=/", Some(&token), Some(&ops)).await;
+    let (status, _) = post(
+        &f.router,
+        "/fn/queue/state",
+        "queue=emails&op=pause&back=/",
+        Some(&token),
+        Some(&ops),
+    )
+    .await;
     assert_eq!(status, StatusCode::FOUND);
     assert_eq!(f.store.list_audit(None, 1).await.unwrap()[0].actor, "ops");
 }
@@ -196,15 +295,23 @@ async fn selected_rows_are_retried_together() {
     let b = dead_letter(&f.store, "billing", "boom").await;
     let token = csrf(&f.router, None).await;
     // Checkbox names carry the row index; unchecked rows are simply absent.
-    let form = format!("source=dlq&action=resurrect&ids%5B0%5D={a}&ids%5B3%5D={b}&back=%2Fjobs%3Fsource%3Ddlq");
+    let form = format!(
+        "source=dlq&action=resurrect&ids%5B0%5D={a}&ids%5B3%5D={b}&back=%2Fjobs%3Fsource%3Ddlq"
+    );
     let (status, location) = post(&f.router, "/fn/jobs/bulk", &form, Some(&token), None).await;
     assert_eq!(status, StatusCode::FOUND);
     assert!(location.contains("ok="), "{location}");
     for id in [a, b] {
-        assert_eq!(f.store.get_job(id).await.unwrap().unwrap().pillar(), Pillar::Hot);
+        assert_eq!(
+            f.store.get_job(id).await.unwrap().unwrap().pillar(),
+            Pillar::Hot
+        );
     }
     let audit = f.store.list_audit(None, 1).await.unwrap();
-    assert_eq!((audit[0].action.as_str(), audit[0].count), ("jobs.bulk_resurrect", 2));
+    assert_eq!(
+        (audit[0].action.as_str(), audit[0].count),
+        ("jobs.bulk_resurrect", 2)
+    );
 }
 
 #[tokio::test]
@@ -216,7 +323,14 @@ async fn purge_without_confirmation_changes_nothing() {
     let (_, location) = post(&f.router, "/fn/job/purge", &form, Some(&token), None).await;
     assert!(location.contains("err="), "{location}");
     assert!(f.store.get_job(dead).await.unwrap().is_some());
-    let (_, location) = post(&f.router, "/fn/job/purge", &format!("{form}&confirm=yes"), Some(&token), None).await;
+    let (_, location) = post(
+        &f.router,
+        "/fn/job/purge",
+        &format!("{form}&confirm=yes"),
+        Some(&token),
+        None,
+    )
+    .await;
     assert!(location.contains("ok="), "{location}");
     assert!(f.store.get_job(dead).await.unwrap().is_none());
 }
@@ -228,18 +342,43 @@ async fn an_edit_is_previewed_as_a_diff_then_saved_with_the_original_kept() {
     let token = csrf(&f.router, None).await;
     let back = format!("%2Fjobs%2F{dead}");
 
-    let bad = format!("id={dead}&step=preview&payload=%7Bnope&tags=&priority=0&queue=billing&back={back}");
+    let bad = format!(
+        "id={dead}&step=preview&payload=%7Bnope&tags=&priority=0&queue=billing&back={back}"
+    );
     let (_, location) = post(&f.router, "/fn/job/edit", &bad, Some(&token), None).await;
-    assert!(location.contains("edit=1") && location.contains("err="), "{location}");
+    assert!(
+        location.contains("edit=1") && location.contains("err="),
+        "{location}"
+    );
 
-    let good = format!("id={dead}&step=preview&payload=%7B%22to%22%3A%22fixed%40b.c%22%7D&tags=retry&priority=5&queue=billing&back={back}");
+    let good = format!(
+        "id={dead}&step=preview&payload=%7B%22to%22%3A%22fixed%40b.c%22%7D&tags=retry&priority=5&queue=billing&back={back}"
+    );
     let (_, location) = post(&f.router, "/fn/job/edit", &good, Some(&token), None).await;
     assert!(location.contains("draft="), "{location}");
     let (_, page, _) = get(&f.router, &location, None).await;
-    assert!(page.contains("d-add") && page.contains("fixed@b.c"), "the diff shows the new payload");
-    assert!(f.store.get_job(dead).await.unwrap().unwrap().payload.contains("a@b.c"), "nothing saved yet");
+    assert!(
+        page.contains("d-add") && page.contains("fixed@b.c"),
+        "the diff shows the new payload"
+    );
+    assert!(
+        f.store
+            .get_job(dead)
+            .await
+            .unwrap()
+            .unwrap()
+            .payload
+            .contains("a@b.c"),
+        "nothing saved yet"
+    );
 
-    let draft = location.split("draft=").nth(1).unwrap().split('&').next().unwrap();
+    let draft = location
+        .split("draft=")
+        .nth(1)
+        .unwrap()
+        .split('&')
+        .next()
+        .unwrap();
     let save = format!("id={dead}&draft={draft}&step=save_resurrect&back={back}");
     let (_, location) = post(&f.router, "/fn/job/edit", &save, Some(&token), None).await;
     assert!(location.contains("ok="), "{location}");

@@ -23,7 +23,11 @@ pub fn Layout(title: String, children: Children) -> impl IntoView {
     let q = query();
     let source_dlq = q.get("source") == Some("dlq");
     let s = session();
-    let other = if theme() == "carbon" { "blueprint" } else { "carbon" };
+    let other = if theme() == "carbon" {
+        "blueprint"
+    } else {
+        "carbon"
+    };
     let links = NAV
         .iter()
         .map(|(href, label)| {

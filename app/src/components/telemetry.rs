@@ -6,20 +6,23 @@ use deck_engine::{ErrorGroup, QueueStats, ThroughputBucket};
 use leptos::prelude::*;
 
 use crate::format::{self, url};
-use crate::telemetry_view::{BreakerState, BreakerView, ConsoleEvent, Telemetry, failure_class, lag_class};
+use crate::telemetry_view::{
+    BreakerState, BreakerView, ConsoleEvent, Telemetry, failure_class, lag_class,
+};
 
 #[component]
 pub fn Cards(t: Telemetry) -> impl IntoView {
     let s = &t.summary;
     let fail = s.failure_rate_5m();
-    let card = |label: &'static str, value: String, href: String, class: &'static str, hint: String| {
-        view! {
-            <a class=format!("card {class}") href=href title=hint>
-                <span class="card-label">{label}</span>
-                <span class="card-value">{value}</span>
-            </a>
-        }
-    };
+    let card =
+        |label: &'static str, value: String, href: String, class: &'static str, hint: String| {
+            view! {
+                <a class=format!("card {class}") href=href title=hint>
+                    <span class="card-label">{label}</span>
+                    <span class="card-value">{value}</span>
+                </a>
+            }
+        };
     view! {
         <section class="cards" data-live="cards" aria-label="Summary">
             {card("Pending", format::count(s.pending), url("/jobs", &[("source", "active"), ("status", "pending")]), "", "Due now and waiting for a worker".into())}
@@ -40,7 +43,10 @@ const CHART_H: f64 = 150.0;
 
 /// Succeeded vs failed per minute, stacked bars, drawn on the server.
 #[component]
-pub fn ThroughputChart(buckets: Vec<ThroughputBucket>, #[prop(optional)] live: bool) -> impl IntoView {
+pub fn ThroughputChart(
+    buckets: Vec<ThroughputBucket>,
+    #[prop(optional)] live: bool,
+) -> impl IntoView {
     let max = buckets
         .iter()
         .map(|b| b.succeeded + b.failed)
@@ -60,11 +66,10 @@ pub fn ThroughputChart(buckets: Vec<ThroughputBucket>, #[prop(optional)] live: b
             let x = i as f64 * slot + 1.0;
             let h_ok = b.succeeded as f64 * scale;
             let h_fail = b.failed as f64 * scale;
-            let avg = if b.succeeded + b.failed > 0 {
-                b.duration_sum_ms / (b.succeeded + b.failed)
-            } else {
-                0
-            };
+            let avg = b
+                .duration_sum_ms
+                .checked_div(b.succeeded + b.failed)
+                .unwrap_or(0);
             let title = format!(
                 "{} UTC: {} succeeded, {} failed, {} retried, avg {}, max {}",
                 b.minute.format("%H:%M"),
@@ -84,8 +89,14 @@ pub fn ThroughputChart(buckets: Vec<ThroughputBucket>, #[prop(optional)] live: b
             }
         })
         .collect_view();
-    let first = buckets.first().map(|b| b.minute.format("%H:%M").to_string()).unwrap_or_default();
-    let last = buckets.last().map(|b| b.minute.format("%H:%M").to_string()).unwrap_or_default();
+    let first = buckets
+        .first()
+        .map(|b| b.minute.format("%H:%M").to_string())
+        .unwrap_or_default();
+    let last = buckets
+        .last()
+        .map(|b| b.minute.format("%H:%M").to_string())
+        .unwrap_or_default();
     let empty = total_ok + total_failed == 0;
     view! {
         <figure class="chart" data-live=live.then_some("chart")>
@@ -172,7 +183,11 @@ pub fn QueuesTable(queues: Vec<QueueStats>, #[prop(optional)] live: bool) -> imp
 
 /// The largest groups of dead letters; each links to the DLQ list filtered to it.
 #[component]
-pub fn ErrorGroups(groups: Vec<ErrorGroup>, now: DateTime<Utc>, #[prop(optional)] live: bool) -> impl IntoView {
+pub fn ErrorGroups(
+    groups: Vec<ErrorGroup>,
+    now: DateTime<Utc>,
+    #[prop(optional)] live: bool,
+) -> impl IntoView {
     if groups.is_empty() {
         return view! {
             <div class="empty" data-live=live.then_some("errors")>

@@ -70,9 +70,15 @@ pub fn SettingsForm(settings: EngineSettings) -> impl IntoView {
 pub fn InstancesPage() -> impl IntoView {
     let console = expect_context::<Console>();
     Suspend::new(async move {
-        let body = match console.store().list_instances(Duration::from_secs(60)).await {
+        let body = match console
+            .store()
+            .list_instances(Duration::from_secs(60))
+            .await
+        {
             Ok(list) => view! { <InstanceTable instances=list/> }.into_any(),
-            Err(e) => view! { <ErrorBox message=format!("Cannot list instances: {e}")/> }.into_any(),
+            Err(e) => {
+                view! { <ErrorBox message=format!("Cannot list instances: {e}")/> }.into_any()
+            }
         };
         view! { <Layout title="Instances".into()>{body}</Layout> }
     })
@@ -124,7 +130,9 @@ pub fn AuditPage() -> impl IntoView {
                 list.truncate(AUDIT_PAGE as usize);
                 view! { <AuditTable entries=list more=more paged=before.is_some()/> }.into_any()
             }
-            Err(e) => view! { <ErrorBox message=format!("Cannot read the audit log: {e}")/> }.into_any(),
+            Err(e) => {
+                view! { <ErrorBox message=format!("Cannot read the audit log: {e}")/> }.into_any()
+            }
         };
         view! { <Layout title="Audit log".into()>{body}</Layout> }
     })

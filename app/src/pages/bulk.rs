@@ -43,12 +43,23 @@ pub fn BulkPage() -> impl IntoView {
 }
 
 #[component]
-pub fn BulkForm(params: ListParams, preview: BulkPreview, action: BulkAction, cap_default: u32, cap_max: u32) -> impl IntoView {
+pub fn BulkForm(
+    params: ListParams,
+    preview: BulkPreview,
+    action: BulkAction,
+    cap_default: u32,
+    cap_max: u32,
+) -> impl IntoView {
     let filter_query = params.filter_query();
     let described = if params.query.filter.is_empty() {
         "every dead letter (no filter)".to_string()
     } else {
-        params.raw.iter().map(|(k, v)| format!("{k} = {v}")).collect::<Vec<_>>().join(", ")
+        params
+            .raw
+            .iter()
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect::<Vec<_>>()
+            .join(", ")
     };
     let now = Utc::now();
     let sample = preview
@@ -119,13 +130,21 @@ pub fn BulkRunPage() -> impl IntoView {
 
 #[component]
 pub fn RunProgress(run: BulkRun) -> impl IntoView {
-    let pct = if run.cap == 0 { 100 } else { (run.done * 100 / u64::from(run.cap)).min(100) };
+    let pct = if run.cap == 0 {
+        100
+    } else {
+        (run.done * 100 / u64::from(run.cap)).min(100)
+    };
     let state = if let Some(e) = &run.error {
         format!("stopped after {} job(s): {e}", format::count(run.done))
     } else if run.finished {
         format!("done: {} job(s)", format::count(run.done))
     } else {
-        format!("running: {} of at most {}", format::count(run.done), format::count(run.cap.into()))
+        format!(
+            "running: {} of at most {}",
+            format::count(run.done),
+            format::count(run.cap.into())
+        )
     };
     view! {
         {(!run.finished).then(|| view! { <meta http-equiv="refresh" content="1"/> })}

@@ -14,7 +14,9 @@ pub fn JobPage() -> impl IntoView {
     let raw_id = path().trim_start_matches("/jobs/").to_string();
     let q = query();
     let editing = q.get("edit").is_some();
-    let draft = q.get("draft").and_then(|d| console.draft(d).map(|dr| (d.to_string(), dr)));
+    let draft = q
+        .get("draft")
+        .and_then(|d| console.draft(d).map(|dr| (d.to_string(), dr)));
     Suspend::new(async move {
         let id: JobId = match raw_id.parse() {
             Ok(id) => id,
@@ -53,8 +55,11 @@ pub fn JobView(job: Job, editing: bool, draft: Option<(String, Draft)>) -> impl 
     let pillar = job.pillar();
     let editable = matches!(job.state, JobState::Pending | JobState::Dead(_));
     let opt = |t: Option<chrono::DateTime<Utc>>| {
-        t.map(|t| view! { <span title=format::time(t)>{format::time(t)}" · "{format::ago(t, now)}</span> }.into_any())
-            .unwrap_or_else(|| view! { <span class="muted">"—"</span> }.into_any())
+        t.map(|t| {
+            view! { <span title=format::time(t)>{format::time(t)}" · "{format::ago(t, now)}</span> }
+                .into_any()
+        })
+        .unwrap_or_else(|| view! { <span class="muted">"—"</span> }.into_any())
     };
     let meta = view! {
         <dl class="meta">
@@ -95,13 +100,14 @@ pub fn JobView(job: Job, editing: bool, draft: Option<(String, Draft)>) -> impl 
     };
 
     let actions = job_actions(&job, pillar, editable);
-    let edit_panel = if let Some((draft_id, d)) = draft.clone().filter(|(_, d)| d.error.is_none() && !editing) {
-        view! { <DiffPanel job=job.clone() draft_id=draft_id draft=d/> }.into_any()
-    } else if editing && editable {
-        view! { <EditForm job=job.clone() draft=draft.map(|(_, d)| d)/> }.into_any()
-    } else {
-        ().into_any()
-    };
+    let edit_panel =
+        if let Some((draft_id, d)) = draft.clone().filter(|(_, d)| d.error.is_none() && !editing) {
+            view! { <DiffPanel job=job.clone() draft_id=draft_id draft=d/> }.into_any()
+        } else if editing && editable {
+            view! { <EditForm job=job.clone() draft=draft.map(|(_, d)| d)/> }.into_any()
+        } else {
+            ().into_any()
+        };
 
     view! {
         <div class="job-head">
@@ -149,7 +155,8 @@ fn job_actions(job: &Job, pillar: Pillar, editable: bool) -> impl IntoView + use
             </PostForm>
         }
     });
-    let edit = editable.then(|| view! { <a class="button" href=format!("/jobs/{id}?edit=1")>"Edit…"</a> });
+    let edit =
+        editable.then(|| view! { <a class="button" href=format!("/jobs/{id}?edit=1")>"Edit…"</a> });
     let purgeable = pillar != Pillar::Hot || job.state == JobState::Pending;
     let purge = purgeable.then(|| {
         let id = id.clone();
@@ -168,8 +175,20 @@ fn job_actions(job: &Job, pillar: Pillar, editable: bool) -> impl IntoView + use
 #[component]
 fn EditForm(job: Job, draft: Option<Draft>) -> impl IntoView {
     let (payload, tags, priority, queue, error) = match draft {
-        Some(d) => (d.payload_text, d.tags_text, d.priority_text, d.queue_text, d.error),
-        None => (pretty_json(&job.payload), job.tags.join(", "), job.priority.to_string(), job.queue.clone(), None),
+        Some(d) => (
+            d.payload_text,
+            d.tags_text,
+            d.priority_text,
+            d.queue_text,
+            d.error,
+        ),
+        None => (
+            pretty_json(&job.payload),
+            job.tags.join(", "),
+            job.priority.to_string(),
+            job.queue.clone(),
+            None,
+        ),
     };
     let id = job.id.to_string();
     view! {
@@ -199,7 +218,12 @@ fn EditForm(job: Job, draft: Option<Draft>) -> impl IntoView {
 fn DiffPanel(job: Job, draft_id: String, draft: Draft) -> impl IntoView {
     let id = job.id.to_string();
     let old = pretty_json(&job.payload);
-    let new = draft.edit.payload.as_deref().map(pretty_json).unwrap_or_else(|| old.clone());
+    let new = draft
+        .edit
+        .payload
+        .as_deref()
+        .map(pretty_json)
+        .unwrap_or_else(|| old.clone());
     let payload_diff = match diff::lines(&old, &new) {
         Some(lines) if lines.iter().all(|l| matches!(l, Line::Same(_))) => view! { <p class="muted">"Payload unchanged."</p> }.into_any(),
         Some(lines) => {

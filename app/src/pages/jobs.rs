@@ -1,5 +1,7 @@
 use chrono::Utc;
-use deck_engine::{FailureReason, HotStatus, JobState, JobSummary, Page, Pillar, SortColumn, SortDirection};
+use deck_engine::{
+    FailureReason, HotStatus, JobState, JobSummary, Page, Pillar, SortColumn, SortDirection,
+};
 use leptos::prelude::*;
 
 use crate::components::layout::{ErrorBox, Layout, OperatorOnly, PostForm};
@@ -15,14 +17,19 @@ pub fn JobsPage() -> impl IntoView {
     Suspend::new(async move {
         let store = console.store().clone();
         let (page, queues) = futures::join!(store.list_jobs(&params.query), store.list_queues());
-        let queue_names: Vec<String> = queues.map(|qs| qs.into_iter().map(|q| q.name).collect()).unwrap_or_default();
+        let queue_names: Vec<String> = queues
+            .map(|qs| qs.into_iter().map(|q| q.name).collect())
+            .unwrap_or_default();
         let title = match params.source() {
             Pillar::Hot => "Active jobs",
             Pillar::Archive => "Archive",
             Pillar::Dlq => "Dead letters",
         };
         let body = match page {
-            Ok(page) => view! { <JobList params=params.clone() page=page queue_names=queue_names/> }.into_any(),
+            Ok(page) => {
+                view! { <JobList params=params.clone() page=page queue_names=queue_names/> }
+                    .into_any()
+            }
             Err(e) => view! { <ErrorBox message=format!("Cannot list jobs: {e}")/> }.into_any(),
         };
         view! { <Layout title=title.to_string()>{body}</Layout> }
@@ -41,23 +48,31 @@ fn state_badge(state: JobState) -> impl IntoView {
 }
 
 #[component]
-pub fn JobList(params: ListParams, page: Page<JobSummary>, queue_names: Vec<String>) -> impl IntoView {
+pub fn JobList(
+    params: ListParams,
+    page: Page<JobSummary>,
+    queue_names: Vec<String>,
+) -> impl IntoView {
     let source = params.source();
     let now = Utc::now();
-    let tabs = [(Pillar::Hot, "Active"), (Pillar::Archive, "Archive"), (Pillar::Dlq, "Dead letters")]
-        .into_iter()
-        .map(|(s, label)| {
-            // Keep the filters that make sense in every source.
-            let mut pairs = vec![("source", s.as_str().to_string())];
-            for key in ["queue", "type", "tag", "q", "from", "to"] {
-                let v = params.raw(key);
-                if !v.is_empty() {
-                    pairs.push((key, v.to_string()));
-                }
+    let tabs = [
+        (Pillar::Hot, "Active"),
+        (Pillar::Archive, "Archive"),
+        (Pillar::Dlq, "Dead letters"),
+    ]
+    .into_iter()
+    .map(|(s, label)| {
+        // Keep the filters that make sense in every source.
+        let mut pairs = vec![("source", s.as_str().to_string())];
+        for key in ["queue", "type", "tag", "q", "from", "to"] {
+            let v = params.raw(key);
+            if !v.is_empty() {
+                pairs.push((key, v.to_string()));
             }
-            view! { <a href=href("/jobs", &pairs) class:active=s == source>{label}</a> }
-        })
-        .collect_view();
+        }
+        view! { <a href=href("/jobs", &pairs) class:active=s == source>{label}</a> }
+    })
+    .collect_view();
 
     let problems = (!params.problems.is_empty()).then(|| {
         view! { <div class="flash err">{format!("Some parameters were ignored: {}", params.problems.join("; "))}</div> }
@@ -69,12 +84,35 @@ pub fn JobList(params: ListParams, page: Page<JobSummary>, queue_names: Vec<Stri
     let sort_link = move |column: SortColumn, label: &'static str| {
         let mut pairs = link_params.filter_pairs();
         let active = sort.column == column;
-        let dir = if active { sort.direction.reversed() } else { SortDirection::Desc };
-        let arrow = if active { if sort.direction == SortDirection::Desc { " ▾" } else { " ▴" } } else { "" };
-        let new_sort = deck_engine::JobSort { column, direction: dir };
+        let dir = if active {
+            sort.direction.reversed()
+        } else {
+            SortDirection::Desc
+        };
+        let arrow = if active {
+            if sort.direction == SortDirection::Desc {
+                " ▾"
+            } else {
+                " ▴"
+            }
+        } else {
+            ""
+        };
+        let new_sort = deck_engine::JobSort {
+            column,
+            direction: dir,
+        };
         if !is_default_sort(source, new_sort) {
             pairs.push(("sort", column.as_str().to_string()));
-            pairs.push(("dir", if dir == SortDirection::Asc { "asc" } else { "desc" }.to_string()));
+            pairs.push((
+                "dir",
+                if dir == SortDirection::Asc {
+                    "asc"
+                } else {
+                    "desc"
+                }
+                .to_string(),
+            ));
         }
         view! { <a href=href("/jobs", &pairs) class:sorted=active>{label}{arrow}</a> }
     };
@@ -148,10 +186,17 @@ pub fn JobList(params: ListParams, page: Page<JobSummary>, queue_names: Vec<Stri
             .iter()
             .map(|s| (s.as_str().to_string(), s.as_str().to_string()))
             .collect::<Vec<_>>(),
-        Pillar::Dlq => FailureReason::ALL.iter().map(|r| (r.as_str().to_string(), r.as_str().to_string())).collect(),
+        Pillar::Dlq => FailureReason::ALL
+            .iter()
+            .map(|r| (r.as_str().to_string(), r.as_str().to_string()))
+            .collect(),
         Pillar::Archive => Vec::new(),
     };
-    let status_key = if source == Pillar::Dlq { "reason" } else { "status" };
+    let status_key = if source == Pillar::Dlq {
+        "reason"
+    } else {
+        "status"
+    };
     let status_value = params.raw(status_key).to_string();
     let queue_value = params.raw("queue").to_string();
     let on_value = params.raw("on").to_string();

@@ -1,7 +1,9 @@
 use leptos::prelude::*;
 
 use crate::components::layout::{ErrorBox, Layout};
-use crate::components::telemetry::{Breakers, Cards, ErrorGroups, EventConsole, QueuesTable, ThroughputChart};
+use crate::components::telemetry::{
+    Breakers, Cards, ErrorGroups, EventConsole, QueuesTable, ThroughputChart,
+};
 use crate::state::Console;
 use crate::telemetry_view::Telemetry;
 
@@ -11,7 +13,9 @@ pub fn OverviewPage() -> impl IntoView {
     Suspend::new(async move {
         let body = match console.telemetry().await {
             Ok(t) => view! { <Overview t=(*t).clone()/> }.into_any(),
-            Err(e) => view! { <ErrorBox message=format!("Cannot read telemetry: {e}")/> }.into_any(),
+            Err(e) => {
+                view! { <ErrorBox message=format!("Cannot read telemetry: {e}")/> }.into_any()
+            }
         };
         view! { <Layout title="Overview".into()>{body}</Layout> }
     })

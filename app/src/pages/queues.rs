@@ -26,10 +26,13 @@ pub fn QueuesPage() -> impl IntoView {
         let body = match (configs, stats) {
             (Ok(configs), Ok(stats)) => {
                 let hidden_count = configs.iter().filter(|c| c.hidden).count();
-                let mut stats_by_name: HashMap<String, QueueStats> = stats.into_iter().map(|s| (s.queue.clone(), s)).collect();
+                let mut stats_by_name: HashMap<String, QueueStats> =
+                    stats.into_iter().map(|s| (s.queue.clone(), s)).collect();
                 let mut rows: Vec<(QueueConfig, Option<QueueStats>)> = configs
                     .into_iter()
-                    .filter(|c| show_hidden || !c.hidden || focus.as_deref() == Some(c.name.as_str()))
+                    .filter(|c| {
+                        show_hidden || !c.hidden || focus.as_deref() == Some(c.name.as_str())
+                    })
                     .filter(|c| focus.as_deref().is_none_or(|f| f == c.name))
                     .map(|c| {
                         let s = stats_by_name.remove(&c.name);
@@ -49,7 +52,9 @@ pub fn QueuesPage() -> impl IntoView {
                 };
                 view! { <QueueList rows=rows charts=charts show_hidden=show_hidden hidden_count=hidden_count focused=focus.is_some()/> }.into_any()
             }
-            (Err(e), _) | (_, Err(e)) => view! { <ErrorBox message=format!("Cannot read queues: {e}")/> }.into_any(),
+            (Err(e), _) | (_, Err(e)) => {
+                view! { <ErrorBox message=format!("Cannot read queues: {e}")/> }.into_any()
+            }
         };
         view! { <Layout title="Queues".into()>{body}</Layout> }
     })
@@ -70,7 +75,8 @@ pub fn QueueList(
     let toggle = if show_hidden {
         view! { <a href="/queues">"Hide hidden queues"</a> }.into_any()
     } else if hidden_count > 0 {
-        view! { <a href="/queues?hidden=1">{format!("Show {hidden_count} hidden queue(s)")}</a> }.into_any()
+        view! { <a href="/queues?hidden=1">{format!("Show {hidden_count} hidden queue(s)")}</a> }
+            .into_any()
     } else {
         ().into_any()
     };

@@ -57,50 +57,91 @@ fn request(i: u64, queues: u32) -> EnqueueRequest {
         format!("type_{}", i % 7),
         format!(r#"{{"n":{i},"customer":"c-{}"}}"#, i % 9_973),
     );
-    req.tags = vec![format!("batch-{}", i / 10_000), if i % 3 == 0 { "vip".into() } else { "std".into() }];
+    req.tags = vec![
+        format!("batch-{}", i / 10_000),
+        if i.is_multiple_of(3) {
+            "vip".into()
+        } else {
+            "std".into()
+        },
+    ];
     req.priority = (i % 5) as i32;
     req
 }
 
 /// Enqueue `n` jobs, then (optionally) run them to the archive or the DLQ as a worker would.
-async fn seed(store: &Arc<dyn Store>, start: u64, n: u64, queues: u32, finish: Option<bool>) -> Result<()> {
+async fn seed(
+    store: &Arc<dyn Store>,
+    start: u64,
+    n: u64,
+    queues: u32,
+    finish: Option<bool>,
+) -> Result<()> {
     let mut done = 0;
     while done < n {
         let size = (n - done).min(BATCH as u64);
-        let reqs: Vec<EnqueueRequest> = (start + done..start + done + size).map(|i| request(i, queues)).collect();
-        store.enqueue_batch(reqs).await.context("seeding: enqueue_batch")?;
+        let reqs: Vec<EnqueueRequest> = (start + done..start + done + size)
+            .map(|i| request(i, queues))
+            .collect();
+        store
+            .enqueue_batch(reqs)
+            .await
+            .context("seeding: enqueue_batch")?;
         if let Some(succeed) = finish {
             let worker = "bench-seeder".to_string();
             let mut left = size;
             while left > 0 {
                 let claimed = store
-                    .claim_batch(ClaimRequest { worker_id: worker.clone(), limit: left.min(BATCH as u64) as u32, queues: None })
+                    .claim_batch(ClaimRequest {
+                        worker_id: worker.clone(),
+                        limit: left.min(BATCH as u64) as u32,
+                        queues: None,
+                    })
                     .await
                     .context("seeding: claim_batch")?;
                 if claimed.is_empty() {
                     anyhow::bail!("seeding: claim returned nothing with {left} jobs left");
                 }
                 let ids: Vec<_> = claimed.iter().map(|j| j.id).collect();
-                let started = store.mark_processing(&worker, &ids).await.context("seeding: mark_processing")?;
+                let started = store
+                    .mark_processing(&worker, &ids)
+                    .await
+                    .context("seeding: mark_processing")?;
                 let now = chrono::Utc::now();
                 let completions = started
                     .iter()
                     .enumerate()
                     .map(|(k, id)| {
                         if succeed {
-                            Completion::Succeeded { id: *id, result: Some(r#"{"ok":true}"#.into()), duration_ms: 5 + (k as u64 % 200) }
+                            Completion::Succeeded {
+                                id: *id,
+                                result: Some(r#"{"ok":true}"#.into()),
+                                duration_ms: 5 + (k as u64 % 200),
+                            }
                         } else {
                             let message = ERRORS[k % ERRORS.len()].to_string();
                             Completion::DeadLetter {
                                 id: *id,
-                                reason: if k % 4 == 0 { FailureReason::Fatal } else { FailureReason::Failed },
-                                error: AttemptError { attempt: 1, at: now, kind: "transient".into(), message },
+                                reason: if k % 4 == 0 {
+                                    FailureReason::Fatal
+                                } else {
+                                    FailureReason::Failed
+                                },
+                                error: AttemptError {
+                                    attempt: 1,
+                                    at: now,
+                                    kind: "transient".into(),
+                                    message,
+                                },
                                 duration_ms: 20,
                             }
                         }
                     })
                     .collect();
-                store.complete(&worker, completions).await.context("seeding: complete")?;
+                store
+                    .complete(&worker, completions)
+                    .await
+                    .context("seeding: complete")?;
                 left -= claimed.len() as u64;
             }
         }
@@ -113,13 +154,23 @@ async fn render(router: &axum::Router, path: &str) -> Result<Duration> {
     let started = Instant::now();
     let res = router
         .clone()
-        .oneshot(Request::get(path).header("accept", "text/html").body(Body::empty())?)
+        .oneshot(
+            Request::get(path)
+                .header("accept", "text/html")
+                .body(Body::empty())?,
+        )
         .await?;
     let status = res.status();
     let body = axum::body::to_bytes(res.into_body(), 64 * 1024 * 1024).await?;
     let took = started.elapsed();
     if status != StatusCode::OK {
-        anyhow::bail!("GET {path} answered {status}: {}", String::from_utf8_lossy(&body).chars().take(300).collect::<String>());
+        anyhow::bail!(
+            "GET {path} answered {status}: {}",
+            String::from_utf8_lossy(&body)
+                .chars()
+                .take(300)
+                .collect::<String>()
+        );
     }
     Ok(took)
 }
@@ -131,10 +182,15 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 
 pub async fn run(config: ConsoleArgs) -> Result<serde_json::Value> {
     let tmp = tempfile::tempdir().context("creating a temporary directory")?;
-    let path = config.keep.clone().unwrap_or_else(|| tmp.path().join("console-bench.db"));
+    let path = config
+        .keep
+        .clone()
+        .unwrap_or_else(|| tmp.path().join("console-bench.db"));
     let reuse = path.exists();
     let url = format!("sqlite://{}", path.display());
-    let store = deck_engine::open_store(&url, &StoreOptions::default()).await.with_context(|| format!("opening {url}"))?;
+    let store = deck_engine::open_store(&url, &StoreOptions::default())
+        .await
+        .with_context(|| format!("opening {url}"))?;
 
     if reuse {
         eprintln!("reusing seeded database {}", path.display());
@@ -142,41 +198,78 @@ pub async fn run(config: ConsoleArgs) -> Result<serde_json::Value> {
         let t = Instant::now();
         eprintln!(
             "seeding {} archived, {} dead, {} pending jobs across {} queues into {} …",
-            config.archived, config.dead, config.pending, config.queues, path.display()
+            config.archived,
+            config.dead,
+            config.pending,
+            config.queues,
+            path.display()
         );
         seed(&store, 0, config.archived, config.queues, Some(true)).await?;
         eprintln!("  archive seeded in {:.1} s", t.elapsed().as_secs_f64());
-        seed(&store, config.archived, config.dead, config.queues, Some(false)).await?;
-        seed(&store, config.archived + config.dead, config.pending, config.queues, None).await?;
+        seed(
+            &store,
+            config.archived,
+            config.dead,
+            config.queues,
+            Some(false),
+        )
+        .await?;
+        seed(
+            &store,
+            config.archived + config.dead,
+            config.pending,
+            config.queues,
+            None,
+        )
+        .await?;
         eprintln!("  all seeded in {:.1} s", t.elapsed().as_secs_f64());
     }
 
     // A 1 ms tick makes every overview render read fresh telemetry, as the first browser
     // after a quiet tick would; in production a 2 s snapshot is shared by all of them.
-    let options = ConsoleOptions { tick: Duration::from_millis(1), ..ConsoleOptions::default() };
+    let options = ConsoleOptions {
+        tick: Duration::from_millis(1),
+        ..ConsoleOptions::default()
+    };
     let console = Console::new(StoreBackend(store.clone()), options);
     let router = deck_app::console_router(console, AuthConfig::default());
 
     // A real job id for the inspector, and the last archive page's position.
     let dlq_page = store.list_jobs(&JobQuery::new(Pillar::Dlq)).await?;
-    let job_id = dlq_page.items.first().map(|j| j.id.to_string()).unwrap_or_default();
+    let job_id = dlq_page
+        .items
+        .first()
+        .map(|j| j.id.to_string())
+        .unwrap_or_default();
 
     let pages: Vec<(&str, String)> = vec![
         ("overview", "/".into()),
         ("queues", "/queues".into()),
         ("jobs active", "/jobs?source=active".into()),
         ("jobs archive first page", "/jobs?source=archive".into()),
-        ("jobs archive last page", "/jobs?source=archive&last=1".into()),
-        ("jobs archive by queue, sorted by priority", "/jobs?source=archive&queue=queue-07&sort=priority&dir=asc".into()),
+        (
+            "jobs archive last page",
+            "/jobs?source=archive&last=1".into(),
+        ),
+        (
+            "jobs archive by queue, sorted by priority",
+            "/jobs?source=archive&queue=queue-07&sort=priority&dir=asc".into(),
+        ),
         ("dlq", "/jobs?source=dlq".into()),
         ("dlq text search", "/jobs?source=dlq&q=inventory".into()),
-        ("dlq bulk preview", "/dlq/bulk?source=dlq&reason=Fatal".into()),
+        (
+            "dlq bulk preview",
+            "/dlq/bulk?source=dlq&reason=Fatal".into(),
+        ),
         ("job inspector", format!("/jobs/{job_id}")),
         ("settings", "/settings".into()),
         ("instances", "/instances".into()),
         ("audit", "/audit".into()),
     ];
-    eprintln!("\nserver render time per page ({} samples each, in-process through the router):", config.samples);
+    eprintln!(
+        "\nserver render time per page ({} samples each, in-process through the router):",
+        config.samples
+    );
     eprintln!("{:<44} {:>10} {:>10}", "page", "p50", "p95");
     let mut results = Vec::new();
     for (name, path) in pages {
