@@ -1,1 +1,3 @@
+mod api;
+
 fn main() {}
