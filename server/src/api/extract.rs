@@ -63,7 +63,8 @@ where
                 "send the body as JSON with the header `Content-Type: application/json`",
             ));
         }
-        parse_json(&body).map(|v| OptionalApiJson(Some(v)))
+        // A literal `null` body is "no body" too, so clients may always send JSON.
+        parse_json::<Option<T>>(&body).map(OptionalApiJson)
     }
 }
 
@@ -123,18 +124,24 @@ fn json_error(e: serde_path_to_error::Error<serde_json::Error>) -> ApiError {
                 (p, Some(n)) => format!("{p}.{n}"),
                 (p, None) => p.to_string(),
             };
+            let in_field = |e: ApiError| match field(None).as_str() {
+                "." | "" => e,
+                _ => e.with_field(field(None)),
+            };
             if message.starts_with("unknown field") {
-                ApiError::bad_request(
+                // serde_path_to_error's path already ends at the unknown field.
+                in_field(ApiError::bad_request(
                     "unknown_field",
                     format!("{message}; remove it (see /api/v1/openapi.json)"),
-                )
-                .with_field(field(named))
+                ))
             } else if message.starts_with("missing field") {
                 ApiError::bad_request("missing_field", format!("{message}; add it"))
                     .with_field(field(named))
             } else {
-                ApiError::bad_request("invalid_value", format!("{path}: {message}"))
-                    .with_field(field(None))
+                in_field(ApiError::bad_request(
+                    "invalid_value",
+                    format!("{path}: {message}"),
+                ))
             }
         }
     }

@@ -29,6 +29,8 @@ mod jobs;
 pub mod principal;
 mod queues;
 mod stats;
+#[cfg(test)]
+mod tests;
 
 use error::ApiError;
 use principal::Principal;
