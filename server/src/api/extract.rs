@@ -167,7 +167,7 @@ where
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         Query::<T>::try_from_uri(&parts.uri)
             .map(|Query(q)| ApiQuery(q))
-            .map_err(|e| ApiError::bad_request("invalid_query", format!("{}", e.body_text())))
+            .map_err(|e| ApiError::bad_request("invalid_query", e.body_text()))
     }
 }
 
