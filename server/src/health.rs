@@ -23,7 +23,11 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn healthz() -> Response {
-    ([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], "ok\n").into_response()
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "ok\n",
+    )
+        .into_response()
 }
 
 #[derive(Debug, Serialize)]
@@ -81,7 +85,11 @@ async fn readyz(State(state): State<AppState>) -> Response {
     });
 
     checks.push(if !snapshot.run_workers {
-        Check::new("workers", "ok", "this instance runs no workers (producer and console only)")
+        Check::new(
+            "workers",
+            "ok",
+            "this instance runs no workers (producer and console only)",
+        )
     } else if snapshot.workers_total == 0 {
         Check::new("workers", "fail", "no worker is running")
     } else {

@@ -11,7 +11,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(crate::health::router(state.clone()))
         .merge(crate::metrics::router(state.clone()))
-        // JSON API (/api/v1): .merge(crate::api::router(state.clone()))
+        .merge(crate::api::router(state.clone()))
         // Console: replaces the placeholder below.
         .merge(placeholder(state))
 }
@@ -30,13 +30,18 @@ async fn placeholder_page(
     Html(format!(
         "<!doctype html><meta charset=utf-8><title>The Deck</title>\
          <h1>The Deck</h1><p>Engine instance <code>{}</code> on {} is running \
-         ({} of {} workers busy).</p>\
+         ({} of {} workers busy){}.</p>\
          <ul><li><a href=\"/healthz\">/healthz</a></li><li><a href=\"/readyz\">/readyz</a></li>\
          <li><a href=\"/metrics\">/metrics</a></li></ul>",
         escape(&snapshot.instance_id),
         state.store().backend(),
         snapshot.workers_busy,
         snapshot.workers_total,
+        if state.settings.demo {
+            ", with the demo workload"
+        } else {
+            ""
+        },
     ))
 }
 

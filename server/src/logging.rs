@@ -2,6 +2,8 @@
 //! Filter: `DECK_LOG`, else `RUST_LOG`, else the command's default level.
 //! Format: `DECK_LOG_FORMAT=json` for one JSON object per line.
 
+use std::io::IsTerminal;
+
 use tracing_subscriber::EnvFilter;
 
 pub fn init(default_level: &str) {
@@ -13,6 +15,7 @@ pub fn init(default_level: &str) {
     let json = std::env::var("DECK_LOG_FORMAT").is_ok_and(|f| f.eq_ignore_ascii_case("json"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none())
         .with_writer(std::io::stderr);
     // A second init (tests) is harmless: the first subscriber stays.
     let _ = if json {

@@ -1,20 +1,19 @@
 //! `deck`: the engine, the console and the JSON API in one binary, plus the operator's
 //! command-line tools (migrate, stats, enqueue, bench).
 
-#[allow(dead_code)] // until http.rs mounts it (waits on `serve`)
 mod api;
-// mod bench;
+mod bench;
 mod cli;
 mod commands;
 mod config;
-// mod demo;
-// mod health;
-// mod http;
+mod demo;
+mod health;
+mod http;
 mod logging;
-// mod metrics;
-// mod serve;
-// mod state;
-// mod testing;
+mod metrics;
+mod serve;
+mod state;
+mod testing;
 
 use std::process::ExitCode;
 
@@ -51,11 +50,11 @@ fn main() -> ExitCode {
 
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
-        Command::Serve(_args) => todo!(),
+        Command::Serve(args) => serve::run(cli.config, args).await,
         Command::Migrate(args) => commands::migrate::run(cli.config, args).await,
         Command::Stats(args) => commands::stats::run(cli.config, args).await,
         Command::Enqueue(args) => commands::enqueue::run(cli.config, args).await,
-        Command::Bench(_cmd) => todo!(),
+        Command::Bench(cmd) => bench::run(cmd).await,
     }
 }
 

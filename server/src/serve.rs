@@ -82,7 +82,10 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<()>
     });
 
     wait_for_signal().await;
-    tracing::info!(event = "server.shutdown", "shutting down: no new requests, workers finish or hand back their jobs");
+    tracing::info!(
+        event = "server.shutdown",
+        "shutting down: no new requests, workers finish or hand back their jobs"
+    );
     // A second signal means "now": leave without waiting for the grace period.
     tokio::spawn(async {
         wait_for_signal().await;
@@ -97,9 +100,17 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<()>
     engine.shutdown().await;
     match tokio::time::timeout(HTTP_DRAIN, server).await {
         Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(e))) => tracing::warn!(event = "server.http_error", error = %e, "HTTP server stopped with an error"),
-        Ok(Err(e)) => tracing::warn!(event = "server.http_error", error = %e, "HTTP server task failed"),
-        Err(_) => tracing::info!(event = "server.http_drain_timeout", "open HTTP connections closed after {} s", HTTP_DRAIN.as_secs()),
+        Ok(Ok(Err(e))) => {
+            tracing::warn!(event = "server.http_error", error = %e, "HTTP server stopped with an error")
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(event = "server.http_error", error = %e, "HTTP server task failed")
+        }
+        Err(_) => tracing::info!(
+            event = "server.http_drain_timeout",
+            "open HTTP connections closed after {} s",
+            HTTP_DRAIN.as_secs()
+        ),
     }
     tracing::info!(event = "server.stopped", "stopped");
     Ok(())

@@ -98,15 +98,15 @@ pub(crate) async fn commit(shared: &Shared, batch: Vec<Finished>) {
                     %reason, error = %error.message, "job moved to the dead-letter queue");
             }
         }
+        if events {
+            shared.events.send(event_for(job, completion));
+        }
         if has_waiters
             && !matches!(completion, Completion::Retry { .. })
             && let Some(senders) = shared.waiters.take(job.id)
         {
             let finished = final_job(&f.run, completion, &shared.instance_id);
             shared.waiters.resolve(senders, finished);
-        }
-        if events {
-            shared.events.send(event_for(job, completion));
         }
     }
     counters.add(&counters.succeeded, succeeded);

@@ -43,8 +43,8 @@ pub(crate) mod worker;
 
 pub use circuit_breaker::BreakerConfig;
 pub use events::{EngineEvent, EventKind};
-pub use pruner::PrunerConfig;
-pub use rescuer::RescuerConfig;
+pub use pruner::{Pruner, PrunerConfig};
+pub use rescuer::{Rescuer, RescuerConfig};
 pub use retry::RetryPolicy;
 pub use running::{Progress, RunningJobInfo};
 pub use snapshot::{BreakerInfo, BreakerStateName, RuntimeCounters, RuntimeSnapshot};

@@ -115,11 +115,17 @@ pub(crate) async fn execute(shared: &Shared, run: Arc<RunningJob>) -> Finished {
     let handlers = &shared.handlers;
     // The handler is created inside the guarded future, so a panic while building it is caught too.
     let handler = AssertUnwindSafe(async move { handlers.dispatch(ctx).await }).catch_unwind();
-    let outcome = tokio::select! {
+    let mut outcome = tokio::select! {
         biased;
         r = handler => Some(r),
         _ = run.token.cancelled() => None,
     };
+    // A handler that fails because it noticed its token was cancelled: the cancel's reason
+    // (operator, timeout, shutdown) decides what happens, not the handler's error. Work that
+    // succeeded anyway stands.
+    if !matches!(outcome, Some(Ok(Ok(_)))) && run.token.is_cancelled() {
+        outcome = None;
+    }
     let (completion, signal) = conclude(shared, &run, outcome);
     Finished {
         run,

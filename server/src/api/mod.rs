@@ -35,6 +35,8 @@ mod tests;
 use error::ApiError;
 use principal::Principal;
 
+use crate::state::AppState;
+
 /// Where the API is mounted.
 pub const PREFIX: &str = "/api/v1";
 /// Longest `?wait=` honoured; longer asks are cut to this.
@@ -69,8 +71,26 @@ impl ApiState {
     }
 }
 
-/// The API router, paths already under `/api/v1`; merge it into the server's router.
-pub fn router(state: ApiState) -> Router {
+/// The API router of `deck serve`, paths already under `/api/v1`.
+pub fn router(app: AppState) -> Router {
+    let mut state = ApiState::new(app.engine.clone());
+    // Without an authentication middleware in front, only a loopback listener may let
+    // callers in as the anonymous operator; anywhere else every call is refused (401).
+    if listens_on_loopback(&app.settings.listen) {
+        state = state.anonymous();
+    }
+    api_router(state)
+}
+
+fn listens_on_loopback(listen: &str) -> bool {
+    listen
+        .parse::<std::net::SocketAddr>()
+        .is_ok_and(|a| a.ip().is_loopback())
+        || listen.starts_with("localhost:")
+}
+
+/// The API router over an explicit state (tests, benchmarks, embedding).
+pub fn api_router(state: ApiState) -> Router {
     let (router, _) = routes().split_for_parts();
     router
         .route(

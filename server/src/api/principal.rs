@@ -10,6 +10,7 @@ use super::error::ApiError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Role {
     /// Reads everything.
+    #[allow(dead_code)] // granted by the authentication middleware once it is mounted
     Viewer,
     /// Reads, enqueues and acts (cancel, resurrect, queue changes).
     Operator,

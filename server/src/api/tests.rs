@@ -18,7 +18,7 @@ use tokio::sync::{Mutex, Semaphore, mpsc};
 use tower::ServiceExt;
 
 use super::principal::{Principal, Role};
-use super::{ApiState, router};
+use super::{ApiState, api_router as router};
 
 struct Harness {
     engine: Engine,

@@ -27,7 +27,11 @@ pub async fn run(args: DrainArgs) -> anyhow::Result<Value> {
     let batches: Vec<Vec<EnqueueRequest>> = (0..jobs)
         .collect::<Vec<_>>()
         .chunks(args.batch as usize)
-        .map(|c| c.iter().map(|_| EnqueueRequest::new(QUEUE, NOOP, "null")).collect())
+        .map(|c| {
+            c.iter()
+                .map(|_| EnqueueRequest::new(QUEUE, NOOP, "null"))
+                .collect()
+        })
         .collect();
     let started = Instant::now();
     for batch in batches {

@@ -74,7 +74,11 @@ pub async fn run(args: LatencyArgs) -> anyhow::Result<Value> {
         let before = marks.base.elapsed();
         *slot = before.as_nanos() as u64;
         engine
-            .enqueue(EnqueueRequest::new(QUEUE, PROBE, json!({ "i": i }).to_string()))
+            .enqueue(EnqueueRequest::new(
+                QUEUE,
+                PROBE,
+                json!({ "i": i }).to_string(),
+            ))
             .await?;
         enqueue_ms.push((marks.base.elapsed() - before).as_secs_f64() * 1000.0);
     }

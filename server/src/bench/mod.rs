@@ -3,6 +3,7 @@
 
 mod drain;
 mod latency;
+mod roundtrip;
 
 use std::sync::Arc;
 
@@ -16,9 +17,9 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     let report = match cmd {
         BenchCommand::Drain(args) => drain::run(args).await?,
         BenchCommand::Latency(args) => latency::run(args).await?,
+        BenchCommand::Roundtrip(args) => roundtrip::run(args).await?,
     };
-    println!("{report}");
-    Ok(())
+    crate::commands::emit(&format!("{report}\n"))
 }
 
 /// The database a benchmark runs on: the one given, or a fresh SQLite file in a temporary

@@ -8,7 +8,7 @@ use deck_engine::EnqueueRequest;
 use deck_engine::validation::validate_enqueue;
 
 use crate::cli::EnqueueArgs;
-use crate::commands::{load_config, open_store, parse_time};
+use crate::commands::{emit, load_config, open_store, parse_time};
 
 pub async fn run(config: Option<PathBuf>, args: EnqueueArgs) -> anyhow::Result<()> {
     let loaded = load_config(config, |s| args.db.apply(s))?;
@@ -25,7 +25,7 @@ pub async fn run(config: Option<PathBuf>, args: EnqueueArgs) -> anyhow::Result<(
              its id follows"
         );
     }
-    println!("{}", outcome.id);
+    emit(&format!("{}\n", outcome.id))?;
     Ok(())
 }
 

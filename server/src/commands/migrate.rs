@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use deck_engine::store::open::DatabaseUrl;
 
 use crate::cli::MigrateArgs;
-use crate::commands::{load_config, open_store};
+use crate::commands::{emit, load_config, open_store};
 
 pub async fn run(config: Option<PathBuf>, args: MigrateArgs) -> anyhow::Result<()> {
     let loaded = load_config(config, |s| args.db.apply(s))?;
@@ -21,7 +21,7 @@ pub async fn run(config: Option<PathBuf>, args: MigrateArgs) -> anyhow::Result<(
             // Opening the embedded store applies its pending migrations.
             let store = open_store(settings).await?;
             store.ping().await?;
-            println!("sqlite://{path}: schema is up to date");
+            emit(&format!("sqlite://{path}: schema is up to date\n"))?;
         }
         DatabaseUrl::SqlServer { .. } => {
             anyhow::bail!(

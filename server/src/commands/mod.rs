@@ -35,6 +35,18 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
     Ok(store)
 }
 
+/// Write a command's answer to stdout. A closed pipe (`deck stats | head`) is not an error.
+pub fn emit(text: &str) -> anyhow::Result<()> {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(e).context("cannot write to stdout"))
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Parse an RFC 3339 time given on the command line.
 pub fn parse_time(flag: &str, value: &str) -> anyhow::Result<deck_engine::Timestamp> {
     chrono::DateTime::parse_from_rfc3339(value.trim())

@@ -7,7 +7,7 @@ use deck_engine::{QueueStats, Summary};
 use serde::Serialize;
 
 use crate::cli::StatsArgs;
-use crate::commands::{load_config, open_store};
+use crate::commands::{emit, load_config, open_store};
 
 #[derive(Debug, Serialize)]
 pub struct Stats {
@@ -47,9 +47,9 @@ pub async fn run(config: Option<PathBuf>, args: StatsArgs) -> anyhow::Result<()>
         queues,
     };
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&stats)?);
+        emit(&format!("{}\n", serde_json::to_string_pretty(&stats)?))?;
     } else {
-        print!("{}", render_text(&stats));
+        emit(&render_text(&stats))?;
     }
     Ok(())
 }

@@ -143,7 +143,15 @@ pub fn load(sources: &ConfigSources) -> Result<Loaded, ConfigError> {
     }
 
     let mut warnings = Vec::new();
+    let first_semantic = problems.len();
     validate(&settings, &mut problems, &mut warnings);
+    for p in &mut problems[first_semantic..] {
+        if p.source.is_none() {
+            p.source = figment
+                .find_metadata(&p.key)
+                .map(|m| describe_source(m, &p.key));
+        }
+    }
     // A key that failed to parse was validated with its default: drop echoes of it.
     problems.dedup_by(|a, b| a.key == b.key && a.source.is_none());
 
@@ -314,6 +322,7 @@ pub(super) fn describe_source(meta: &Metadata, key: &str) -> String {
 mod tests {
     use super::*;
 
+    #[allow(clippy::result_large_err)] // figment's Jail API fixes the error type
     fn load_with(
         file: &str,
         env: &[(&str, &str)],

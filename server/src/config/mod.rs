@@ -13,8 +13,7 @@ use std::time::Duration;
 use deck_engine::StoreOptions;
 use serde::{Deserialize, Serialize};
 
-pub use load::{ConfigError, ConfigSources, Loaded, load};
-pub use validate::Problem;
+pub use load::{ConfigSources, Loaded, load};
 
 /// The default database: the embedded store in the working directory.
 pub const DEFAULT_DATABASE: &str = "sqlite://deck.db";

@@ -82,7 +82,10 @@ async fn send_email(ctx: JobContext, email: Email) -> Result<Sent, HandlerError>
 
 async fn generate_report(ctx: JobContext, report: Report) -> Result<Value, HandlerError> {
     if report.broken {
-        panic!("template for report {:?} references a missing column", report.name);
+        panic!(
+            "template for report {:?} references a missing column",
+            report.name
+        );
     }
     let steps = 10u64;
     let step = Duration::from_millis(report.seconds * 1000 / steps);
@@ -90,7 +93,9 @@ async fn generate_report(ctx: JobContext, report: Report) -> Result<Value, Handl
         sleep_or_cancel(&ctx, step).await?;
         ctx.report_progress((i * 100 / steps) as u8, format!("page {i} of {steps}"));
     }
-    Ok(json!({ "report": report.name, "pages": steps, "url": format!("/reports/{}.pdf", ctx.id()) }))
+    Ok(
+        json!({ "report": report.name, "pages": steps, "url": format!("/reports/{}.pdf", ctx.id()) }),
+    )
 }
 
 async fn charge(ctx: JobContext, charge: Charge) -> Result<Value, HandlerError> {

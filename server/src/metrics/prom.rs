@@ -37,7 +37,7 @@ impl PromText {
             }
             self.out.push('}');
         }
-        let _ = writeln!(self.out, " {}", format_value(value.as_f64()));
+        let _ = writeln!(self.out, " {}", format_value(value.to_f64()));
     }
 
     pub fn finish(self) -> String {
@@ -47,13 +47,13 @@ impl PromText {
 
 /// Numbers a sample can carry. Counts above 2^53 lose precision, as they do in Prometheus.
 pub trait SampleValue {
-    fn as_f64(self) -> f64;
+    fn to_f64(self) -> f64;
 }
 
 macro_rules! sample_value {
     ($($t:ty),*) => {$(
         impl SampleValue for $t {
-            fn as_f64(self) -> f64 {
+            fn to_f64(self) -> f64 {
                 self as f64
             }
         }
@@ -82,7 +82,11 @@ fn format_value(v: f64) -> String {
     if v.is_nan() {
         "NaN".into()
     } else if v.is_infinite() {
-        if v > 0.0 { "+Inf".into() } else { "-Inf".into() }
+        if v > 0.0 {
+            "+Inf".into()
+        } else {
+            "-Inf".into()
+        }
     } else if v.fract() == 0.0 && v.abs() < 1e15 {
         format!("{}", v as i64)
     } else {
