@@ -414,3 +414,43 @@ pub async fn operator_sweeper_and_worker_races_have_one_outcome(f: StoreFactory)
     }
     assert_counters_match_rows(&*store).await;
 }
+
+/// Producers in different processes enqueueing the same key at once: one job, one id.
+pub async fn racing_enqueues_of_one_key_create_one_job(f: StoreFactory) {
+    let store = f.store();
+    for round in 0..5 {
+        let key = format!("order-{round}");
+        let start_line = Arc::new(tokio::sync::Barrier::new(CLAIMERS));
+        let mut tasks = Vec::new();
+        for n in 0..CLAIMERS {
+            let handle = f.connect().await;
+            let start_line = start_line.clone();
+            let key = key.clone();
+            tasks.push(tokio::spawn(async move {
+                let r = crate::model::EnqueueRequest {
+                    idempotency_key: Some(key.clone()),
+                    ..req("keyed", "t")
+                };
+                start_line.wait().await;
+                if n % 2 == 0 {
+                    handle.enqueue(r).await.expect("enqueue")
+                } else {
+                    handle.enqueue_batch(vec![r]).await.expect("enqueue batch")[0]
+                }
+            }));
+        }
+        let mut outcomes = Vec::new();
+        for t in tasks {
+            outcomes.push(t.await.unwrap());
+        }
+        let created = outcomes.iter().filter(|o| o.created).count();
+        assert_eq!(
+            created, 1,
+            "round {round}: exactly one producer created the job"
+        );
+        let ids: HashSet<JobId> = outcomes.iter().map(|o| o.id).collect();
+        assert_eq!(ids.len(), 1, "round {round}: everyone got the same id");
+    }
+    assert_eq!(summary(&*store).await.pending, 5);
+    assert_counters_match_rows(&*store).await;
+}

@@ -325,7 +325,7 @@ pub fn since(t: Timestamp) -> TimeDelta {
     Utc::now() - t
 }
 
-/// The maintained counters agree with the rows: the overview counts, every queue's archive
+/// Every job is in exactly one pillar, and the maintained counters agree with the rows: the overview counts, every queue's archive
 /// and DLQ counters and the DLQ error groups, each against a committed scan. Called at the
 /// end of the cases that move rows, so no path can let a counter drift.
 pub async fn assert_counters_match_rows(store: &dyn Store) {
@@ -336,6 +336,18 @@ pub async fn assert_counters_match_rows(store: &dyn Store) {
     let hot = list_all(store, Pillar::Hot, JobFilter::default()).await;
     let archive = list_all(store, Pillar::Archive, JobFilter::default()).await;
     let dlq = list_all(store, Pillar::Dlq, JobFilter::default()).await;
+    let mut pillar_of: HashMap<JobId, Pillar> = HashMap::new();
+    for (pillar, rows) in [
+        (Pillar::Hot, &hot),
+        (Pillar::Archive, &archive),
+        (Pillar::Dlq, &dlq),
+    ] {
+        for row in rows.iter() {
+            if let Some(other) = pillar_of.insert(row.id, pillar) {
+                panic!("job {} is in both {other} and {pillar}", row.id);
+            }
+        }
+    }
     let s = summary(store).await;
     let status = |st: JobState| hot.iter().filter(|j| j.state == st).count() as u64;
     assert_eq!(
