@@ -325,9 +325,10 @@ pub fn since(t: Timestamp) -> TimeDelta {
     Utc::now() - t
 }
 
-/// Every job is in exactly one pillar, and the maintained counters agree with the rows: the overview counts, every queue's archive
-/// and DLQ counters and the DLQ error groups, each against a committed scan. Called at the
-/// end of the cases that move rows, so no path can let a counter drift.
+/// Every job is in exactly one pillar, and the maintained counters agree with the rows: the
+/// overview counts, every queue's archive and DLQ counters and the DLQ error groups, each
+/// against a committed scan. Called at the end of every case, so no path can let a counter
+/// drift.
 pub async fn assert_counters_match_rows(store: &dyn Store) {
     use std::collections::HashMap;
 
