@@ -1,1 +1,129 @@
-//! Store conformance suite (to be written).
+//! The store conformance suite: one set of behaviours, written once against `trait Store`,
+//! that every backend must pass (River's driver tests, sqlx's shared suite).
+//!
+//! A backend's test file provides an async factory returning `Option<StoreFactory>` — `None`
+//! when the backend is unavailable (SQL Server without `DECK_TEST_MSSQL`) — and expands the
+//! whole suite with one macro, one `#[tokio::test]` per case so failures are named:
+//!
+//! ```ignore
+//! async fn sqlite_factory() -> Option<StoreFactory> { ... }
+//! deck_engine::store_conformance_tests!(sqlite_factory);
+//! ```
+//!
+//! Each case gets a fresh, empty database. Cases that need several connections (claimers
+//! racing each other, a worker and an operator in different processes) open more handles to
+//! the same database with [`StoreFactory::connect`]. Cases that prove a failing transition
+//! rolls back need a way to make a real insert fail inside the backend; a backend offers it
+//! through [`FaultInjector`] (SQLite and SQL Server do it with a trigger), and without one
+//! those cases print a notice and pass vacuously.
+
+pub mod admin;
+pub mod concurrency;
+pub mod enqueue;
+pub mod maintenance;
+pub mod ownership;
+pub mod queues;
+pub mod reads;
+pub mod rollback;
+pub mod scheduling;
+pub mod support;
+pub mod telemetry;
+pub mod transitions;
+
+pub use support::{Connector, FaultInjector, FaultTable, StoreFactory};
+
+/// Expand the whole conformance suite into the calling test file, one `#[tokio::test]` per
+/// case. The argument is the path of an async fn returning `Option<StoreFactory>`.
+#[macro_export]
+macro_rules! store_conformance_tests {
+    ($factory:path) => {
+        $crate::__store_conformance_cases!($factory;
+            enqueue::enqueue_round_trips_every_field,
+            enqueue::empty_payload_is_stored_as_null,
+            enqueue::invalid_requests_write_nothing,
+            enqueue::enqueue_batch_keeps_request_order,
+            enqueue::enqueue_batch_is_all_or_nothing_on_a_bad_item,
+            enqueue::duplicate_idempotency_key_returns_the_active_job,
+            enqueue::duplicate_idempotency_key_inside_one_batch,
+            enqueue::idempotency_key_is_free_again_once_the_job_finished,
+            enqueue::enqueue_creates_the_queue_settings_row,
+            scheduling::future_jobs_are_not_claimable_until_due,
+            scheduling::claim_order_is_priority_then_due_time_then_id,
+            scheduling::expired_jobs_are_not_claimed_and_rescue_dead_letters_them,
+            scheduling::claim_honours_the_queue_filter,
+            queues::paused_queue_is_not_claimed_until_resumed,
+            queues::queue_settings_round_trip,
+            queues::invalid_queue_patch_changes_nothing,
+            queues::bulkhead_holds_inside_one_batch,
+            queues::bulkhead_counts_processing_jobs_and_frees_on_finish,
+            queues::bulkhead_holds_across_handles,
+            transitions::success_moves_the_job_to_the_archive,
+            transitions::retry_puts_the_job_back_with_its_error,
+            transitions::dead_letter_moves_the_job_to_the_dlq,
+            transitions::release_returns_fetched_jobs_without_spending_an_attempt,
+            transitions::release_with_run_at_defers_the_job,
+            transitions::cancel_of_pending_or_fetched_dead_letters_at_once,
+            transitions::cancel_of_processing_is_requested_through_the_heartbeat,
+            transitions::cancel_of_finished_or_unknown_is_not_found,
+            transitions::resurrect_brings_a_dead_job_back_with_edits,
+            transitions::resurrect_of_a_job_not_in_the_dlq_is_not_found,
+            transitions::resurrect_drops_a_key_an_active_job_now_holds,
+            transitions::edit_job_changes_pending_and_dead_jobs,
+            transitions::edit_job_refuses_fetched_processing_and_archived,
+            transitions::purge_deletes_from_each_pillar,
+            transitions::bulk_by_ids_applies_each_action,
+            transitions::bulk_preview_counts_and_samples,
+            transitions::bulk_by_filter_respects_filter_and_cap,
+            transitions::continuations_follow_their_trigger,
+            transitions::finished_jobs_returns_only_finished_ones,
+            ownership::wrong_worker_changes_nothing,
+            ownership::completion_requires_processing,
+            reads::list_jobs_filters_each_pillar,
+            reads::list_jobs_pages_every_sort_both_ways,
+            reads::list_jobs_pages_archive_and_dlq_by_finish_time,
+            reads::list_jobs_ties_break_on_id,
+            reads::cursors_round_trip_through_text,
+            telemetry::summary_counts_each_state,
+            telemetry::queue_stats_counts_and_lag,
+            telemetry::throughput_buckets_fill_missing_minutes,
+            telemetry::top_errors_groups_by_reason_and_prefix,
+            maintenance::rescue_with_default_policy_leaves_fresh_work_alone,
+            maintenance::rescue_releases_stale_fetched_jobs,
+            maintenance::rescue_dead_letters_zombies,
+            maintenance::rescue_honours_the_queue_zombie_timeout,
+            maintenance::rescue_handles_dead_and_deregistered_instances,
+            maintenance::prune_removes_old_finished_rows,
+            rollback::failed_archive_insert_rolls_back_the_whole_completion_batch,
+            rollback::failed_dlq_insert_rolls_back_dead_letter_and_cancel,
+            rollback::failed_continuation_insert_rolls_back_the_parent,
+            rollback::failed_insert_rolls_back_enqueue_batch,
+            rollback::failed_insert_rolls_back_resurrect_and_rescue,
+            admin::instances_heartbeat_list_and_deregister,
+            admin::settings_default_then_round_trip,
+            admin::audit_appends_and_pages_newest_first,
+            concurrency::many_claimers_never_share_a_job,
+            concurrency::racing_completions_apply_once,
+            concurrency::stale_buffered_job_never_runs,
+            concurrency::zombie_then_late_success_is_rejected,
+            concurrency::bulkhead_holds_under_concurrent_claimers,
+        );
+    };
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __store_conformance_cases {
+    ($factory:path; $($module:ident :: $case:ident),* $(,)?) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 4)]
+            async fn $case() {
+                match $factory().await {
+                    Some(factory) => {
+                        $crate::store::conformance::$module::$case(factory).await
+                    }
+                    None => println!("skipped: DECK_TEST_MSSQL not set"),
+                }
+            }
+        )*
+    };
+}

@@ -1,13 +1,447 @@
-//! The embedded SQLite store (placeholder until the backend lands).
+//! The embedded SQLite store (DESIGN §6): one file, WAL, one writer thread that
+//! group-commits every transition, and a small pool of WAL readers for the console.
+//!
+//! Several `deck` processes may share the file: every write transaction is
+//! `BEGIN IMMEDIATE` (the busy timeout queues them up), and every decision (claim,
+//! ownership, rescue) is made inside that transaction.
+
+mod codec;
+mod connection;
+mod maintenance;
+mod moves;
+mod operators;
+mod producers;
+mod readers;
+mod reads;
+mod schema;
+mod telemetry;
+mod workers;
+
+#[cfg(test)]
+mod tests;
+
 use std::sync::Arc;
 
-use crate::error::{StoreError, StoreResult};
-use crate::store::{Store, StoreOptions};
+use async_trait::async_trait;
 
-pub async fn open(path: &str, _options: &StoreOptions) -> StoreResult<Arc<dyn Store>> {
-    Err(StoreError::Unavailable {
-        url: path.into(),
-        cause: "not built yet".into(),
-        help: String::new(),
-    })
+use crate::error::{StoreError, StoreResult};
+use crate::model::{
+    Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
+    EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId, NewAuditEntry, Pillar,
+    PruneReport, QueueConfig, QueuePatch, RescuePolicy, RescueReport, RetentionPolicy, Timestamp,
+};
+use crate::query::{BulkAction, BulkPreview, JobFilter, JobQuery, JobSummary, Page};
+use crate::store::{Store, StoreOptions};
+use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
+use crate::validation;
+
+use codec::{duration_us, now_us, to_us};
+use connection::{open_connection, unavailable};
+use maintenance::PruneTarget;
+use readers::Readers;
+use writer::Writer;
+
+mod writer;
+
+/// Rows per transaction for bulk actions over a filter.
+const BULK_STEP: u32 = 250;
+
+pub struct SqliteStore {
+    writer: Writer,
+    readers: Arc<Readers>,
+}
+
+/// Open (creating when missing) the database file, bring its schema up to date, and start
+/// the writer thread.
+pub async fn open(path: &str, options: &StoreOptions) -> StoreResult<Arc<dyn Store>> {
+    Ok(Arc::new(SqliteStore::open(path, options).await?))
+}
+
+impl SqliteStore {
+    pub async fn open(path: &str, options: &StoreOptions) -> StoreResult<SqliteStore> {
+        let path = path.to_string();
+        let options = options.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut write_conn = open_connection(&path, &options)?;
+            let applied = schema::migrate(&mut write_conn, now_us())?;
+            if !applied.is_empty() {
+                tracing::info!(db = %path, versions = ?applied, "applied SQLite schema migrations");
+            }
+            let reader = open_connection(&path, &options)?;
+            let writer = Writer::spawn(write_conn).map_err(|e| unavailable(&path, e))?;
+            Ok(SqliteStore {
+                writer,
+                readers: Readers::new(path, options, reader),
+            })
+        })
+        .await
+        .map_err(|e| StoreError::database("open", format!("open task failed: {e}"), false))?
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        self.readers
+            .read(|conn| {
+                let version: i64 = conn
+                    .query_row(
+                        "SELECT coalesce(max(version), 0) FROM deck_schema_version",
+                        [],
+                        |r| r.get(0),
+                    )
+                    .map_err(connection::db_err("ping"))?;
+                if version != schema::latest_version() {
+                    return Err(StoreError::Schema {
+                        problem: format!(
+                            "schema version is {version}, expected {}",
+                            schema::latest_version()
+                        ),
+                        help: "restart deck so it applies its migrations".into(),
+                    });
+                }
+                Ok(())
+            })
+            .await
+    }
+
+    async fn enqueue(&self, req: EnqueueRequest) -> StoreResult<EnqueueOutcome> {
+        validation::validate_enqueue(&req)?;
+        let mut out = self
+            .writer
+            .write("enqueue", move |conn| {
+                producers::enqueue_all(conn, vec![req], now_us())
+            })
+            .await?;
+        out.pop()
+            .ok_or_else(|| StoreError::database("enqueue", "no outcome for the job", false))
+    }
+
+    async fn enqueue_batch(&self, reqs: Vec<EnqueueRequest>) -> StoreResult<Vec<EnqueueOutcome>> {
+        validation::validate_batch(&reqs)?;
+        if reqs.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.writer
+            .write("enqueue batch", move |conn| {
+                producers::enqueue_all(conn, reqs, now_us())
+            })
+            .await
+    }
+
+    async fn claim_batch(&self, req: ClaimRequest) -> StoreResult<Vec<Job>> {
+        self.writer
+            .write("claim", move |conn| workers::claim(conn, &req, now_us()))
+            .await
+    }
+
+    async fn mark_processing(&self, worker_id: &str, ids: &[JobId]) -> StoreResult<Vec<JobId>> {
+        let worker = worker_id.to_string();
+        let ids = ids.to_vec();
+        self.writer
+            .write("mark processing", move |conn| {
+                workers::mark_processing(conn, &worker, &ids, now_us())
+            })
+            .await
+    }
+
+    async fn heartbeat(&self, worker_id: &str, ids: &[JobId]) -> StoreResult<HeartbeatReport> {
+        let worker = worker_id.to_string();
+        let ids = ids.to_vec();
+        self.writer
+            .write("heartbeat", move |conn| {
+                workers::heartbeat(conn, &worker, &ids, now_us())
+            })
+            .await
+    }
+
+    async fn release(
+        &self,
+        worker_id: &str,
+        ids: &[JobId],
+        run_at: Option<Timestamp>,
+    ) -> StoreResult<u64> {
+        let worker = worker_id.to_string();
+        let ids = ids.to_vec();
+        let run_at = run_at.map(to_us);
+        self.writer
+            .write("release", move |conn| {
+                workers::release(conn, &worker, &ids, run_at)
+            })
+            .await
+    }
+
+    async fn complete(
+        &self,
+        worker_id: &str,
+        completions: Vec<Completion>,
+    ) -> StoreResult<Vec<Applied>> {
+        if completions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let worker = worker_id.to_string();
+        self.writer
+            .write("complete", move |conn| {
+                workers::complete(conn, &worker, &completions, now_us())
+            })
+            .await
+    }
+
+    async fn cancel(&self, id: JobId) -> StoreResult<CancelOutcome> {
+        self.writer
+            .write("cancel", move |conn| operators::cancel(conn, id, now_us()))
+            .await
+    }
+
+    async fn resurrect(&self, id: JobId, edit: Option<JobEdit>) -> StoreResult<Applied> {
+        if let Some(edit) = &edit {
+            validation::validate_edit(edit)?;
+        }
+        self.writer
+            .write("resurrect", move |conn| {
+                operators::resurrect(conn, id, edit.as_ref(), now_us())
+            })
+            .await
+    }
+
+    async fn edit_job(&self, id: JobId, edit: JobEdit) -> StoreResult<Job> {
+        validation::validate_edit(&edit)?;
+        self.writer
+            .write("edit job", move |conn| {
+                operators::edit_job(conn, id, &edit, now_us())
+            })
+            .await
+    }
+
+    async fn purge(&self, source: Pillar, ids: &[JobId]) -> StoreResult<u64> {
+        let ids = ids.to_vec();
+        self.writer
+            .write("purge", move |conn| {
+                operators::purge(conn, source, &ids, now_us())
+            })
+            .await
+    }
+
+    async fn bulk_by_ids(
+        &self,
+        action: BulkAction,
+        source: Pillar,
+        ids: &[JobId],
+    ) -> StoreResult<u64> {
+        let mut total = 0;
+        for chunk in ids.chunks(BULK_STEP as usize) {
+            let chunk = chunk.to_vec();
+            total += self
+                .writer
+                .write("bulk action", move |conn| {
+                    operators::bulk_by_ids(conn, action, source, &chunk, now_us())
+                })
+                .await?;
+        }
+        Ok(total)
+    }
+
+    async fn bulk_preview(
+        &self,
+        source: Pillar,
+        filter: &JobFilter,
+        sample: u32,
+    ) -> StoreResult<BulkPreview> {
+        let filter = filter.clone();
+        self.readers
+            .read(move |conn| reads::bulk_preview(conn, source, &filter, sample))
+            .await
+    }
+
+    async fn bulk_by_filter(
+        &self,
+        action: BulkAction,
+        source: Pillar,
+        filter: &JobFilter,
+        cap: u32,
+    ) -> StoreResult<u64> {
+        let mut total: u64 = 0;
+        loop {
+            let remaining = u64::from(cap).saturating_sub(total);
+            if remaining == 0 {
+                break;
+            }
+            let step = u32::try_from(remaining.min(u64::from(BULK_STEP))).unwrap_or(BULK_STEP);
+            let filter = filter.clone();
+            let (selected, affected) = self
+                .writer
+                .write("bulk action by filter", move |conn| {
+                    operators::bulk_filter_step(conn, action, source, &filter, step, now_us())
+                })
+                .await?;
+            total += affected;
+            if selected < step as usize || affected == 0 {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>> {
+        self.readers.read(maintenance::list_queues).await
+    }
+
+    async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {
+        validation::validate_name("queue", name)?;
+        validation::validate_queue_patch(&patch)?;
+        let name = name.to_string();
+        self.writer
+            .write("update queue", move |conn| {
+                maintenance::update_queue(conn, &name, &patch, now_us())
+            })
+            .await
+    }
+
+    async fn load_settings(&self) -> StoreResult<EngineSettings> {
+        self.readers.read(maintenance::load_settings).await
+    }
+
+    async fn save_settings(&self, settings: &EngineSettings) -> StoreResult<()> {
+        let settings = settings.clone();
+        self.writer
+            .write("save settings", move |conn| {
+                maintenance::save_settings(conn, &settings, now_us())
+            })
+            .await
+    }
+
+    async fn rescue(&self, policy: &RescuePolicy) -> StoreResult<RescueReport> {
+        let policy = policy.clone();
+        self.writer
+            .write("rescue", move |conn| {
+                maintenance::rescue(conn, &policy, now_us())
+            })
+            .await
+    }
+
+    async fn prune(&self, policy: &RetentionPolicy) -> StoreResult<PruneReport> {
+        let now = now_us();
+        let batch = policy.batch_size.max(1);
+        let mut report = PruneReport::default();
+        for (target, keep) in [
+            (PruneTarget::Archive, policy.archive),
+            (PruneTarget::Dlq, policy.dlq),
+            (PruneTarget::Metrics, policy.metrics),
+            (PruneTarget::Audit, policy.metrics),
+        ] {
+            let before = now - duration_us(keep);
+            loop {
+                let n = self
+                    .writer
+                    .write("prune", move |conn| {
+                        maintenance::prune_step(conn, target, before, batch, now_us())
+                    })
+                    .await?;
+                match target {
+                    PruneTarget::Archive => report.archive += n,
+                    PruneTarget::Dlq => report.dlq += n,
+                    PruneTarget::Metrics => report.metric_buckets += n,
+                    PruneTarget::Audit => report.audit += n,
+                }
+                if n < u64::from(batch) {
+                    break;
+                }
+            }
+        }
+        Ok(report)
+    }
+
+    async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<()> {
+        let info = info.clone();
+        self.writer
+            .write("instance heartbeat", move |conn| {
+                maintenance::heartbeat_instance(conn, &info, now_us())
+            })
+            .await
+    }
+
+    async fn deregister_instance(&self, id: &str) -> StoreResult<()> {
+        let id = id.to_string();
+        self.writer
+            .write("deregister instance", move |conn| {
+                maintenance::deregister_instance(conn, &id)
+            })
+            .await
+    }
+
+    async fn list_instances(&self, max_age: std::time::Duration) -> StoreResult<Vec<InstanceInfo>> {
+        let newer_than = now_us() - duration_us(max_age);
+        self.readers
+            .read(move |conn| maintenance::list_instances(conn, newer_than))
+            .await
+    }
+
+    async fn append_audit(&self, entry: NewAuditEntry) -> StoreResult<AuditEntry> {
+        validation::validate_name("actor", &entry.actor)?;
+        validation::validate_name("action", &entry.action)?;
+        self.writer
+            .write("append audit", move |conn| {
+                maintenance::append_audit(conn, &entry, now_us())
+            })
+            .await
+    }
+
+    async fn list_audit(&self, before_id: Option<i64>, limit: u32) -> StoreResult<Vec<AuditEntry>> {
+        self.readers
+            .read(move |conn| maintenance::list_audit(conn, before_id, limit))
+            .await
+    }
+
+    async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>> {
+        self.readers
+            .read(move |conn| reads::get_job(conn, id))
+            .await
+    }
+
+    async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
+        let ids = ids.to_vec();
+        self.readers
+            .read(move |conn| reads::finished_jobs(conn, &ids))
+            .await
+    }
+
+    async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<JobSummary>> {
+        let query = query.clone();
+        self.readers
+            .read(move |conn| reads::list_jobs(conn, &query))
+            .await
+    }
+
+    async fn summary(&self) -> StoreResult<Summary> {
+        self.readers
+            .read(|conn| telemetry::summary(conn, now_us()))
+            .await
+    }
+
+    async fn queue_stats(&self) -> StoreResult<Vec<QueueStats>> {
+        self.readers
+            .read(|conn| telemetry::queue_stats(conn, now_us()))
+            .await
+    }
+
+    async fn throughput(
+        &self,
+        minutes: u32,
+        queue: Option<&str>,
+    ) -> StoreResult<Vec<ThroughputBucket>> {
+        let queue = queue.map(str::to_string);
+        self.readers
+            .read(move |conn| telemetry::throughput(conn, minutes, queue.as_deref(), now_us()))
+            .await
+    }
+
+    async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
+        self.readers
+            .read(move |conn| telemetry::top_errors(conn, limit))
+            .await
+    }
 }

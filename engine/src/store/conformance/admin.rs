@@ -1,0 +1,167 @@
+//! Instances, engine settings and the audit log.
+
+use std::time::Duration;
+
+use super::support::*;
+use crate::model::{
+    AuditEntry, EngineSettings, InstanceInfo, NewAuditEntry, RetentionSettings, RetrySettings,
+};
+
+fn instance(id: &str, busy: u32) -> InstanceInfo {
+    InstanceInfo {
+        id: id.into(),
+        host: "build-host".into(),
+        pid: 1234,
+        version: "0.1.0".into(),
+        started_at: now_ms() - secs(30),
+        heartbeat_at: now_ms(),
+        workers_total: 8,
+        workers_busy: busy,
+    }
+}
+
+pub async fn instances_heartbeat_list_and_deregister(f: StoreFactory) {
+    let store = f.store();
+    let hour = Duration::from_secs(3600);
+    assert!(store.list_instances(hour).await.unwrap().is_empty());
+    let first = instance("inst-a", 1);
+    store.heartbeat_instance(&first).await.unwrap();
+    let_clock_advance().await;
+    store
+        .heartbeat_instance(&instance("inst-b", 0))
+        .await
+        .unwrap();
+    let listed = f.connect().await.list_instances(hour).await.unwrap();
+    let names: Vec<&str> = listed.iter().map(|i| i.id.as_str()).collect();
+    assert_eq!(names, vec!["inst-b", "inst-a"], "newest heartbeat first");
+    let a = &listed[1];
+    assert_eq!(
+        (&a.host, a.pid, &a.version, a.workers_total, a.workers_busy),
+        (&first.host, first.pid, &first.version, 8, 1)
+    );
+    assert_eq!(trunc_ms(a.started_at), first.started_at);
+    assert!(
+        since(a.heartbeat_at) < secs(60),
+        "the store stamps the heartbeat"
+    );
+
+    // A heartbeat refreshes the row in place.
+    let_clock_advance().await;
+    store
+        .heartbeat_instance(&InstanceInfo {
+            workers_busy: 7,
+            ..first.clone()
+        })
+        .await
+        .unwrap();
+    let listed = store.list_instances(hour).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert_eq!(
+        (listed[0].id.as_str(), listed[0].workers_busy),
+        ("inst-a", 7)
+    );
+    assert_eq!(trunc_ms(listed[0].started_at), first.started_at);
+
+    store.deregister_instance("inst-a").await.unwrap();
+    let listed = store.list_instances(hour).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
+        vec!["inst-b"]
+    );
+    store.deregister_instance("never-registered").await.unwrap();
+}
+
+pub async fn settings_default_then_round_trip(f: StoreFactory) {
+    let store = f.store();
+    assert_eq!(
+        store.load_settings().await.unwrap(),
+        EngineSettings::default()
+    );
+    let custom = EngineSettings {
+        worker_count: 32,
+        retry: RetrySettings {
+            max_attempts: 7,
+            base_delay_ms: 500,
+            max_delay_ms: 60_000,
+            jitter_ms: 250,
+            max_job_age_secs: 7_200,
+        },
+        retention: RetentionSettings {
+            archive_days: 2,
+            dlq_days: 90,
+            metrics_days: 14,
+        },
+    };
+    store.save_settings(&custom).await.unwrap();
+    assert_eq!(f.connect().await.load_settings().await.unwrap(), custom);
+    let again = EngineSettings {
+        worker_count: 4,
+        ..custom
+    };
+    store.save_settings(&again).await.unwrap();
+    assert_eq!(store.load_settings().await.unwrap(), again);
+}
+
+pub async fn audit_appends_and_pages_newest_first(f: StoreFactory) {
+    let store = f.store();
+    assert!(store.list_audit(None, 10).await.unwrap().is_empty());
+    let mut written = Vec::new();
+    for i in 0..5u64 {
+        let entry = NewAuditEntry {
+            actor: "alice".into(),
+            action: "queue.pause".into(),
+            target: format!("queue-{i}"),
+            count: i,
+            detail: (i % 2 == 0).then(|| format!("detail {i}")),
+        };
+        let stored = store.append_audit(entry.clone()).await.unwrap();
+        assert_eq!(
+            (
+                &stored.actor,
+                &stored.action,
+                &stored.target,
+                stored.count,
+                &stored.detail
+            ),
+            (
+                &entry.actor,
+                &entry.action,
+                &entry.target,
+                entry.count,
+                &entry.detail
+            )
+        );
+        assert!(since(stored.at) < secs(60));
+        if let Some(prev) = written.last() {
+            let prev: &AuditEntry = prev;
+            assert!(stored.id > prev.id, "ids grow");
+        }
+        written.push(stored);
+    }
+    // The returned entry is what the log keeps (to the millisecond).
+    let norm = |entries: Vec<AuditEntry>| -> Vec<AuditEntry> {
+        entries
+            .into_iter()
+            .map(|e| AuditEntry {
+                at: trunc_ms(e.at),
+                ..e
+            })
+            .collect()
+    };
+    let written = norm(written);
+    let page1 = norm(store.list_audit(None, 2).await.unwrap());
+    assert_eq!(page1, vec![written[4].clone(), written[3].clone()]);
+    let page2 = norm(store.list_audit(Some(page1[1].id), 2).await.unwrap());
+    assert_eq!(page2, vec![written[2].clone(), written[1].clone()]);
+    let page3 = norm(store.list_audit(Some(page2[1].id), 2).await.unwrap());
+    assert_eq!(page3, vec![written[0].clone()]);
+    assert!(
+        store
+            .list_audit(Some(written[0].id), 2)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let everything = f.connect().await.list_audit(None, 100).await.unwrap();
+    assert_eq!(everything.len(), 5);
+}

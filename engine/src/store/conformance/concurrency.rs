@@ -1,0 +1,329 @@
+//! Races between handles (separate connections, as separate processes would have): exclusive
+//! claims, finalisations that apply once, stale buffers that never run, late successes of
+//! zombies that are refused.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+
+use super::support::*;
+use crate::model::{Applied, ClaimRequest, Completion, FailureReason, JobId, JobState, QueuePatch};
+
+const CLAIMERS: usize = 8;
+
+pub async fn many_claimers_never_share_a_job(f: StoreFactory) {
+    let store = f.store();
+    let total = 2_000;
+    let mut all = Vec::new();
+    for _ in 0..4 {
+        all.extend(enqueue_n(&*store, "hammered", "t", total / 4).await);
+    }
+    let mut tasks = Vec::new();
+    for n in 0..CLAIMERS {
+        let handle = f.connect().await;
+        tasks.push(tokio::spawn(async move {
+            let worker = format!("claimer-{n}");
+            let mut mine = Vec::new();
+            loop {
+                let jobs = handle
+                    .claim_batch(ClaimRequest {
+                        worker_id: worker.clone(),
+                        limit: 25,
+                        queues: None,
+                    })
+                    .await
+                    .expect("claim");
+                if jobs.is_empty() {
+                    return (worker, mine);
+                }
+                let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
+                assert!(jobs.iter().all(|j| j.worker_id.as_deref() == Some(&worker)));
+                let started = handle.mark_processing(&worker, &ids).await.expect("mark");
+                assert_eq!(started.len(), ids.len(), "{worker} starts what it claimed");
+                let done = handle
+                    .complete(&worker, ids.iter().map(|id| succeeded(*id, None)).collect())
+                    .await
+                    .expect("complete");
+                assert!(
+                    done.iter().all(|a| a.is_applied()),
+                    "{worker} owns its jobs"
+                );
+                mine.extend(ids);
+            }
+        }));
+    }
+    let mut owner: HashMap<JobId, String> = HashMap::new();
+    let mut busy_claimers = 0;
+    for task in tasks {
+        let (worker, mine) = task.await.unwrap();
+        if !mine.is_empty() {
+            busy_claimers += 1;
+        }
+        for id in mine {
+            if let Some(first) = owner.insert(id, worker.clone()) {
+                panic!("job {id} claimed by both {first} and {worker}");
+            }
+        }
+    }
+    assert_eq!(owner.len(), total, "together they claimed every job");
+    assert_eq!(
+        owner.keys().copied().collect::<HashSet<_>>(),
+        all.iter().copied().collect::<HashSet<_>>()
+    );
+    assert!(busy_claimers > 1, "the work was shared");
+    let s = summary(&*store).await;
+    assert_eq!(counts(&s), [0, 0, 0, 0, total as u64, 0]);
+    // The archive remembers who ran each job.
+    for id in all.iter().step_by(97) {
+        let j = job(&*store, *id).await;
+        assert_eq!(j.worker_id.as_ref(), owner.get(id));
+        assert_eq!(j.attempt, 1, "ran once");
+    }
+}
+
+pub async fn racing_completions_apply_once(f: StoreFactory) {
+    let store = f.store();
+    for round in 0..3 {
+        let id = processing_job(&*store, req("race", "t"), "w1").await;
+        let mut tasks = Vec::new();
+        for n in 0..16 {
+            let handle = if n % 2 == 0 {
+                f.connect().await
+            } else {
+                store.clone()
+            };
+            tasks.push(tokio::spawn(async move {
+                let c = match n % 3 {
+                    0 => succeeded(id, Some("1")),
+                    1 => dead(id, FailureReason::Failed, "lost the race"),
+                    _ => Completion::Retry {
+                        id,
+                        error: error(1, "retry"),
+                        retry_at: now_ms() + secs(3600),
+                    },
+                };
+                let applied = handle
+                    .complete("w1", vec![c.clone()])
+                    .await
+                    .expect("complete");
+                (c, applied[0])
+            }));
+        }
+        let mut winners = Vec::new();
+        for t in tasks {
+            let (c, applied) = t.await.unwrap();
+            if applied == Applied::Applied {
+                winners.push(c);
+            }
+        }
+        assert_eq!(
+            winners.len(),
+            1,
+            "round {round}: exactly one completion applies"
+        );
+        let expected = match &winners[0] {
+            Completion::Succeeded { .. } => JobState::Succeeded,
+            Completion::DeadLetter { .. } => JobState::Dead(FailureReason::Failed),
+            Completion::Retry { .. } => JobState::Pending,
+        };
+        let j = job(&*store, id).await;
+        assert_eq!(j.state, expected, "round {round}: the winner decided");
+        if expected == JobState::Pending {
+            assert_eq!(j.errors.len(), 1);
+            // Retry winners leave a pending job; remove it so the next round claims its own.
+            assert_eq!(
+                store.purge(crate::model::Pillar::Hot, &[id]).await.unwrap(),
+                1
+            );
+        }
+    }
+    let s = summary(&*store).await;
+    assert_eq!(s.processing, 0);
+    assert!(s.succeeded + s.dlq <= 3);
+    let buckets = store.throughput(5, None).await.unwrap();
+    let finished: u64 = buckets.iter().map(|b| b.succeeded + b.failed).sum();
+    assert_eq!(
+        finished,
+        s.succeeded + s.dlq,
+        "one metric per applied completion"
+    );
+}
+
+pub async fn stale_buffered_job_never_runs(f: StoreFactory) {
+    let store = f.store();
+    let other = f.connect().await;
+    // Released (pause, shutdown) and claimed by another worker.
+    let id = enqueue(&*store, req("q", "t")).await;
+    assert_eq!(claim(&*store, "first", 1).await, vec![id]);
+    assert_eq!(store.release("first", &[id], None).await.unwrap(), 1);
+    assert_eq!(claim(&*other, "second", 1).await, vec![id]);
+    assert!(
+        store
+            .mark_processing("first", &[id])
+            .await
+            .unwrap()
+            .is_empty(),
+        "stale copy"
+    );
+    assert_eq!(
+        other.mark_processing("second", &[id]).await.unwrap(),
+        vec![id]
+    );
+    let j = job(&*store, id).await;
+    assert_eq!((j.worker_id.as_deref(), j.attempt), (Some("second"), 1));
+
+    // Rescued as stale while buffered, then claimed by another worker.
+    let id = enqueue(&*store, req("q2", "t")).await;
+    assert_eq!(claim(&*store, "slow", 1).await, vec![id]);
+    let_clock_advance().await;
+    assert_eq!(store.rescue(&zero_timeouts()).await.unwrap().released, 1);
+    assert_eq!(claim(&*other, "fast", 1).await, vec![id]);
+    assert!(
+        store
+            .mark_processing("slow", &[id])
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        other.mark_processing("fast", &[id]).await.unwrap(),
+        vec![id]
+    );
+
+    // Cancelled while buffered.
+    let id = enqueue(&*store, req("q3", "t")).await;
+    assert_eq!(claim(&*store, "w", 1).await, vec![id]);
+    other.cancel(id).await.unwrap();
+    assert!(store.mark_processing("w", &[id]).await.unwrap().is_empty());
+    assert_eq!(
+        state(&*store, id).await,
+        Some(JobState::Dead(FailureReason::Cancelled))
+    );
+
+    // Racing starts of one buffered job: at most its owner, once.
+    let id = enqueue(&*store, req("q4", "t")).await;
+    assert_eq!(claim(&*store, "owner", 1).await, vec![id]);
+    let mut tasks = Vec::new();
+    for n in 0..8 {
+        let handle = f.connect().await;
+        let worker = if n == 0 { "owner" } else { "impostor" };
+        tasks.push(tokio::spawn(async move {
+            handle.mark_processing(worker, &[id]).await.unwrap().len()
+        }));
+    }
+    let mut started = 0;
+    for t in tasks {
+        started += t.await.unwrap();
+    }
+    assert_eq!(started, 1);
+    assert_eq!(job(&*store, id).await.attempt, 1);
+}
+
+pub async fn zombie_then_late_success_is_rejected(f: StoreFactory) {
+    let store = f.store();
+    let sweeper = f.connect().await;
+    let id = processing_job(&*store, req("q", "slow"), "w1").await;
+    let_clock_advance().await;
+    let report = sweeper.rescue(&zero_timeouts()).await.unwrap();
+    assert_eq!(report.zombies, 1);
+    let before = summary(&*store).await;
+    let late = store
+        .complete(
+            "w1",
+            vec![Completion::Succeeded {
+                id,
+                result: Some(r#"{"late":true}"#.into()),
+                duration_ms: 99,
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(late, vec![Applied::NotApplied]);
+    let j = job(&*store, id).await;
+    assert_eq!(j.state, JobState::Dead(FailureReason::Zombie));
+    assert_eq!(j.result, None);
+    let after = summary(&*store).await;
+    assert_eq!(counts(&after), counts(&before));
+    assert_eq!((after.succeeded, after.dlq), (0, 1));
+    // Nor can it retry or heartbeat its way back.
+    let retry = store
+        .complete(
+            "w1",
+            vec![Completion::Retry {
+                id,
+                error: error(1, "x"),
+                retry_at: now_ms(),
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(retry, vec![Applied::NotApplied]);
+    assert_eq!(store.heartbeat("w1", &[id]).await.unwrap().lost, vec![id]);
+    assert_eq!(
+        state(&*store, id).await,
+        Some(JobState::Dead(FailureReason::Zombie))
+    );
+}
+
+pub async fn bulkhead_holds_under_concurrent_claimers(f: StoreFactory) {
+    let store = f.store();
+    let limit = 3;
+    store
+        .update_queue(
+            "narrow",
+            QueuePatch {
+                max_workers: Some(Some(limit)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let total = 300;
+    enqueue_n(&*store, "narrow", "t", total).await;
+    // Incremented after a claim returns, decremented before the completion is sent: it never
+    // exceeds the number of rows the store counts against the limit.
+    let in_flight = Arc::new(AtomicI64::new(0));
+    let peak = Arc::new(AtomicI64::new(0));
+    let mut tasks = Vec::new();
+    for n in 0..CLAIMERS {
+        let handle = f.connect().await;
+        let in_flight = in_flight.clone();
+        let peak = peak.clone();
+        tasks.push(tokio::spawn(async move {
+            let worker = format!("w{n}");
+            let mut done = 0usize;
+            let mut idle = 0;
+            while idle < 50 {
+                let ids = claim(&*handle, &worker, 10).await;
+                if ids.is_empty() {
+                    idle += 1;
+                    tokio::task::yield_now().await;
+                    continue;
+                }
+                idle = 0;
+                let now =
+                    in_flight.fetch_add(ids.len() as i64, Ordering::SeqCst) + ids.len() as i64;
+                peak.fetch_max(now, Ordering::SeqCst);
+                assert!(now <= i64::from(limit), "{now} jobs of the queue in flight");
+                handle.mark_processing(&worker, &ids).await.unwrap();
+                in_flight.fetch_sub(ids.len() as i64, Ordering::SeqCst);
+                let applied = handle
+                    .complete(&worker, ids.iter().map(|id| succeeded(*id, None)).collect())
+                    .await
+                    .unwrap();
+                done += applied.iter().filter(|a| a.is_applied()).count();
+            }
+            done
+        }));
+    }
+    let mut done = 0;
+    for t in tasks {
+        done += t.await.unwrap();
+    }
+    // Claimers give up after a run of empty claims; whatever they left is still pending.
+    let s = summary(&*store).await;
+    assert_eq!(done as u64, s.succeeded);
+    assert_eq!(s.succeeded + s.pending, total as u64);
+    assert!(s.succeeded > 0);
+    assert!(peak.load(Ordering::SeqCst) <= i64::from(limit));
+}

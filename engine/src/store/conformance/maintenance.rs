@@ -1,0 +1,296 @@
+//! The rescue sweep and retention pruning.
+
+use std::time::Duration;
+
+use super::support::*;
+use crate::model::{
+    FailureReason, InstanceInfo, JobState, Pillar, QueuePatch, RescuePolicy, RescueReport,
+    RetentionPolicy,
+};
+use crate::query::JobFilter;
+
+pub async fn rescue_with_default_policy_leaves_fresh_work_alone(f: StoreFactory) {
+    let store = f.store();
+    let pending = enqueue(&*store, req("q", "t")).await;
+    let running = processing_job(&*store, req("r", "t"), "w1").await;
+    let fetched = enqueue(&*store, req("f", "t")).await;
+    assert_eq!(
+        claim_jobs(&*store, "w1", 1, Some(vec!["f".into()])).await[0].id,
+        fetched
+    );
+    let_clock_advance().await;
+    for policy in [RescuePolicy::default(), long_timeouts()] {
+        let report = store.rescue(&policy).await.unwrap();
+        assert_eq!(report, RescueReport::default());
+    }
+    assert_eq!(state(&*store, pending).await, Some(JobState::Pending));
+    assert_eq!(state(&*store, fetched).await, Some(JobState::Fetched));
+    assert_eq!(state(&*store, running).await, Some(JobState::Processing));
+}
+
+pub async fn rescue_releases_stale_fetched_jobs(f: StoreFactory) {
+    let store = f.store();
+    let ids = enqueue_n(&*store, "q", "t", 3).await;
+    assert_eq!(claim(&*store, "gone", 3).await.len(), 3);
+    let_clock_advance().await;
+    let report = store
+        .rescue(&RescuePolicy {
+            fetched_timeout: Duration::ZERO,
+            ..long_timeouts()
+        })
+        .await
+        .unwrap();
+    assert_eq!(report.released, 3);
+    assert_eq!(report.zombies, 0);
+    for id in &ids {
+        let j = job(&*store, *id).await;
+        assert_eq!(
+            (j.state, j.attempt),
+            (JobState::Pending, 0),
+            "no user code ran"
+        );
+    }
+    // The worker that had buffered them cannot start them any more.
+    assert!(
+        store
+            .mark_processing("gone", &ids)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(claim(&*store, "alive", 5).await.len(), 3);
+}
+
+pub async fn rescue_dead_letters_zombies(f: StoreFactory) {
+    let store = f.store();
+    let zombie = processing_job(&*store, req("q", "t"), "w1").await;
+    let_clock_advance().await;
+    let report = store.rescue(&zero_timeouts()).await.unwrap();
+    assert_eq!(report.zombies, 1);
+    let j = job(&*store, zombie).await;
+    assert_eq!(
+        j.state,
+        JobState::Dead(FailureReason::Zombie),
+        "never retried automatically"
+    );
+    assert_eq!(j.attempt, 1);
+    let s = summary(&*store).await;
+    assert_eq!(counts(&s), [0, 0, 0, 0, 0, 1]);
+    assert_eq!(s.failed_1m, 1);
+    let groups = store.top_errors(5).await.unwrap();
+    assert_eq!(groups.len(), 1);
+    assert_eq!(
+        (groups[0].reason, groups[0].count),
+        (FailureReason::Zombie, 1)
+    );
+    // The worker learns it lost the job.
+    assert_eq!(
+        store.heartbeat("w1", &[zombie]).await.unwrap().lost,
+        vec![zombie]
+    );
+}
+
+pub async fn rescue_honours_the_queue_zombie_timeout(f: StoreFactory) {
+    let store = f.store();
+    store
+        .update_queue(
+            "patient",
+            QueuePatch {
+                zombie_timeout_secs: Some(Some(3600)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let patient = processing_job(&*store, req("patient", "t"), "w1").await;
+    let hasty = processing_job(&*store, req("hasty", "t"), "w1").await;
+    let_clock_advance().await;
+    let report = store.rescue(&zero_timeouts()).await.unwrap();
+    assert_eq!(report.zombies, 1);
+    assert_eq!(state(&*store, patient).await, Some(JobState::Processing));
+    assert_eq!(
+        state(&*store, hasty).await,
+        Some(JobState::Dead(FailureReason::Zombie))
+    );
+
+    // A queue override shorter than the default applies too.
+    store
+        .update_queue(
+            "strict",
+            QueuePatch {
+                zombie_timeout_secs: Some(Some(1)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let strict = processing_job(&*store, req("strict", "t"), "w1").await;
+    // A heartbeat from the owner keeps a job alive against a long default.
+    let hb = store.heartbeat("w1", &[strict]).await.unwrap();
+    assert_eq!(hb.alive, vec![strict]);
+    assert_eq!(store.rescue(&long_timeouts()).await.unwrap().zombies, 0);
+    assert_eq!(state(&*store, strict).await, Some(JobState::Processing));
+}
+
+fn instance(id: &str) -> InstanceInfo {
+    let now = now_ms();
+    InstanceInfo {
+        id: id.into(),
+        host: "host-1".into(),
+        pid: 4242,
+        version: "0.1.0".into(),
+        started_at: now,
+        heartbeat_at: now,
+        workers_total: 4,
+        workers_busy: 1,
+    }
+}
+
+/// The link between an instance and its jobs: an engine claims with its instance id as the
+/// worker id.
+pub async fn rescue_handles_dead_and_deregistered_instances(f: StoreFactory) {
+    let store = f.store();
+    store
+        .heartbeat_instance(&instance("inst-crashed"))
+        .await
+        .unwrap();
+    let running = processing_job(&*store, req("a", "t"), "inst-crashed").await;
+    let buffered = enqueue(&*store, req("b", "t")).await;
+    assert_eq!(
+        claim_jobs(&*store, "inst-crashed", 1, Some(vec!["b".into()])).await[0].id,
+        buffered
+    );
+    let_clock_advance().await;
+    // Young enough: nothing happens with long per-job timeouts.
+    assert_eq!(
+        store.rescue(&long_timeouts()).await.unwrap(),
+        RescueReport::default()
+    );
+    assert_eq!(state(&*store, running).await, Some(JobState::Processing));
+
+    // The instance's heartbeat is older than a zero timeout: its jobs are rescued at once,
+    // even though the per-job timeouts are long.
+    let report = store
+        .rescue(&RescuePolicy {
+            dead_instance_timeout: Duration::ZERO,
+            ..long_timeouts()
+        })
+        .await
+        .unwrap();
+    assert_eq!((report.released, report.zombies), (1, 1));
+    assert_eq!(state(&*store, buffered).await, Some(JobState::Pending));
+    assert_eq!(
+        state(&*store, running).await,
+        Some(JobState::Dead(FailureReason::Zombie))
+    );
+
+    // A clean shutdown deregisters; the leftovers go at the next sweep.
+    store
+        .heartbeat_instance(&instance("inst-stopped"))
+        .await
+        .unwrap();
+    let left = processing_job(&*store, req("c", "t"), "inst-stopped").await;
+    store
+        .heartbeat_instance(&instance("inst-live"))
+        .await
+        .unwrap();
+    let other = processing_job(&*store, req("d", "t"), "inst-live").await;
+    store.deregister_instance("inst-stopped").await.unwrap();
+    let report = store.rescue(&long_timeouts()).await.unwrap();
+    assert_eq!(report.zombies, 1);
+    assert_eq!(
+        state(&*store, left).await,
+        Some(JobState::Dead(FailureReason::Zombie))
+    );
+    assert_eq!(state(&*store, other).await, Some(JobState::Processing));
+}
+
+pub async fn prune_removes_old_finished_rows(f: StoreFactory) {
+    let store = f.store();
+    let mut archived = Vec::new();
+    let mut dead = Vec::new();
+    for _ in 0..5 {
+        archived.push(archived_job(&*store, req("q", "t")).await);
+    }
+    for _ in 0..3 {
+        dead.push(dead_job(&*store, req("q", "t"), FailureReason::Fatal, "x").await);
+    }
+    let pending = enqueue(&*store, req("q", "t")).await;
+    let running = processing_job(&*store, req("r", "t"), "w1").await;
+
+    // The default policy keeps a week: nothing goes.
+    let report = store.prune(&RetentionPolicy::default()).await.unwrap();
+    assert_eq!(
+        (report.archive, report.dlq, report.metric_buckets),
+        (0, 0, 0)
+    );
+    assert_eq!(counts(&summary(&*store).await), [1, 0, 0, 1, 5, 3]);
+
+    let_clock_advance().await;
+    let zero = RetentionPolicy {
+        archive: Duration::ZERO,
+        dlq: Duration::ZERO,
+        metrics: Duration::from_secs(86_400),
+        batch_size: 2,
+    };
+    let report = f.connect().await.prune(&zero).await.unwrap();
+    assert_eq!(
+        (report.archive, report.dlq),
+        (5, 3),
+        "every batch of two, until done"
+    );
+    for id in archived.iter().chain(&dead) {
+        assert_eq!(state(&*store, *id).await, None);
+    }
+    assert_eq!(state(&*store, pending).await, Some(JobState::Pending));
+    assert_eq!(state(&*store, running).await, Some(JobState::Processing));
+    let s = summary(&*store).await;
+    assert_eq!(counts(&s), [1, 0, 0, 1, 0, 0], "counters follow");
+    let q = store.queue_stats().await.unwrap();
+    let q = q.iter().find(|q| q.queue == "q").unwrap();
+    assert_eq!((q.succeeded, q.failed), (0, 0));
+    assert!(
+        ids_in(&*store, Pillar::Archive, JobFilter::default())
+            .await
+            .is_empty()
+    );
+    assert!(
+        ids_in(&*store, Pillar::Dlq, JobFilter::default())
+            .await
+            .is_empty()
+    );
+    assert!(
+        store
+            .top_errors(10)
+            .await
+            .unwrap()
+            .iter()
+            .all(|g| g.count == 0)
+    );
+    // Metric buckets younger than a day stay: the history survives the rows.
+    let done: u64 = store
+        .throughput(5, None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|b| b.succeeded)
+        .sum();
+    assert_eq!(done, 5);
+
+    let report = store
+        .prune(&RetentionPolicy {
+            metrics: Duration::ZERO,
+            ..zero
+        })
+        .await
+        .unwrap();
+    assert!(report.metric_buckets >= 1, "{report:?}");
+    let done: u64 = store
+        .throughput(5, None)
+        .await
+        .unwrap()
+        .iter()
+        .map(|b| b.succeeded)
+        .sum();
+    assert_eq!(done, 0);
+}

@@ -1,0 +1,669 @@
+//! Committed reads: filtered job lists and keyset paging in every direction.
+
+use std::cmp::Ordering;
+use std::collections::HashSet;
+
+use super::support::*;
+use crate::model::{
+    Completion, EnqueueRequest, FailureReason, HotStatus, JobId, Pillar, Timestamp,
+};
+use crate::query::{
+    Cursor, JobFilter, JobQuery, JobSort, JobSummary, PagePosition, SortColumn, SortDirection,
+};
+use crate::store::Store;
+
+#[derive(Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Key {
+    Int(i64),
+    Time(Timestamp),
+    Text(String),
+}
+
+fn key(source: Pillar, column: SortColumn, row: &JobSummary) -> Key {
+    match column {
+        SortColumn::CreatedAt => Key::Time(row.created_at),
+        SortColumn::ScheduledAt => Key::Time(row.scheduled_at),
+        SortColumn::FinishedAt if source == Pillar::Hot => Key::Time(row.created_at),
+        SortColumn::FinishedAt => Key::Time(row.finished_at.expect("finished rows have a time")),
+        SortColumn::Priority => Key::Int(i64::from(row.priority)),
+        SortColumn::Attempt => Key::Int(i64::from(row.attempt)),
+        SortColumn::Queue => Key::Text(row.queue.clone()),
+        SortColumn::JobType => Key::Text(row.job_type.clone()),
+    }
+}
+
+fn ids(rows: &[JobSummary]) -> Vec<JobId> {
+    rows.iter().map(|r| r.id).collect()
+}
+
+fn query(
+    source: Pillar,
+    filter: &JobFilter,
+    sort: JobSort,
+    position: PagePosition,
+    size: u32,
+) -> JobQuery {
+    JobQuery {
+        source,
+        filter: filter.clone(),
+        sort,
+        position,
+        page_size: size,
+    }
+}
+
+/// The whole list in one page, then the same list paged forward from `First` and backward
+/// from `Last` at several page sizes: every way of reading must give the same sequence, in
+/// sort order, each row once. That only holds when the tie-breaker is a stable total order.
+async fn check_paging(
+    store: &dyn Store,
+    source: Pillar,
+    filter: &JobFilter,
+    sort: JobSort,
+    expected: &HashSet<JobId>,
+) {
+    let what = format!("{source} sorted by {} {:?}", sort.column, sort.direction);
+    let full = store
+        .list_jobs(&query(source, filter, sort, PagePosition::First, 500))
+        .await
+        .unwrap();
+    assert_eq!(
+        (full.prev.as_ref(), full.next.as_ref()),
+        (None, None),
+        "{what}: one page"
+    );
+    let full_ids = ids(&full.items);
+    assert_eq!(full_ids.len(), expected.len(), "{what}: each row once");
+    assert_eq!(
+        full_ids.iter().copied().collect::<HashSet<_>>(),
+        *expected,
+        "{what}"
+    );
+    for pair in full.items.windows(2) {
+        let order = key(source, sort.column, &pair[0]).cmp(&key(source, sort.column, &pair[1]));
+        let wrong = match sort.direction {
+            SortDirection::Asc => Ordering::Greater,
+            SortDirection::Desc => Ordering::Less,
+        };
+        assert_ne!(
+            order, wrong,
+            "{what}: rows out of order: {:?} then {:?}",
+            pair[0], pair[1]
+        );
+    }
+
+    for size in [3u32, 5] {
+        // Forward.
+        let mut seen = Vec::new();
+        let mut position = PagePosition::First;
+        let mut pages = 0;
+        loop {
+            let page = store
+                .list_jobs(&query(source, filter, sort, position, size))
+                .await
+                .unwrap();
+            pages += 1;
+            assert!(pages <= 20, "{what}: paging forward ends");
+            assert!(page.items.len() <= size as usize);
+            if pages == 1 {
+                assert_eq!(page.prev, None, "{what}: nothing before the first page");
+            } else {
+                assert!(
+                    page.prev.is_some(),
+                    "{what}: page {pages} has a previous page"
+                );
+            }
+            seen.extend(ids(&page.items));
+            match page.next {
+                Some(c) => {
+                    assert_eq!(
+                        page.items.len(),
+                        size as usize,
+                        "{what}: only the last page is short"
+                    );
+                    assert_eq!(
+                        c.id,
+                        page.items.last().unwrap().id,
+                        "{what}: next cursor is the last row"
+                    );
+                    position = PagePosition::After(c);
+                }
+                None => break,
+            }
+        }
+        assert_eq!(seen, full_ids, "{what}: forward paging by {size}");
+
+        // Backward from the end.
+        let mut seen: Vec<JobId> = Vec::new();
+        let mut position = PagePosition::Last;
+        let mut pages = 0;
+        loop {
+            let page = store
+                .list_jobs(&query(source, filter, sort, position, size))
+                .await
+                .unwrap();
+            pages += 1;
+            assert!(pages <= 20, "{what}: paging backward ends");
+            assert!(page.items.len() <= size as usize);
+            if pages == 1 {
+                assert_eq!(page.next, None, "{what}: nothing after the last page");
+                let expected_len = full_ids.len().min(size as usize);
+                assert_eq!(
+                    page.items.len(),
+                    expected_len,
+                    "{what}: the last page is full"
+                );
+            } else {
+                assert!(page.next.is_some(), "{what}: page has a next page");
+            }
+            let mut chunk = ids(&page.items);
+            chunk.extend(seen);
+            seen = chunk;
+            match page.prev {
+                Some(c) => {
+                    assert_eq!(
+                        c.id, page.items[0].id,
+                        "{what}: prev cursor is the first row"
+                    );
+                    position = PagePosition::Before(c);
+                }
+                None => break,
+            }
+        }
+        assert_eq!(seen, full_ids, "{what}: backward paging by {size}");
+    }
+}
+
+/// Thirteen hot jobs with ties on every sortable column.
+async fn hot_dataset(store: &dyn Store) -> Vec<JobId> {
+    let t0 = now_ms() - secs(3600);
+    let mut reqs = Vec::new();
+    for i in 0..13i64 {
+        reqs.push(EnqueueRequest {
+            priority: [0, 5, 5, -1, 0][i as usize % 5],
+            scheduled_at: Some(t0 + secs([10, 20, 10, 30][i as usize % 4])),
+            ..EnqueueRequest::new(
+                ["alpha", "beta", "gamma"][i as usize % 3],
+                ["x", "y"][i as usize % 2],
+                "{}",
+            )
+        });
+    }
+    let all: Vec<JobId> = store
+        .enqueue_batch(reqs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.id)
+        .collect();
+    // Give some of them attempts: run and retry (due at once) a few, one of them twice.
+    for round in 0..2 {
+        let n = if round == 0 { 4 } else { 1 };
+        let running = start(store, "pager", n).await;
+        let retries = running
+            .iter()
+            .map(|id| Completion::Retry {
+                id: *id,
+                error: error(round + 1, "again"),
+                // Due before everything else, so the second round picks a retried job.
+                retry_at: t0 - secs(100 * i64::from(round + 1)),
+            })
+            .collect();
+        store.complete("pager", retries).await.unwrap();
+    }
+    all
+}
+
+pub async fn list_jobs_pages_every_sort_both_ways(f: StoreFactory) {
+    let store = f.store();
+    let all: HashSet<JobId> = hot_dataset(&*store).await.into_iter().collect();
+    let attempts: HashSet<u32> = list_all(&*store, Pillar::Hot, JobFilter::default())
+        .await
+        .iter()
+        .map(|r| r.attempt)
+        .collect();
+    assert_eq!(
+        attempts,
+        HashSet::from([0, 1, 2]),
+        "the dataset has attempt ties"
+    );
+    for column in SortColumn::ALL {
+        for direction in [SortDirection::Asc, SortDirection::Desc] {
+            let sort = JobSort { column, direction };
+            check_paging(&*store, Pillar::Hot, &JobFilter::default(), sort, &all).await;
+        }
+    }
+    // Paging a filtered list.
+    let alpha: HashSet<JobId> = ids_in(&*store, Pillar::Hot, filter_queue("alpha"))
+        .await
+        .into_iter()
+        .collect();
+    assert_eq!(alpha.len(), 5);
+    check_paging(
+        &*store,
+        Pillar::Hot,
+        &filter_queue("alpha"),
+        JobSort::default(),
+        &alpha,
+    )
+    .await;
+    // Beyond the cap, a page holds at most MAX_PAGE_SIZE rows; an empty list is one empty page.
+    let empty = store
+        .list_jobs(&query(
+            Pillar::Dlq,
+            &JobFilter::default(),
+            JobSort::default(),
+            PagePosition::Last,
+            10,
+        ))
+        .await
+        .unwrap();
+    assert!(empty.items.is_empty() && empty.prev.is_none() && empty.next.is_none());
+}
+
+pub async fn list_jobs_pages_archive_and_dlq_by_finish_time(f: StoreFactory) {
+    let store = f.store();
+    let mut archived = HashSet::new();
+    let mut dead = HashSet::new();
+    for i in 0..8 {
+        archived.insert(archived_job(&*store, req(["a", "b"][i % 2], "t")).await);
+        dead.insert(
+            dead_job(
+                &*store,
+                req(["a", "b"][i % 2], "t"),
+                FailureReason::Fatal,
+                "x",
+            )
+            .await,
+        );
+    }
+    for column in [
+        SortColumn::FinishedAt,
+        SortColumn::CreatedAt,
+        SortColumn::Queue,
+    ] {
+        for direction in [SortDirection::Asc, SortDirection::Desc] {
+            let sort = JobSort { column, direction };
+            check_paging(
+                &*store,
+                Pillar::Archive,
+                &JobFilter::default(),
+                sort,
+                &archived,
+            )
+            .await;
+            check_paging(&*store, Pillar::Dlq, &JobFilter::default(), sort, &dead).await;
+        }
+    }
+}
+
+pub async fn list_jobs_ties_break_on_id(f: StoreFactory) {
+    let store = f.store();
+    let at = now_ms() - secs(60);
+    let reqs = (0..11)
+        .map(|_| EnqueueRequest {
+            priority: 4,
+            scheduled_at: Some(at),
+            ..req("same", "same")
+        })
+        .collect();
+    let all: HashSet<JobId> = store
+        .enqueue_batch(reqs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.id)
+        .collect();
+    for column in [
+        SortColumn::Priority,
+        SortColumn::ScheduledAt,
+        SortColumn::Queue,
+        SortColumn::JobType,
+        SortColumn::Attempt,
+    ] {
+        for direction in [SortDirection::Asc, SortDirection::Desc] {
+            let sort = JobSort { column, direction };
+            check_paging(&*store, Pillar::Hot, &JobFilter::default(), sort, &all).await;
+            // Both directions are the same order reversed: the tie-breaker follows the direction.
+        }
+        let asc = list_all_sorted(&*store, column, SortDirection::Asc).await;
+        let mut desc = list_all_sorted(&*store, column, SortDirection::Desc).await;
+        desc.reverse();
+        assert_eq!(asc, desc, "{column}: descending is ascending reversed");
+    }
+}
+
+async fn list_all_sorted(
+    store: &dyn Store,
+    column: SortColumn,
+    direction: SortDirection,
+) -> Vec<JobId> {
+    let sort = JobSort { column, direction };
+    let page = store
+        .list_jobs(&query(
+            Pillar::Hot,
+            &JobFilter::default(),
+            sort,
+            PagePosition::First,
+            500,
+        ))
+        .await
+        .unwrap();
+    ids(&page.items)
+}
+
+pub async fn cursors_round_trip_through_text(f: StoreFactory) {
+    let store = f.store();
+    hot_dataset(&*store).await;
+    for column in SortColumn::ALL {
+        let sort = JobSort {
+            column,
+            direction: SortDirection::Asc,
+        };
+        let first = store
+            .list_jobs(&query(
+                Pillar::Hot,
+                &JobFilter::default(),
+                sort,
+                PagePosition::First,
+                4,
+            ))
+            .await
+            .unwrap();
+        let next = first.next.clone().expect("more than one page");
+        let text = next.to_string();
+        let parsed: Cursor = text.parse().unwrap();
+        assert_eq!(parsed, next, "{column}: cursor {text:?} parses back");
+        let direct = store
+            .list_jobs(&query(
+                Pillar::Hot,
+                &JobFilter::default(),
+                sort,
+                PagePosition::After(next),
+                4,
+            ))
+            .await
+            .unwrap();
+        let via_text = store
+            .list_jobs(&query(
+                Pillar::Hot,
+                &JobFilter::default(),
+                sort,
+                PagePosition::After(parsed),
+                4,
+            ))
+            .await
+            .unwrap();
+        assert_eq!(direct, via_text);
+        let prev: Cursor = direct.prev.clone().unwrap().to_string().parse().unwrap();
+        let back = store
+            .list_jobs(&query(
+                Pillar::Hot,
+                &JobFilter::default(),
+                sort,
+                PagePosition::Before(prev),
+                4,
+            ))
+            .await
+            .unwrap();
+        assert_eq!(
+            ids(&back.items),
+            ids(&first.items),
+            "{column}: back to the first page"
+        );
+    }
+    assert!("garbage".parse::<Cursor>().is_err());
+    assert!("not-a-uuid~123".parse::<Cursor>().is_err());
+}
+
+pub async fn list_jobs_filters_each_pillar(f: StoreFactory) {
+    let store = f.store();
+    let tagged = |queue: &str, job_type: &str, tags: &[&str]| EnqueueRequest {
+        tags: tags.iter().map(|t| t.to_string()).collect(),
+        ..req(queue, job_type)
+    };
+    // Hot: two generations separated in time.
+    let report = enqueue(
+        &*store,
+        tagged("alpha", "Daily_Report", &["customer-acme", "eu"]),
+    )
+    .await;
+    let mail = enqueue(&*store, tagged("alpha", "send_mail", &["eu"])).await;
+    let other = enqueue(&*store, tagged("beta", "send_mail", &["us"])).await;
+    let_clock_advance().await;
+    let late = enqueue(&*store, tagged("beta", "Daily_Report", &["europe"])).await;
+    let fetched = enqueue(&*store, tagged("gamma", "send_mail", &[])).await;
+    let running = enqueue(&*store, tagged("gamma", "send_mail", &[])).await;
+    let got = claim_jobs(&*store, "w1", 2, Some(vec!["gamma".into()])).await;
+    assert_eq!(got.len(), 2);
+    assert_eq!(
+        store.mark_processing("w1", &[running]).await.unwrap(),
+        vec![running]
+    );
+
+    let hot = |filter: JobFilter| {
+        let store = store.clone();
+        async move { ids_in(&*store, Pillar::Hot, filter).await }
+    };
+    assert_eq!(hot(JobFilter::default()).await.len(), 6);
+    assert_eq!(hot(filter_queue("alpha")).await, sorted(vec![report, mail]));
+    assert_eq!(
+        hot(JobFilter {
+            job_type: Some("send_mail".into()),
+            ..Default::default()
+        })
+        .await,
+        sorted(vec![mail, other, fetched, running])
+    );
+    assert_eq!(
+        hot(JobFilter {
+            queue: Some("beta".into()),
+            job_type: Some("send_mail".into()),
+            ..Default::default()
+        })
+        .await,
+        vec![other],
+        "all given fields must match"
+    );
+    assert_eq!(
+        hot(JobFilter {
+            status: Some(HotStatus::Pending),
+            ..Default::default()
+        })
+        .await,
+        sorted(vec![report, mail, other, late])
+    );
+    assert_eq!(
+        hot(JobFilter {
+            status: Some(HotStatus::Fetched),
+            ..Default::default()
+        })
+        .await,
+        vec![fetched]
+    );
+    assert_eq!(
+        hot(JobFilter {
+            status: Some(HotStatus::Processing),
+            ..Default::default()
+        })
+        .await,
+        vec![running]
+    );
+    assert_eq!(
+        hot(JobFilter {
+            tag: Some("eu".into()),
+            ..Default::default()
+        })
+        .await,
+        sorted(vec![report, mail]),
+        "a tag matches exactly, not as a prefix of europe"
+    );
+    let text = |t: &str| JobFilter {
+        text: Some(t.into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        hot(text("REPORT")).await,
+        sorted(vec![report, late]),
+        "type, any case"
+    );
+    assert_eq!(hot(text("Acme")).await, vec![report], "tags");
+    let id_part = mail.to_string()[24..].to_uppercase();
+    assert_eq!(hot(text(&id_part)).await, vec![mail], "id");
+    assert!(hot(text("no such thing")).await.is_empty());
+
+    let created = |id: JobId| {
+        let store = store.clone();
+        async move { job(&*store, id).await.created_at }
+    };
+    let (early_max, late_min) = (created(other).await, created(late).await);
+    assert!(
+        early_max < late_min,
+        "the clock moved between the generations"
+    );
+    let mid = early_max + (late_min - early_max) / 2;
+    assert_eq!(
+        hot(JobFilter {
+            created_from: Some(mid),
+            ..Default::default()
+        })
+        .await,
+        sorted(vec![late, fetched, running])
+    );
+    assert_eq!(
+        hot(JobFilter {
+            created_to: Some(mid),
+            ..Default::default()
+        })
+        .await,
+        sorted(vec![report, mail, other])
+    );
+    assert_eq!(
+        hot(JobFilter {
+            created_from: Some(mid),
+            created_to: Some(mid + secs(3600)),
+            queue: Some("beta".into()),
+            ..Default::default()
+        })
+        .await,
+        vec![late]
+    );
+
+    // Archive and DLQ: reasons, errors, finish times.
+    let a1 = archived_job(&*store, tagged("arch", "export", &["eu"])).await;
+    let_clock_advance().await;
+    let a2 = archived_job(&*store, tagged("arch", "import", &[])).await;
+    let d1 = dead_job(
+        &*store,
+        tagged("dl", "export", &[]),
+        FailureReason::Fatal,
+        "Connection REFUSED by upstream",
+    )
+    .await;
+    let_clock_advance().await;
+    let d2 = dead_job(
+        &*store,
+        tagged("dl", "export", &["eu"]),
+        FailureReason::Failed,
+        "timeout",
+    )
+    .await;
+    let d3 = enqueue(&*store, tagged("dl", "import", &[])).await;
+    store.cancel(d3).await.unwrap();
+
+    let dlq = |filter: JobFilter| {
+        let store = store.clone();
+        async move { ids_in(&*store, Pillar::Dlq, filter).await }
+    };
+    let archive = |filter: JobFilter| {
+        let store = store.clone();
+        async move { ids_in(&*store, Pillar::Archive, filter).await }
+    };
+    assert_eq!(archive(JobFilter::default()).await, sorted(vec![a1, a2]));
+    assert_eq!(dlq(JobFilter::default()).await, sorted(vec![d1, d2, d3]));
+    assert_eq!(
+        dlq(JobFilter {
+            reason: Some(FailureReason::Fatal),
+            ..Default::default()
+        })
+        .await,
+        vec![d1]
+    );
+    assert_eq!(
+        dlq(JobFilter {
+            reason: Some(FailureReason::Cancelled),
+            ..Default::default()
+        })
+        .await,
+        vec![d3]
+    );
+    assert_eq!(dlq(text("refused")).await, vec![d1], "last error, any case");
+    assert_eq!(
+        dlq(JobFilter {
+            tag: Some("eu".into()),
+            ..Default::default()
+        })
+        .await,
+        vec![d2]
+    );
+    assert_eq!(
+        archive(JobFilter {
+            tag: Some("eu".into()),
+            ..Default::default()
+        })
+        .await,
+        vec![a1]
+    );
+    assert_eq!(
+        archive(JobFilter {
+            job_type: Some("import".into()),
+            ..Default::default()
+        })
+        .await,
+        vec![a2]
+    );
+    assert_eq!(archive(filter_queue("dl")).await, Vec::<JobId>::new());
+
+    let finished = |id: JobId| {
+        let store = store.clone();
+        async move { job(&*store, id).await.finished_at.unwrap() }
+    };
+    let (fa1, fa2) = (finished(a1).await, finished(a2).await);
+    assert!(fa1 < fa2);
+    let mid = fa1 + (fa2 - fa1) / 2;
+    assert_eq!(
+        archive(JobFilter {
+            finished_from: Some(mid),
+            ..Default::default()
+        })
+        .await,
+        vec![a2]
+    );
+    assert_eq!(
+        archive(JobFilter {
+            finished_to: Some(mid),
+            ..Default::default()
+        })
+        .await,
+        vec![a1]
+    );
+    let (fd1, fd2) = (finished(d1).await, finished(d2).await);
+    assert!(fd1 < fd2);
+    let mid = fd1 + (fd2 - fd1) / 2;
+    assert_eq!(
+        dlq(JobFilter {
+            finished_to: Some(mid),
+            ..Default::default()
+        })
+        .await,
+        vec![d1]
+    );
+    assert_eq!(
+        dlq(JobFilter {
+            finished_from: Some(mid),
+            ..Default::default()
+        })
+        .await,
+        sorted(vec![d2, d3])
+    );
+}

@@ -1,0 +1,156 @@
+//! What a claim picks: due jobs only, in priority / due time / id order, never expired ones.
+
+use super::support::*;
+use crate::model::{EnqueueRequest, FailureReason, JobState};
+
+pub async fn future_jobs_are_not_claimable_until_due(f: StoreFactory) {
+    let store = f.store();
+    let future = enqueue(
+        &*store,
+        EnqueueRequest {
+            scheduled_at: Some(now_ms() + secs(3600)),
+            ..req("q", "later")
+        },
+    )
+    .await;
+    let delayed = enqueue(
+        &*store,
+        EnqueueRequest {
+            delay_ms: Some(3_600_000),
+            ..req("q", "later")
+        },
+    )
+    .await;
+    let s = summary(&*store).await;
+    assert_eq!((s.pending, s.scheduled), (0, 2));
+    assert!(claim(&*store, "w1", 10).await.is_empty(), "nothing is due");
+
+    let past = enqueue(
+        &*store,
+        EnqueueRequest {
+            scheduled_at: Some(now_ms() - secs(60)),
+            ..req("q", "now")
+        },
+    )
+    .await;
+    let immediate = enqueue(&*store, req("q", "now")).await;
+    let zero_delay = enqueue(
+        &*store,
+        EnqueueRequest {
+            delay_ms: Some(0),
+            ..req("q", "now")
+        },
+    )
+    .await;
+    let claimed = sorted(claim(&*store, "w1", 10).await);
+    assert_eq!(claimed, sorted(vec![past, immediate, zero_delay]));
+    assert_eq!(state(&*store, future).await, Some(JobState::Pending));
+    assert_eq!(state(&*store, delayed).await, Some(JobState::Pending));
+}
+
+pub async fn claim_order_is_priority_then_due_time_then_id(f: StoreFactory) {
+    let store = f.store();
+    let t0 = now_ms() - secs(600);
+    let at = |prio: i32, offset: i64, job_type: &str| EnqueueRequest {
+        priority: prio,
+        scheduled_at: Some(t0 + secs(offset)),
+        ..req("q", job_type)
+    };
+    // Enqueued out of order on purpose; ids grow in enqueue order.
+    let low_late = enqueue(&*store, at(0, 50, "a")).await;
+    let low_tie_1 = enqueue(&*store, at(0, 10, "b")).await;
+    let high_late = enqueue(&*store, at(5, 40, "c")).await;
+    let low_tie_2 = enqueue(&*store, at(0, 10, "d")).await;
+    let high_early = enqueue(&*store, at(5, 20, "e")).await;
+    let negative = enqueue(&*store, at(-3, 0, "f")).await;
+    let top = enqueue(&*store, at(9, 60, "g")).await;
+    let expected = vec![
+        top, high_early, high_late, low_tie_1, low_tie_2, low_late, negative,
+    ];
+    let mut order = Vec::new();
+    for _ in 0..expected.len() {
+        let got = claim(&*store, "w1", 1).await;
+        assert_eq!(got.len(), 1);
+        order.push(got[0]);
+    }
+    assert_eq!(order, expected);
+    assert!(claim(&*store, "w1", 1).await.is_empty());
+
+    // A batch takes the best jobs first, too.
+    let store2 = f.connect().await;
+    let lows: Vec<_> = (0..5).map(|_| at(1, 0, "low")).collect();
+    let highs: Vec<_> = (0..3).map(|_| at(2, 30, "high")).collect();
+    let low_ids: Vec<_> = store2
+        .enqueue_batch(lows)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.id)
+        .collect();
+    let high_ids: Vec<_> = store2
+        .enqueue_batch(highs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.id)
+        .collect();
+    let batch = sorted(claim(&*store2, "w2", 4).await);
+    let mut expected_batch = high_ids.clone();
+    expected_batch.push(low_ids[0]);
+    assert_eq!(batch, sorted(expected_batch));
+}
+
+pub async fn expired_jobs_are_not_claimed_and_rescue_dead_letters_them(f: StoreFactory) {
+    let store = f.store();
+    let expired = enqueue(
+        &*store,
+        EnqueueRequest {
+            expires_at: Some(now_ms() - secs(1)),
+            ..req("q", "stale")
+        },
+    )
+    .await;
+    let alive = enqueue(
+        &*store,
+        EnqueueRequest {
+            expires_at: Some(now_ms() + secs(3600)),
+            ..req("q", "fresh")
+        },
+    )
+    .await;
+    assert_eq!(claim(&*store, "w1", 10).await, vec![alive]);
+    let report = store.rescue(&long_timeouts()).await.unwrap();
+    assert_eq!(report.expired, 1);
+    assert_eq!(
+        state(&*store, expired).await,
+        Some(JobState::Dead(FailureReason::Expired))
+    );
+    assert_eq!(state(&*store, alive).await, Some(JobState::Fetched));
+    let s = summary(&*store).await;
+    assert_eq!((s.pending, s.fetched, s.dlq), (0, 1, 1));
+    // The expired job moved once; a second sweep finds nothing.
+    let again = store.rescue(&long_timeouts()).await.unwrap();
+    assert_eq!(again.expired, 0);
+}
+
+pub async fn claim_honours_the_queue_filter(f: StoreFactory) {
+    let store = f.store();
+    let a = enqueue(&*store, req("alpha", "t")).await;
+    let b = enqueue(&*store, req("beta", "t")).await;
+    let c = enqueue(&*store, req("gamma", "t")).await;
+    let got = claim_jobs(&*store, "w1", 10, Some(vec!["beta".into(), "gamma".into()])).await;
+    let mut ids: Vec<_> = got.iter().map(|j| j.id).collect();
+    ids.sort();
+    assert_eq!(ids, sorted(vec![b, c]));
+    for j in &got {
+        assert_eq!(j.state, JobState::Fetched);
+        assert_eq!(j.worker_id.as_deref(), Some("w1"));
+    }
+    assert_eq!(state(&*store, a).await, Some(JobState::Pending));
+    assert!(
+        claim_jobs(&*store, "w1", 10, Some(vec!["nope".into()]))
+            .await
+            .is_empty()
+    );
+    assert_eq!(claim(&*store, "w2", 10).await, vec![a]);
+}

@@ -1,0 +1,326 @@
+//! The factory a backend hands to the suite, and the small helpers every case shares.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DurationRound, TimeDelta, Utc};
+
+use crate::error::{StoreError, StoreResult};
+use crate::model::{
+    AttemptError, ClaimRequest, Completion, EnqueueRequest, FailureReason, Job, JobId, JobState,
+    Pillar, RescuePolicy, Timestamp,
+};
+use crate::query::{JobFilter, JobQuery, JobSummary, MAX_PAGE_SIZE};
+use crate::store::Store;
+use crate::telemetry::Summary;
+
+/// Opens another handle (its own connection or pool) to the database under test.
+#[async_trait]
+pub trait Connector: Send + Sync + 'static {
+    async fn connect(&self) -> StoreResult<Arc<dyn Store>>;
+}
+
+/// Which table a fault is injected into.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FaultTable {
+    /// Inserts into the hot (active) table: enqueue, resurrect, continuations.
+    Hot,
+    Archive,
+    Dlq,
+}
+
+/// Makes real inserts fail inside the backend, so the rollback cases can prove a transition
+/// that fails half-way leaves nothing behind. After `fail_inserts(table, job_type)`, every
+/// insert of a row with that `job_type` into `table` must fail with a database error.
+#[async_trait]
+pub trait FaultInjector: Send + Sync + 'static {
+    async fn fail_inserts(&self, table: FaultTable, job_type: &str);
+}
+
+/// A fresh, empty database plus the means to open more handles to it.
+pub struct StoreFactory {
+    store: Arc<dyn Store>,
+    connector: Box<dyn Connector>,
+    faults: Option<Box<dyn FaultInjector>>,
+}
+
+impl StoreFactory {
+    /// `store` is the first handle; `connector` opens more to the same database and keeps
+    /// whatever must live as long as the test (a temporary directory, a scratch schema).
+    pub fn new(store: Arc<dyn Store>, connector: impl Connector) -> Self {
+        StoreFactory {
+            store,
+            connector: Box::new(connector),
+            faults: None,
+        }
+    }
+
+    pub fn with_faults(mut self, faults: impl FaultInjector) -> Self {
+        self.faults = Some(Box::new(faults));
+        self
+    }
+
+    /// The first handle.
+    pub fn store(&self) -> Arc<dyn Store> {
+        self.store.clone()
+    }
+
+    /// Another handle to the same database (a separate connection).
+    pub async fn connect(&self) -> Arc<dyn Store> {
+        self.connector
+            .connect()
+            .await
+            .expect("open another handle to the database under test")
+    }
+
+    pub fn faults(&self) -> Option<&dyn FaultInjector> {
+        self.faults.as_deref()
+    }
+}
+
+// ---------------------------------------------------------------------------------- requests
+
+pub fn req(queue: &str, job_type: &str) -> EnqueueRequest {
+    EnqueueRequest::new(queue, job_type, r#"{"n":1}"#)
+}
+
+/// Now, truncated to the millisecond: the precision every backend keeps, so timestamps we
+/// write can be compared for equality after a round trip.
+pub fn now_ms() -> Timestamp {
+    trunc_ms(Utc::now())
+}
+
+pub fn trunc_ms(t: Timestamp) -> Timestamp {
+    t.duration_trunc(TimeDelta::milliseconds(1))
+        .expect("truncate a timestamp to milliseconds")
+}
+
+pub fn secs(n: i64) -> TimeDelta {
+    TimeDelta::seconds(n)
+}
+
+/// Timestamps must be strictly older than a zero timeout before a sweep sees them; this lets
+/// the database clock move past the rows just written. It stands in for no signal.
+pub async fn let_clock_advance() {
+    tokio::time::sleep(Duration::from_millis(20)).await;
+}
+
+pub fn error(attempt: u32, message: &str) -> AttemptError {
+    AttemptError {
+        attempt,
+        at: now_ms(),
+        kind: "transient".into(),
+        message: message.into(),
+    }
+}
+
+pub fn succeeded(id: JobId, result: Option<&str>) -> Completion {
+    Completion::Succeeded {
+        id,
+        result: result.map(str::to_string),
+        duration_ms: 5,
+    }
+}
+
+pub fn dead(id: JobId, reason: FailureReason, message: &str) -> Completion {
+    Completion::DeadLetter {
+        id,
+        reason,
+        error: error(1, message),
+        duration_ms: 5,
+    }
+}
+
+pub fn zero_timeouts() -> RescuePolicy {
+    RescuePolicy {
+        fetched_timeout: Duration::ZERO,
+        default_zombie_timeout: Duration::ZERO,
+        dead_instance_timeout: Duration::from_secs(3600),
+    }
+}
+
+pub fn long_timeouts() -> RescuePolicy {
+    RescuePolicy {
+        fetched_timeout: Duration::from_secs(3600),
+        default_zombie_timeout: Duration::from_secs(3600),
+        dead_instance_timeout: Duration::from_secs(3600),
+    }
+}
+
+// ---------------------------------------------------------------------------------- actions
+
+pub async fn enqueue(store: &dyn Store, r: EnqueueRequest) -> JobId {
+    let out = store.enqueue(r).await.expect("enqueue");
+    assert!(out.created, "a request without a key always creates a job");
+    out.id
+}
+
+pub async fn enqueue_n(store: &dyn Store, queue: &str, job_type: &str, n: usize) -> Vec<JobId> {
+    let reqs = (0..n)
+        .map(|i| EnqueueRequest::new(queue, job_type, format!(r#"{{"i":{i}}}"#)))
+        .collect();
+    store
+        .enqueue_batch(reqs)
+        .await
+        .expect("enqueue batch")
+        .into_iter()
+        .map(|o| o.id)
+        .collect()
+}
+
+pub async fn claim(store: &dyn Store, worker: &str, limit: u32) -> Vec<JobId> {
+    claim_jobs(store, worker, limit, None)
+        .await
+        .into_iter()
+        .map(|j| j.id)
+        .collect()
+}
+
+pub async fn claim_jobs(
+    store: &dyn Store,
+    worker: &str,
+    limit: u32,
+    queues: Option<Vec<String>>,
+) -> Vec<Job> {
+    store
+        .claim_batch(ClaimRequest {
+            worker_id: worker.into(),
+            limit,
+            queues,
+        })
+        .await
+        .expect("claim batch")
+}
+
+/// Claim `n` jobs and start them (fetched → processing) as `worker`.
+pub async fn start(store: &dyn Store, worker: &str, n: u32) -> Vec<JobId> {
+    let ids = claim(store, worker, n).await;
+    assert_eq!(ids.len(), n as usize, "expected {n} claimable jobs");
+    let mut started = store.mark_processing(worker, &ids).await.expect("mark");
+    started.sort();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(started, sorted, "every claimed job starts");
+    ids
+}
+
+/// Enqueue one job and take it all the way to processing by `worker`.
+pub async fn processing_job(store: &dyn Store, r: EnqueueRequest, worker: &str) -> JobId {
+    let queue = r.queue.clone();
+    let id = enqueue(store, r).await;
+    let claimed: Vec<JobId> = claim_jobs(store, worker, 1, Some(vec![queue]))
+        .await
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    assert_eq!(
+        claimed,
+        vec![id],
+        "the only pending job of its queue is claimed"
+    );
+    let started = store.mark_processing(worker, &[id]).await.expect("mark");
+    assert_eq!(started, vec![id]);
+    id
+}
+
+pub async fn complete_one(store: &dyn Store, worker: &str, c: Completion) -> bool {
+    let applied = store.complete(worker, vec![c]).await.expect("complete");
+    assert_eq!(applied.len(), 1);
+    applied[0].is_applied()
+}
+
+/// A job that ended in the archive.
+pub async fn archived_job(store: &dyn Store, r: EnqueueRequest) -> JobId {
+    let id = processing_job(store, r, "w-archive").await;
+    assert!(complete_one(store, "w-archive", succeeded(id, Some(r#"{"ok":true}"#))).await);
+    id
+}
+
+/// A job that ended in the DLQ with `reason` and `message`.
+pub async fn dead_job(
+    store: &dyn Store,
+    r: EnqueueRequest,
+    reason: FailureReason,
+    message: &str,
+) -> JobId {
+    let id = processing_job(store, r, "w-dead").await;
+    assert!(complete_one(store, "w-dead", dead(id, reason, message)).await);
+    id
+}
+
+// ---------------------------------------------------------------------------------- reads
+
+pub async fn job(store: &dyn Store, id: JobId) -> Job {
+    store
+        .get_job(id)
+        .await
+        .expect("get job")
+        .unwrap_or_else(|| panic!("job {id} exists"))
+}
+
+pub async fn state(store: &dyn Store, id: JobId) -> Option<JobState> {
+    store.get_job(id).await.expect("get job").map(|j| j.state)
+}
+
+pub async fn summary(store: &dyn Store) -> Summary {
+    store.summary().await.expect("summary")
+}
+
+/// Every row of a pillar matching `filter`, following the pages.
+pub async fn list_all(store: &dyn Store, source: Pillar, filter: JobFilter) -> Vec<JobSummary> {
+    let mut query = JobQuery::new(source);
+    query.filter = filter;
+    query.page_size = MAX_PAGE_SIZE;
+    let mut rows = Vec::new();
+    loop {
+        let page = store.list_jobs(&query).await.expect("list jobs");
+        rows.extend(page.items);
+        match page.next {
+            Some(c) => query.position = crate::query::PagePosition::After(c),
+            None => return rows,
+        }
+    }
+}
+
+pub async fn ids_in(store: &dyn Store, source: Pillar, filter: JobFilter) -> Vec<JobId> {
+    let mut ids: Vec<JobId> = list_all(store, source, filter)
+        .await
+        .into_iter()
+        .map(|j| j.id)
+        .collect();
+    ids.sort();
+    ids
+}
+
+pub fn sorted(mut ids: Vec<JobId>) -> Vec<JobId> {
+    ids.sort();
+    ids
+}
+
+pub fn filter_queue(queue: &str) -> JobFilter {
+    JobFilter {
+        queue: Some(queue.into()),
+        ..Default::default()
+    }
+}
+
+pub fn is_invalid<T: std::fmt::Debug>(r: StoreResult<T>) -> bool {
+    matches!(r, Err(StoreError::Invalid(_)))
+}
+
+/// A summary with the per-minute rates left out, for "nothing changed" comparisons.
+pub fn counts(s: &Summary) -> [u64; 6] {
+    [
+        s.pending,
+        s.scheduled,
+        s.fetched,
+        s.processing,
+        s.succeeded,
+        s.dlq,
+    ]
+}
+
+pub fn since(t: Timestamp) -> TimeDelta {
+    Utc::now() - t
+}

@@ -1,0 +1,81 @@
+//! Opening connections: pragmas, error mapping, and the schema bootstrap.
+
+use std::path::Path;
+use std::time::Duration;
+
+use rusqlite::{Connection, ErrorCode, OpenFlags};
+
+use crate::error::{StoreError, StoreResult};
+use crate::store::{SqliteSynchronous, StoreOptions};
+
+/// Long enough that several `deck` processes sharing one file queue up behind each other's
+/// write transactions instead of failing; short enough that a wedged writer is reported.
+const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Statements are prepared once per connection and reused; the dynamic ones (filters,
+/// sorts) are few in kind, so a generous cache keeps all of them.
+const STATEMENT_CACHE: usize = 128;
+
+/// Map a driver error. Busy and locked mean another connection holds the write lock for
+/// longer than the busy timeout: safe to retry.
+pub(crate) fn db_err(operation: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
+    move |err| {
+        let transient = matches!(
+            err.sqlite_error_code(),
+            Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
+        );
+        StoreError::database(operation, err, transient)
+    }
+}
+
+pub(crate) fn unavailable(path: &str, err: impl std::fmt::Display) -> StoreError {
+    let dir = Path::new(path)
+        .parent()
+        .map(|p| p.display().to_string())
+        .filter(|p| !p.is_empty())
+        .unwrap_or_else(|| ".".to_string());
+    StoreError::Unavailable {
+        url: format!("sqlite://{path}"),
+        cause: err.to_string(),
+        help: format!(
+            "make sure the directory {dir:?} exists and this user can write it, \
+             or pass --database sqlite://./deck.db"
+        ),
+    }
+}
+
+/// Open one connection with the store's pragmas. The file is created when missing.
+pub(crate) fn open_connection(path: &str, options: &StoreOptions) -> StoreResult<Connection> {
+    let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_CREATE
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX
+        | OpenFlags::SQLITE_OPEN_URI;
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| unavailable(path, e))?;
+    conn.busy_timeout(BUSY_TIMEOUT)
+        .map_err(|e| unavailable(path, e))?;
+    conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    let synchronous = match options.sqlite_synchronous {
+        SqliteSynchronous::Full => "FULL",
+        SqliteSynchronous::Normal => "NORMAL",
+    };
+    // journal_mode=WAL is persistent in the file; asking again is a cheap no-op. It needs a
+    // moment of exclusive access on a fresh file, which the busy timeout covers when several
+    // processes start together.
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(|e| unavailable(path, e))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(unavailable(
+            path,
+            format!("the database refused WAL mode (journal_mode is {mode})"),
+        ));
+    }
+    conn.execute_batch(&format!(
+        "PRAGMA synchronous = {synchronous};
+         PRAGMA foreign_keys = OFF;
+         PRAGMA temp_store = MEMORY;
+         PRAGMA cache_size = -32000;"
+    ))
+    .map_err(|e| unavailable(path, e))?;
+    Ok(conn)
+}

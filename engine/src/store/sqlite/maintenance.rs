@@ -1,0 +1,376 @@
+//! Rescue sweeps, retention, queue settings, engine settings, instances and the audit log.
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::{StoreError, StoreResult};
+use crate::model::{
+    AuditEntry, EngineSettings, FailureReason, InstanceInfo, NewAuditEntry, QueueConfig,
+    QueuePatch, RescuePolicy, RescueReport,
+};
+
+use super::codec::{duration_us, from_us, opt_from_us, to_json, to_us, u64_of};
+use super::connection::db_err;
+use super::moves::{DeadError, delete_archive, delete_dlq, move_to_dlq};
+
+/// Instance rows are kept this long after their last heartbeat (for the console).
+const INSTANCE_ROW_KEEP_US: i64 = 3_600 * 1_000_000;
+
+/// True when the job's worker belongs to an instance that stopped heartbeating. Worker ids
+/// are the instance id, optionally followed by `:` or `/` and a worker suffix.
+const DEAD_OWNER: &str = "EXISTS (SELECT 1 FROM instances i WHERE i.heartbeat_at < ?12 \
+     AND (jobs.worker_id = i.id OR substr(jobs.worker_id, 1, length(i.id) + 1) IN (i.id || ':', i.id || '/')))";
+
+pub(crate) fn rescue(
+    conn: &Connection,
+    policy: &RescuePolicy,
+    now: i64,
+) -> StoreResult<RescueReport> {
+    let dead_before = now - duration_us(policy.dead_instance_timeout);
+    let fetched_before = now - duration_us(policy.fetched_timeout);
+    let released = conn
+        .prepare_cached(&format!(
+            "UPDATE jobs SET status = 0, worker_id = NULL, fetched_at = NULL \
+             WHERE status = 1 AND (fetched_at < ?11 OR {DEAD_OWNER})"
+        ))
+        .map_err(db_err("rescue"))?
+        .execute(rusqlite::params_from_iter(
+            (1..=10)
+                .map(|_| Value::Null)
+                .chain([Value::Integer(fetched_before), Value::Integer(dead_before)]),
+        ));
+    // The unused leading slots keep parameter numbers shared with the DLQ move below.
+    let released = released.map_err(db_err("rescue"))? as u64;
+
+    let zombies = move_to_dlq(
+        conn,
+        &format!(
+            "status = 2 AND (heartbeat_at < ?2 - coalesce((SELECT q.zombie_timeout_secs * 1000000 \
+                 FROM queues q WHERE q.name = jobs.queue), ?11) OR {DEAD_OWNER}) \
+             AND ?10 IS NULL"
+        ),
+        &[
+            Value::Null,
+            Value::Integer(duration_us(policy.default_zombie_timeout)),
+            Value::Integer(dead_before),
+        ],
+        FailureReason::Zombie,
+        DeadError::Store {
+            kind: "zombie",
+            message: "the job's heartbeat stopped while it was processing; it may have run \
+                      (not retried automatically)"
+                .into(),
+        },
+        0,
+        now,
+    )?
+    .len() as u64;
+
+    let expired = move_to_dlq(
+        conn,
+        "status = 0 AND expires_at IS NOT NULL AND expires_at <= ?2 AND ?10 IS NULL",
+        &[Value::Null],
+        FailureReason::Expired,
+        DeadError::Store {
+            kind: "expired",
+            message: "expires_at passed before the job started".into(),
+        },
+        0,
+        now,
+    )?
+    .len() as u64;
+
+    let dead_instances = conn
+        .prepare_cached("DELETE FROM instances WHERE heartbeat_at < ?1")
+        .map_err(db_err("rescue"))?
+        .execute([now - INSTANCE_ROW_KEEP_US])
+        .map_err(db_err("rescue"))? as u64;
+    Ok(RescueReport {
+        released,
+        zombies,
+        expired,
+        dead_instances,
+    })
+}
+
+/// Which table one prune step works on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PruneTarget {
+    Archive,
+    Dlq,
+    Metrics,
+    Audit,
+}
+
+/// Delete at most `batch` rows older than `before` from one table. Returns how many went.
+pub(crate) fn prune_step(
+    conn: &Connection,
+    target: PruneTarget,
+    before: i64,
+    batch: u32,
+    now: i64,
+) -> StoreResult<u64> {
+    let params = [Value::Integer(before), Value::Integer(i64::from(batch))];
+    match target {
+        PruneTarget::Archive => delete_archive(
+            conn,
+            "rowid IN (SELECT rowid FROM archive WHERE finished_at < ?1 ORDER BY finished_at LIMIT ?2)",
+            &params,
+        ),
+        PruneTarget::Dlq => delete_dlq(
+            conn,
+            "rowid IN (SELECT rowid FROM dlq WHERE finished_at < ?1 ORDER BY finished_at LIMIT ?2)",
+            &params,
+            now,
+        ),
+        PruneTarget::Metrics => conn
+            .prepare_cached(
+                "DELETE FROM metric_buckets WHERE (queue, minute) IN \
+                 (SELECT queue, minute FROM metric_buckets WHERE minute < ?1 ORDER BY minute LIMIT ?2)",
+            )
+            .map_err(db_err("prune"))?
+            .execute(rusqlite::params_from_iter(params))
+            .map(|n| n as u64)
+            .map_err(db_err("prune")),
+        PruneTarget::Audit => conn
+            .prepare_cached(
+                "DELETE FROM audit_log WHERE id IN \
+                 (SELECT id FROM audit_log WHERE at < ?1 ORDER BY at LIMIT ?2)",
+            )
+            .map_err(db_err("prune"))?
+            .execute(rusqlite::params_from_iter(params))
+            .map(|n| n as u64)
+            .map_err(db_err("prune")),
+    }
+}
+
+const QUEUE_COLS: &str = "name, paused, hidden, max_workers, zombie_timeout_secs, \
+     execution_timeout_secs, lag_warn_secs, lag_crit_secs, updated_at";
+
+fn opt_u32(v: Option<i64>) -> Option<u32> {
+    v.map(|v| u32::try_from(v.max(0)).unwrap_or(u32::MAX))
+}
+
+fn queue_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<QueueConfig> {
+    Ok(QueueConfig {
+        name: r.get(0)?,
+        paused: r.get::<_, i64>(1)? != 0,
+        hidden: r.get::<_, i64>(2)? != 0,
+        max_workers: opt_u32(r.get(3)?),
+        zombie_timeout_secs: opt_u32(r.get(4)?),
+        execution_timeout_secs: opt_u32(r.get(5)?),
+        lag_warn_secs: opt_u32(r.get(6)?),
+        lag_crit_secs: opt_u32(r.get(7)?),
+        updated_at: opt_from_us(r.get(8)?),
+    })
+}
+
+pub(crate) fn list_queues(conn: &Connection) -> StoreResult<Vec<QueueConfig>> {
+    let sql = format!("SELECT {QUEUE_COLS} FROM queues ORDER BY name");
+    conn.prepare_cached(&sql)
+        .map_err(db_err("list queues"))?
+        .query_map([], queue_from_row)
+        .map_err(db_err("list queues"))?
+        .collect::<Result<_, _>>()
+        .map_err(db_err("list queues"))
+}
+
+fn patch_value(p: Option<Option<u32>>) -> (bool, Option<i64>) {
+    match p {
+        None => (false, None),
+        Some(v) => (true, v.map(i64::from)),
+    }
+}
+
+pub(crate) fn update_queue(
+    conn: &Connection,
+    name: &str,
+    patch: &QueuePatch,
+    now: i64,
+) -> StoreResult<QueueConfig> {
+    super::producers::ensure_queues(conn, [name], now)?;
+    let (mw_set, mw) = patch_value(patch.max_workers);
+    let (zt_set, zt) = patch_value(patch.zombie_timeout_secs);
+    let (et_set, et) = patch_value(patch.execution_timeout_secs);
+    let (lw_set, lw) = patch_value(patch.lag_warn_secs);
+    let (lc_set, lc) = patch_value(patch.lag_crit_secs);
+    let sql = format!(
+        "UPDATE queues SET \
+             paused = coalesce(?2, paused), hidden = coalesce(?3, hidden), \
+             max_workers = CASE WHEN ?4 THEN ?5 ELSE max_workers END, \
+             zombie_timeout_secs = CASE WHEN ?6 THEN ?7 ELSE zombie_timeout_secs END, \
+             execution_timeout_secs = CASE WHEN ?8 THEN ?9 ELSE execution_timeout_secs END, \
+             lag_warn_secs = CASE WHEN ?10 THEN ?11 ELSE lag_warn_secs END, \
+             lag_crit_secs = CASE WHEN ?12 THEN ?13 ELSE lag_crit_secs END, \
+             updated_at = ?14 \
+         WHERE name = ?1 RETURNING {QUEUE_COLS}"
+    );
+    conn.prepare_cached(&sql)
+        .map_err(db_err("update queue"))?
+        .query_row(
+            params![
+                name,
+                patch.paused,
+                patch.hidden,
+                mw_set,
+                mw,
+                zt_set,
+                zt,
+                et_set,
+                et,
+                lw_set,
+                lw,
+                lc_set,
+                lc,
+                now
+            ],
+            queue_from_row,
+        )
+        .map_err(db_err("update queue"))
+}
+
+const SETTINGS_KEY: &str = "engine";
+
+pub(crate) fn load_settings(conn: &Connection) -> StoreResult<EngineSettings> {
+    let text: Option<String> = conn
+        .prepare_cached("SELECT value FROM settings WHERE key = ?1")
+        .map_err(db_err("load settings"))?
+        .query_row([SETTINGS_KEY], |r| r.get(0))
+        .optional()
+        .map_err(db_err("load settings"))?;
+    match text {
+        None => Ok(EngineSettings::default()),
+        Some(t) => serde_json::from_str(&t).map_err(|e| StoreError::Schema {
+            problem: format!("the saved engine settings cannot be read: {e}"),
+            help: "save the settings again from the console's Settings page".into(),
+        }),
+    }
+}
+
+pub(crate) fn save_settings(
+    conn: &Connection,
+    settings: &EngineSettings,
+    now: i64,
+) -> StoreResult<()> {
+    conn.prepare_cached(
+        "INSERT INTO settings (key, value, updated_at) VALUES (?1, ?2, ?3) \
+         ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
+    )
+    .map_err(db_err("save settings"))?
+    .execute(params![SETTINGS_KEY, to_json(settings)?, now])
+    .map_err(db_err("save settings"))?;
+    Ok(())
+}
+
+pub(crate) fn heartbeat_instance(
+    conn: &Connection,
+    info: &InstanceInfo,
+    now: i64,
+) -> StoreResult<()> {
+    conn.prepare_cached(
+        "INSERT INTO instances (id, host, pid, version, started_at, heartbeat_at, workers_total, \
+             workers_busy) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+         ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, \
+             version = excluded.version, started_at = excluded.started_at, \
+             heartbeat_at = excluded.heartbeat_at, workers_total = excluded.workers_total, \
+             workers_busy = excluded.workers_busy",
+    )
+    .map_err(db_err("instance heartbeat"))?
+    .execute(params![
+        info.id,
+        info.host,
+        info.pid,
+        info.version,
+        to_us(info.started_at),
+        now,
+        info.workers_total,
+        info.workers_busy
+    ])
+    .map_err(db_err("instance heartbeat"))?;
+    Ok(())
+}
+
+/// A clean shutdown: the heartbeat is set to the epoch so the next sweep rescues what the
+/// instance left behind and then deletes its row.
+pub(crate) fn deregister_instance(conn: &Connection, id: &str) -> StoreResult<()> {
+    conn.prepare_cached("UPDATE instances SET heartbeat_at = 0 WHERE id = ?1")
+        .map_err(db_err("deregister instance"))?
+        .execute([id])
+        .map_err(db_err("deregister instance"))?;
+    Ok(())
+}
+
+pub(crate) fn list_instances(conn: &Connection, newer_than: i64) -> StoreResult<Vec<InstanceInfo>> {
+    conn.prepare_cached(
+        "SELECT id, host, pid, version, started_at, heartbeat_at, workers_total, workers_busy \
+         FROM instances WHERE heartbeat_at >= ?1 ORDER BY heartbeat_at DESC, id",
+    )
+    .map_err(db_err("list instances"))?
+    .query_map([newer_than], |r| {
+        Ok(InstanceInfo {
+            id: r.get(0)?,
+            host: r.get(1)?,
+            pid: r.get(2)?,
+            version: r.get(3)?,
+            started_at: from_us(r.get(4)?),
+            heartbeat_at: from_us(r.get(5)?),
+            workers_total: r.get(6)?,
+            workers_busy: r.get(7)?,
+        })
+    })
+    .map_err(db_err("list instances"))?
+    .collect::<Result<_, _>>()
+    .map_err(db_err("list instances"))
+}
+
+fn audit_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<AuditEntry> {
+    Ok(AuditEntry {
+        id: r.get(0)?,
+        at: from_us(r.get(1)?),
+        actor: r.get(2)?,
+        action: r.get(3)?,
+        target: r.get(4)?,
+        count: u64_of(r.get(5)?),
+        detail: r.get(6)?,
+    })
+}
+
+pub(crate) fn append_audit(
+    conn: &Connection,
+    entry: &NewAuditEntry,
+    now: i64,
+) -> StoreResult<AuditEntry> {
+    conn.prepare_cached(
+        "INSERT INTO audit_log (at, actor, action, target, count, detail) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6) RETURNING id, at, actor, action, target, count, detail",
+    )
+    .map_err(db_err("append audit"))?
+    .query_row(
+        params![
+            now,
+            entry.actor,
+            entry.action,
+            entry.target,
+            i64::try_from(entry.count).unwrap_or(i64::MAX),
+            entry.detail
+        ],
+        audit_from_row,
+    )
+    .map_err(db_err("append audit"))
+}
+
+pub(crate) fn list_audit(
+    conn: &Connection,
+    before_id: Option<i64>,
+    limit: u32,
+) -> StoreResult<Vec<AuditEntry>> {
+    conn.prepare_cached(
+        "SELECT id, at, actor, action, target, count, detail FROM audit_log \
+         WHERE ?1 IS NULL OR id < ?1 ORDER BY id DESC LIMIT ?2",
+    )
+    .map_err(db_err("list audit"))?
+    .query_map(params![before_id, i64::from(limit)], audit_from_row)
+    .map_err(db_err("list audit"))?
+    .collect::<Result<_, _>>()
+    .map_err(db_err("list audit"))
+}

@@ -1,0 +1,292 @@
+//! Committed reads: one job, finished jobs, filtered keyset pages and bulk previews.
+//! Every filter value is a bound parameter; sort columns come from a fixed whitelist.
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension};
+
+use crate::error::{StoreError, StoreResult};
+use crate::model::{Job, JobId, Pillar};
+use crate::query::{
+    BulkPreview, Cursor, JobFilter, JobQuery, JobSummary, MAX_PAGE_SIZE, Page, PagePosition,
+    SortColumn, SortDirection,
+};
+use crate::validation::ValidationError;
+
+use super::codec::{
+    id_text, ids_json, job_from_row, select_job, summary_cols, summary_from_row, table, to_us,
+};
+use super::connection::db_err;
+
+pub(crate) fn get_job(conn: &Connection, id: JobId) -> StoreResult<Option<Job>> {
+    for pillar in Pillar::ALL {
+        let sql = format!("{} WHERE id = ?1", select_job(pillar));
+        let job = conn
+            .prepare_cached(&sql)
+            .map_err(db_err("get job"))?
+            .query_row([id_text(id)], |r| job_from_row(pillar, r))
+            .optional()
+            .map_err(db_err("get job"))?;
+        if job.is_some() {
+            return Ok(job);
+        }
+    }
+    Ok(None)
+}
+
+pub(crate) fn finished_jobs(conn: &Connection, ids: &[JobId]) -> StoreResult<Vec<Job>> {
+    let mut out = Vec::new();
+    if ids.is_empty() {
+        return Ok(out);
+    }
+    let json = ids_json(ids);
+    for pillar in [Pillar::Archive, Pillar::Dlq] {
+        let sql = format!(
+            "{} WHERE id IN (SELECT value FROM json_each(?1))",
+            select_job(pillar)
+        );
+        let mut stmt = conn.prepare_cached(&sql).map_err(db_err("finished jobs"))?;
+        let jobs = stmt
+            .query_map([&json], |r| job_from_row(pillar, r))
+            .map_err(db_err("finished jobs"))?;
+        for job in jobs {
+            out.push(job.map_err(db_err("finished jobs"))?);
+        }
+    }
+    Ok(out)
+}
+
+/// `WHERE` conditions for a filter on one pillar, joined with AND, and their values in order.
+pub(crate) fn filter_sql(pillar: Pillar, f: &JobFilter) -> (String, Vec<Value>) {
+    let mut conds: Vec<&'static str> = Vec::new();
+    let mut values: Vec<Value> = Vec::new();
+    if let Some(q) = &f.queue {
+        conds.push("queue = ?");
+        values.push(Value::Text(q.clone()));
+    }
+    if let Some(t) = &f.job_type {
+        conds.push("job_type = ?");
+        values.push(Value::Text(t.clone()));
+    }
+    if let (Pillar::Hot, Some(s)) = (pillar, f.status) {
+        conds.push("status = ?");
+        values.push(Value::Integer(s.code()));
+    }
+    if let (Pillar::Dlq, Some(r)) = (pillar, f.reason) {
+        conds.push("reason = ?");
+        values.push(Value::Integer(r.code()));
+    }
+    if let Some(tag) = &f.tag {
+        conds.push("instr(tags, ?) > 0");
+        values.push(Value::Text(format!(",{tag},")));
+    }
+    if let Some(text) = f.text.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        conds.push(
+            "(instr(id, ?) > 0 OR instr(lower(job_type), ?) > 0 OR instr(lower(tags), ?) > 0 \
+             OR instr(lower(coalesce(last_error, '')), ?) > 0)",
+        );
+        let needle = text.to_lowercase();
+        for _ in 0..4 {
+            values.push(Value::Text(needle.clone()));
+        }
+    }
+    if let Some(t) = f.created_from {
+        conds.push("created_at >= ?");
+        values.push(Value::Integer(to_us(t)));
+    }
+    if let Some(t) = f.created_to {
+        conds.push("created_at <= ?");
+        values.push(Value::Integer(to_us(t)));
+    }
+    if pillar != Pillar::Hot {
+        if let Some(t) = f.finished_from {
+            conds.push("finished_at >= ?");
+            values.push(Value::Integer(to_us(t)));
+        }
+        if let Some(t) = f.finished_to {
+            conds.push("finished_at <= ?");
+            values.push(Value::Integer(to_us(t)));
+        }
+    }
+    let sql = if conds.is_empty() {
+        "1".to_string()
+    } else {
+        conds.join(" AND ")
+    };
+    (sql, values)
+}
+
+/// The column a sort reads and whether its cursor key is text.
+fn sort_column(pillar: Pillar, column: SortColumn) -> (&'static str, bool) {
+    match column {
+        SortColumn::CreatedAt => ("created_at", false),
+        SortColumn::ScheduledAt => ("scheduled_at", false),
+        SortColumn::FinishedAt if pillar == Pillar::Hot => ("created_at", false),
+        SortColumn::FinishedAt => ("finished_at", false),
+        SortColumn::Priority => ("priority", false),
+        SortColumn::Attempt => ("attempt", false),
+        SortColumn::Queue => ("queue", true),
+        SortColumn::JobType => ("job_type", true),
+    }
+}
+
+fn cursor_value(cursor: &Cursor, text: bool) -> StoreResult<Value> {
+    if text {
+        return Ok(Value::Text(cursor.key.clone()));
+    }
+    cursor.key.parse::<i64>().map(Value::Integer).map_err(|_| {
+        StoreError::Invalid(ValidationError::new(
+            "cursor",
+            format!("{:?} is not a position in this sort", cursor.key),
+            "follow the page links, or start again from the first page",
+        ))
+    })
+}
+
+fn key_text(v: &Value) -> String {
+    match v {
+        Value::Integer(i) => i.to_string(),
+        Value::Text(t) => t.clone(),
+        Value::Real(r) => r.to_string(),
+        _ => String::new(),
+    }
+}
+
+pub(crate) fn list_jobs(conn: &Connection, q: &JobQuery) -> StoreResult<Page<JobSummary>> {
+    let pillar = q.source;
+    let (col, text_key) = sort_column(pillar, q.sort.column);
+    let size = q.page_size.clamp(1, MAX_PAGE_SIZE) as usize;
+    let (mut where_sql, mut values) = filter_sql(pillar, &q.filter);
+
+    // Reading backwards (Before, Last) uses the reversed order and flips the rows after.
+    let (read_dir, flip) = match q.position {
+        PagePosition::First | PagePosition::After(_) => (q.sort.direction, false),
+        PagePosition::Before(_) | PagePosition::Last => (q.sort.direction.reversed(), true),
+    };
+    if let PagePosition::After(c) | PagePosition::Before(c) = &q.position {
+        let op = match read_dir {
+            SortDirection::Asc => ">",
+            SortDirection::Desc => "<",
+        };
+        where_sql.push_str(&format!(" AND ({col}, id) {op} (?, ?)"));
+        values.push(cursor_value(c, text_key)?);
+        values.push(Value::Text(id_text(c.id)));
+    }
+    let dir = match read_dir {
+        SortDirection::Asc => "ASC",
+        SortDirection::Desc => "DESC",
+    };
+    values.push(Value::Integer(size as i64 + 1));
+    let sql = format!(
+        "SELECT {}, {col} FROM {} WHERE {where_sql} ORDER BY {col} {dir}, id {dir} LIMIT ?",
+        summary_cols(pillar),
+        table(pillar)
+    );
+    let key_idx = 13;
+    let mut stmt = conn.prepare_cached(&sql).map_err(db_err("list jobs"))?;
+    let mut rows: Vec<(JobSummary, String)> = stmt
+        .query_map(rusqlite::params_from_iter(values), |r| {
+            Ok((
+                summary_from_row(pillar, r)?,
+                key_text(&r.get::<_, Value>(key_idx)?),
+            ))
+        })
+        .map_err(db_err("list jobs"))?
+        .collect::<Result<_, _>>()
+        .map_err(db_err("list jobs"))?;
+    let more = rows.len() > size;
+    rows.truncate(size);
+    if flip {
+        rows.reverse();
+    }
+    let cursor = |row: Option<&(JobSummary, String)>| {
+        row.map(|(s, key)| Cursor {
+            key: key.clone(),
+            id: s.id,
+        })
+    };
+    let (prev, next) = match q.position {
+        PagePosition::First => (None, if more { cursor(rows.last()) } else { None }),
+        PagePosition::After(_) => (
+            cursor(rows.first()),
+            if more { cursor(rows.last()) } else { None },
+        ),
+        PagePosition::Before(_) => (
+            if more { cursor(rows.first()) } else { None },
+            cursor(rows.last()),
+        ),
+        PagePosition::Last => (if more { cursor(rows.first()) } else { None }, None),
+    };
+    Ok(Page {
+        items: rows.into_iter().map(|(s, _)| s).collect(),
+        prev,
+        next,
+    })
+}
+
+fn newest_first(pillar: Pillar) -> &'static str {
+    match pillar {
+        Pillar::Hot => "created_at DESC, id DESC",
+        _ => "finished_at DESC, id DESC",
+    }
+}
+
+pub(crate) fn bulk_preview(
+    conn: &Connection,
+    source: Pillar,
+    filter: &JobFilter,
+    sample: u32,
+) -> StoreResult<BulkPreview> {
+    let (where_sql, values) = filter_sql(source, filter);
+    let count_sql = format!("SELECT count(*) FROM {} WHERE {where_sql}", table(source));
+    let matching: i64 = conn
+        .prepare_cached(&count_sql)
+        .map_err(db_err("bulk preview"))?
+        .query_row(rusqlite::params_from_iter(values.iter()), |r| r.get(0))
+        .map_err(db_err("bulk preview"))?;
+    let mut values = values;
+    values.push(Value::Integer(i64::from(sample.min(MAX_PAGE_SIZE))));
+    let sql = format!(
+        "SELECT {} FROM {} WHERE {where_sql} ORDER BY {} LIMIT ?",
+        summary_cols(source),
+        table(source),
+        newest_first(source)
+    );
+    let sample = conn
+        .prepare_cached(&sql)
+        .map_err(db_err("bulk preview"))?
+        .query_map(rusqlite::params_from_iter(values), |r| {
+            summary_from_row(source, r)
+        })
+        .map_err(db_err("bulk preview"))?
+        .collect::<Result<_, _>>()
+        .map_err(db_err("bulk preview"))?;
+    Ok(BulkPreview {
+        matching: u64::try_from(matching).unwrap_or(0),
+        sample,
+    })
+}
+
+/// Ids matching a filter plus an extra fixed condition, newest first, at most `limit`.
+pub(crate) fn matching_ids(
+    conn: &Connection,
+    source: Pillar,
+    filter: &JobFilter,
+    extra: &str,
+    limit: u32,
+) -> StoreResult<Vec<JobId>> {
+    let (where_sql, mut values) = filter_sql(source, filter);
+    values.push(Value::Integer(i64::from(limit)));
+    let sql = format!(
+        "SELECT id FROM {} WHERE {where_sql} AND {extra} ORDER BY {} LIMIT ?",
+        table(source),
+        newest_first(source)
+    );
+    let ids: Vec<String> = conn
+        .prepare_cached(&sql)
+        .map_err(db_err("bulk by filter"))?
+        .query_map(rusqlite::params_from_iter(values), |r| r.get(0))
+        .map_err(db_err("bulk by filter"))?
+        .collect::<Result<_, _>>()
+        .map_err(db_err("bulk by filter"))?;
+    Ok(ids.iter().filter_map(|t| t.parse().ok()).collect())
+}

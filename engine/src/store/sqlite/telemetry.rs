@@ -1,0 +1,242 @@
+//! Telemetry reads: maintained counters, metric buckets and error groups, plus counts of the
+//! hot pillar read from its partial indexes. Never a scan of the archive or the DLQ.
+
+use std::collections::BTreeMap;
+
+use rusqlite::{Connection, params};
+
+use crate::error::StoreResult;
+use crate::model::FailureReason;
+use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
+
+use super::codec::{from_us, minute_of, u64_of};
+use super::connection::db_err;
+
+const MINUTE_US: i64 = 60_000_000;
+
+pub(crate) fn summary(conn: &Connection, now: i64) -> StoreResult<Summary> {
+    conn.prepare_cached(
+        "SELECT \
+             (SELECT count(*) FROM jobs WHERE status = 0 AND scheduled_at <= ?1), \
+             (SELECT count(*) FROM jobs WHERE status = 0 AND scheduled_at > ?1), \
+             (SELECT count(*) FROM jobs WHERE status = 1), \
+             (SELECT count(*) FROM jobs WHERE status = 2), \
+             (SELECT coalesce(sum(archive_rows), 0) FROM queue_counters), \
+             (SELECT coalesce(sum(dlq_rows), 0) FROM queue_counters), \
+             (SELECT coalesce(sum(succeeded), 0) FROM metric_buckets WHERE minute > ?2), \
+             (SELECT coalesce(sum(succeeded), 0) FROM metric_buckets WHERE minute > ?3), \
+             (SELECT coalesce(sum(failed), 0) FROM metric_buckets WHERE minute > ?2), \
+             (SELECT coalesce(sum(failed), 0) FROM metric_buckets WHERE minute > ?3), \
+             (SELECT coalesce(sum(retried), 0) FROM metric_buckets WHERE minute > ?3)",
+    )
+    .map_err(db_err("summary"))?
+    .query_row(params![now, now - MINUTE_US, now - 5 * MINUTE_US], |r| {
+        Ok(Summary {
+            pending: u64_of(r.get(0)?),
+            scheduled: u64_of(r.get(1)?),
+            fetched: u64_of(r.get(2)?),
+            processing: u64_of(r.get(3)?),
+            succeeded: u64_of(r.get(4)?),
+            dlq: u64_of(r.get(5)?),
+            succeeded_1m: u64_of(r.get(6)?),
+            succeeded_5m: u64_of(r.get(7)?),
+            failed_1m: u64_of(r.get(8)?),
+            failed_5m: u64_of(r.get(9)?),
+            retried_5m: u64_of(r.get(10)?),
+        })
+    })
+    .map_err(db_err("summary"))
+}
+
+fn blank_stats(queue: &str) -> QueueStats {
+    QueueStats {
+        queue: queue.to_string(),
+        paused: false,
+        hidden: false,
+        max_workers: None,
+        pending: 0,
+        scheduled: 0,
+        fetched: 0,
+        processing: 0,
+        succeeded: 0,
+        failed: 0,
+        lag_avg_ms: 0,
+        lag_max_ms: 0,
+        lag_warn_secs: None,
+        lag_crit_secs: None,
+        zombie_timeout_secs: None,
+        execution_timeout_secs: None,
+    }
+}
+
+pub(crate) fn queue_stats(conn: &Connection, now: i64) -> StoreResult<Vec<QueueStats>> {
+    let mut stats: BTreeMap<String, QueueStats> = BTreeMap::new();
+    for q in super::maintenance::list_queues(conn)? {
+        let s = stats
+            .entry(q.name.clone())
+            .or_insert_with(|| blank_stats(&q.name));
+        s.paused = q.paused;
+        s.hidden = q.hidden;
+        s.max_workers = q.max_workers;
+        s.lag_warn_secs = q.lag_warn_secs;
+        s.lag_crit_secs = q.lag_crit_secs;
+        s.zombie_timeout_secs = q.zombie_timeout_secs;
+        s.execution_timeout_secs = q.execution_timeout_secs;
+    }
+    // Pending rows per queue come from the claim index (covering: queue, scheduled_at).
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT queue, \
+                 sum(scheduled_at <= ?1), sum(scheduled_at > ?1), \
+                 sum(CASE WHEN scheduled_at <= ?1 THEN ?1 - scheduled_at END), \
+                 max(CASE WHEN scheduled_at <= ?1 THEN ?1 - scheduled_at END) \
+             FROM jobs INDEXED BY jobs_claim WHERE status = 0 GROUP BY queue",
+        )
+        .map_err(db_err("queue stats"))?;
+    let rows = stmt
+        .query_map([now], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, Option<i64>>(3)?,
+                r.get::<_, Option<i64>>(4)?,
+            ))
+        })
+        .map_err(db_err("queue stats"))?;
+    for row in rows {
+        let (queue, due, scheduled, lag_sum, lag_max) = row.map_err(db_err("queue stats"))?;
+        let s = stats
+            .entry(queue.clone())
+            .or_insert_with(|| blank_stats(&queue));
+        s.pending = u64_of(due);
+        s.scheduled = u64_of(scheduled);
+        if due > 0 {
+            s.lag_avg_ms = u64_of(lag_sum.unwrap_or(0) / due / 1000);
+            s.lag_max_ms = u64_of(lag_max.unwrap_or(0) / 1000);
+        }
+    }
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT queue, status, count(*) FROM jobs WHERE status IN (1, 2) GROUP BY queue, status",
+        )
+        .map_err(db_err("queue stats"))?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })
+        .map_err(db_err("queue stats"))?;
+    for row in rows {
+        let (queue, status, n) = row.map_err(db_err("queue stats"))?;
+        let s = stats
+            .entry(queue.clone())
+            .or_insert_with(|| blank_stats(&queue));
+        if status == 1 {
+            s.fetched = u64_of(n);
+        } else {
+            s.processing = u64_of(n);
+        }
+    }
+    let mut stmt = conn
+        .prepare_cached("SELECT queue, archive_rows, dlq_rows FROM queue_counters")
+        .map_err(db_err("queue stats"))?;
+    let rows = stmt
+        .query_map([], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })
+        .map_err(db_err("queue stats"))?;
+    for row in rows {
+        let (queue, archive, dlq) = row.map_err(db_err("queue stats"))?;
+        let s = stats
+            .entry(queue.clone())
+            .or_insert_with(|| blank_stats(&queue));
+        s.succeeded = u64_of(archive);
+        s.failed = u64_of(dlq);
+    }
+    Ok(stats.into_values().collect())
+}
+
+pub(crate) fn throughput(
+    conn: &Connection,
+    minutes: u32,
+    queue: Option<&str>,
+    now: i64,
+) -> StoreResult<Vec<ThroughputBucket>> {
+    let minutes = i64::from(minutes.clamp(1, 7 * 24 * 60));
+    let last = minute_of(now);
+    let first = last - (minutes - 1) * MINUTE_US;
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT minute, sum(succeeded), sum(failed), sum(retried), sum(duration_sum_ms), \
+                 max(duration_max_ms) \
+             FROM metric_buckets WHERE minute >= ?1 AND (?2 IS NULL OR queue = ?2) \
+             GROUP BY minute",
+        )
+        .map_err(db_err("throughput"))?;
+    let mut found: BTreeMap<i64, ThroughputBucket> = BTreeMap::new();
+    let rows = stmt
+        .query_map(params![first, queue], |r| {
+            Ok(ThroughputBucket {
+                minute: from_us(r.get(0)?),
+                succeeded: u64_of(r.get(1)?),
+                failed: u64_of(r.get(2)?),
+                retried: u64_of(r.get(3)?),
+                duration_sum_ms: u64_of(r.get(4)?),
+                duration_max_ms: u64_of(r.get(5)?),
+            })
+        })
+        .map_err(db_err("throughput"))?;
+    for row in rows {
+        let b = row.map_err(db_err("throughput"))?;
+        found.insert(b.minute.timestamp_micros(), b);
+    }
+    Ok((0..minutes)
+        .map(|i| {
+            let minute = first + i * MINUTE_US;
+            found.remove(&minute).unwrap_or_else(|| ThroughputBucket {
+                minute: from_us(minute),
+                ..Default::default()
+            })
+        })
+        .collect())
+}
+
+pub(crate) fn top_errors(conn: &Connection, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT reason, prefix, count, last_seen FROM dlq_error_groups \
+             WHERE count > 0 ORDER BY count DESC, last_seen DESC LIMIT ?1",
+        )
+        .map_err(db_err("top errors"))?;
+    let rows = stmt
+        .query_map([i64::from(limit)], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, i64>(2)?,
+                r.get::<_, i64>(3)?,
+            ))
+        })
+        .map_err(db_err("top errors"))?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (reason, prefix, count, last_seen) = row.map_err(db_err("top errors"))?;
+        if let Some(reason) = FailureReason::from_code(reason) {
+            out.push(ErrorGroup {
+                reason,
+                message_prefix: prefix,
+                count: u64_of(count),
+                last_seen: from_us(last_seen),
+            });
+        }
+    }
+    Ok(out)
+}

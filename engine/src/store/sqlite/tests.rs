@@ -1,0 +1,338 @@
+//! Fast smoke tests of the SQLite backend's own mechanics (schema bootstrap, group commit,
+//! claim shape). The behaviour suite for every backend lives in `store::conformance`.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+
+use super::*;
+use crate::model::{AttemptError, Continuation, ContinuationTrigger, FailureReason, JobState};
+use crate::query::{JobSort, PagePosition, SortColumn, SortDirection};
+
+async fn store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
+    let path = dir.path().join("deck.db");
+    open(path.to_str().unwrap(), &StoreOptions::default())
+        .await
+        .unwrap()
+}
+
+fn req(queue: &str) -> EnqueueRequest {
+    EnqueueRequest::new(queue, "noop", r#"{"n":1}"#)
+}
+
+fn claim_req(worker: &str, limit: u32) -> ClaimRequest {
+    ClaimRequest {
+        worker_id: worker.into(),
+        limit,
+        queues: None,
+    }
+}
+
+fn error(message: &str) -> AttemptError {
+    AttemptError {
+        attempt: 1,
+        at: Utc::now(),
+        kind: "transient".into(),
+        message: message.into(),
+    }
+}
+
+async fn run_to_processing(s: &Arc<dyn Store>, worker: &str, limit: u32) -> Vec<JobId> {
+    let ids: Vec<JobId> = s
+        .claim_batch(claim_req(worker, limit))
+        .await
+        .unwrap()
+        .iter()
+        .map(|j| j.id)
+        .collect();
+    s.mark_processing(worker, &ids).await.unwrap()
+}
+
+#[tokio::test]
+async fn opening_twice_applies_the_schema_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deck.db");
+    let path = path.to_str().unwrap();
+    let options = StoreOptions::default();
+    let (a, b) = tokio::join!(open(path, &options), open(path, &options));
+    a.unwrap().ping().await.unwrap();
+    b.unwrap().ping().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_missing_directory_is_reported_with_help() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("missing/deck.db");
+    let err = match open(path.to_str().unwrap(), &StoreOptions::default()).await {
+        Ok(_) => panic!("opened a file in a missing directory"),
+        Err(e) => e,
+    };
+    assert!(matches!(err, StoreError::Unavailable { .. }), "{err}");
+    assert!(err.to_string().contains("help:"), "{err}");
+}
+
+#[tokio::test]
+async fn a_newer_schema_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deck.db");
+    drop(store(&dir).await);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute(
+        "INSERT INTO deck_schema_version (version, name, applied_at) VALUES (999, 'future', 0)",
+        [],
+    )
+    .unwrap();
+    drop(conn);
+    let err = match open(path.to_str().unwrap(), &StoreOptions::default()).await {
+        Ok(_) => panic!("opened a database from the future"),
+        Err(e) => e,
+    };
+    assert!(matches!(err, StoreError::Schema { .. }), "{err}");
+}
+
+#[tokio::test]
+async fn bulkhead_holds_inside_one_claim() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir).await;
+    s.update_queue(
+        "limited",
+        QueuePatch {
+            max_workers: Some(Some(2)),
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut reqs: Vec<EnqueueRequest> = (0..20)
+        .map(|_| EnqueueRequest {
+            priority: 10,
+            ..req("limited")
+        })
+        .collect();
+    reqs.push(req("other"));
+    s.enqueue_batch(reqs).await.unwrap();
+    let claimed = s.claim_batch(claim_req("w", 10)).await.unwrap();
+    let limited = claimed.iter().filter(|j| j.queue == "limited").count();
+    assert_eq!((limited, claimed.len()), (2, 3));
+    assert!(s.claim_batch(claim_req("w2", 10)).await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn success_moves_to_archive_with_counters_metrics_and_continuation() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir).await;
+    let parent = s
+        .enqueue(EnqueueRequest {
+            continuation: Some(Continuation {
+                queue: "after".into(),
+                job_type: "follow".into(),
+                trigger: ContinuationTrigger::OnSuccess,
+            }),
+            ..req("q")
+        })
+        .await
+        .unwrap();
+    let started = run_to_processing(&s, "w", 10).await;
+    assert_eq!(started, vec![parent.id]);
+    let applied = s
+        .complete(
+            "w",
+            vec![Completion::Succeeded {
+                id: parent.id,
+                result: Some(r#"{"ok":true}"#.into()),
+                duration_ms: 7,
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied, vec![Applied::Applied]);
+    let job = s.get_job(parent.id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Succeeded);
+    assert_eq!(job.result.as_deref(), Some(r#"{"ok":true}"#));
+    let sum = s.summary().await.unwrap();
+    assert_eq!((sum.succeeded, sum.succeeded_1m, sum.pending), (1, 1, 1));
+    let follow = s.claim_batch(claim_req("w", 10)).await.unwrap();
+    let payload: serde_json::Value = serde_json::from_str(&follow[0].payload).unwrap();
+    assert_eq!(payload["parent_id"], parent.id.to_string());
+    assert_eq!(payload["outcome"], "succeeded");
+    assert_eq!(payload["result"]["ok"], true);
+    // A second completion of the same job is not applied.
+    let again = s
+        .complete(
+            "w",
+            vec![Completion::Succeeded {
+                id: parent.id,
+                result: None,
+                duration_ms: 1,
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(again, vec![Applied::NotApplied]);
+}
+
+#[tokio::test]
+async fn retry_then_dead_letter_keeps_every_error_and_groups_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir).await;
+    let id = s.enqueue(req("q")).await.unwrap().id;
+    run_to_processing(&s, "w", 1).await;
+    let retried = s
+        .complete(
+            "w",
+            vec![Completion::Retry {
+                id,
+                error: error("boom 1"),
+                retry_at: Utc::now(),
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(retried, vec![Applied::Applied]);
+    run_to_processing(&s, "w", 1).await;
+    s.complete(
+        "w",
+        vec![Completion::DeadLetter {
+            id,
+            reason: FailureReason::Failed,
+            error: error("boom 2"),
+            duration_ms: 3,
+        }],
+    )
+    .await
+    .unwrap();
+    let job = s.get_job(id).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Dead(FailureReason::Failed));
+    assert_eq!(job.attempt, 2);
+    let messages: Vec<&str> = job.errors.iter().map(|e| e.message.as_str()).collect();
+    assert_eq!(messages, ["boom 1", "boom 2"]);
+    let groups = s.top_errors(10).await.unwrap();
+    assert_eq!(groups.len(), 1);
+    assert_eq!(
+        (groups[0].message_prefix.as_str(), groups[0].count),
+        ("boom 2", 1)
+    );
+
+    assert_eq!(s.resurrect(id, None).await.unwrap(), Applied::Applied);
+    assert!(s.top_errors(10).await.unwrap().is_empty());
+    let job = s.get_job(id).await.unwrap().unwrap();
+    assert_eq!(
+        (job.state, job.attempt, job.errors.len()),
+        (JobState::Pending, 0, 2)
+    );
+    assert_eq!(s.summary().await.unwrap().dlq, 0);
+}
+
+#[tokio::test]
+async fn zombies_are_rescued_and_a_late_success_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir).await;
+    let id = s.enqueue(req("q")).await.unwrap().id;
+    run_to_processing(&s, "w", 1).await;
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let report = s
+        .rescue(&RescuePolicy {
+            default_zombie_timeout: Duration::ZERO,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(report.zombies, 1);
+    let late = s
+        .complete(
+            "w",
+            vec![Completion::Succeeded {
+                id,
+                result: None,
+                duration_ms: 1,
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(late, vec![Applied::NotApplied]);
+    assert_eq!(
+        s.get_job(id).await.unwrap().unwrap().state,
+        JobState::Dead(FailureReason::Zombie)
+    );
+}
+
+#[tokio::test]
+async fn keyset_pages_walk_forward_and_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir).await;
+    s.enqueue_batch((0..7).map(|_| req("q")).collect())
+        .await
+        .unwrap();
+    let mut q = JobQuery::new(Pillar::Hot);
+    q.page_size = 3;
+    q.sort = JobSort {
+        column: SortColumn::CreatedAt,
+        direction: SortDirection::Asc,
+    };
+    let first = s.list_jobs(&q).await.unwrap();
+    assert_eq!((first.items.len(), first.prev.is_some()), (3, false));
+    q.position = PagePosition::After(first.next.clone().unwrap());
+    let second = s.list_jobs(&q).await.unwrap();
+    assert_eq!(second.items.len(), 3);
+    q.position = PagePosition::Last;
+    let last = s.list_jobs(&q).await.unwrap();
+    assert_eq!((last.items.len(), last.next.is_none()), (3, true));
+    q.position = PagePosition::Before(second.prev.clone().unwrap());
+    let back = s.list_jobs(&q).await.unwrap();
+    assert_eq!(back.items, first.items);
+}
+
+#[tokio::test]
+async fn one_failing_command_in_a_group_rolls_back_only_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir).await;
+    let missing = JobId::new();
+    let (bad, good) = tokio::join!(s.resurrect(missing, None), s.enqueue(req("q")));
+    assert!(matches!(bad, Err(StoreError::JobNotFound(_))));
+    let good = good.unwrap();
+    assert!(s.get_job(good.id).await.unwrap().is_some());
+}
+
+/// Store-level throughput: `cargo test -p deck-engine --release sqlite_hot_path -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "micro-benchmark; run by hand"]
+async fn sqlite_hot_path_throughput() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir).await;
+    let total = 100_000;
+    let batch = 500;
+    let t = Instant::now();
+    for _ in 0..total / 5_000 {
+        s.enqueue_batch((0..5_000).map(|_| req("bench")).collect())
+            .await
+            .unwrap();
+    }
+    let enqueue = t.elapsed();
+    let t = Instant::now();
+    let mut done = 0;
+    loop {
+        let jobs = s.claim_batch(claim_req("w", batch)).await.unwrap();
+        if jobs.is_empty() {
+            break;
+        }
+        let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
+        let started = s.mark_processing("w", &ids).await.unwrap();
+        let completions = started
+            .into_iter()
+            .map(|id| Completion::Succeeded {
+                id,
+                result: None,
+                duration_ms: 0,
+            })
+            .collect();
+        done += s.complete("w", completions).await.unwrap().len();
+    }
+    let drain = t.elapsed();
+    assert_eq!(done, total);
+    println!(
+        "enqueue_batch: {:.0} jobs/s; claim+mark+complete at batch {batch}: {:.0} jobs/s",
+        total as f64 / enqueue.as_secs_f64(),
+        total as f64 / drain.as_secs_f64()
+    );
+}

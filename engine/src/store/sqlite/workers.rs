@@ -1,0 +1,410 @@
+//! Worker-owned transitions: claim, start, heartbeat, release, complete. Each is a few
+//! statements per batch, never one per job, and all carry the ownership predicate
+//! (status + worker id) so a job someone else owns now is left alone.
+
+use std::collections::{HashMap, HashSet};
+
+use rusqlite::types::Value;
+use rusqlite::{Connection, params};
+
+use crate::error::StoreResult;
+use crate::model::{
+    Applied, ClaimRequest, Completion, FailureReason, HeartbeatReport, Job, JobId, Pillar,
+};
+
+use super::codec::{
+    COMMON_COLS, error_json, extra_cols, id_text, ids_json, job_from_row, parse_id,
+};
+use super::connection::db_err;
+use super::moves::{
+    DeadError, Finished, MetricDelta, bump_counters, bump_metrics, delete_hot,
+    enqueue_continuations, move_to_dlq,
+};
+
+/// One statement: the candidates are each unpaused queue's first due pending rows in claim
+/// order (bounded by the limit, read from the per-queue claim index), ranked per queue so
+/// that fetched + processing + rank stays within the queue's `max_workers` (cluster-wide,
+/// and inside this batch), then the best `limit` of them overall are marked fetched.
+const CLAIM_SQL: &str = "WITH lim AS ( \
+         SELECT q.name, CASE WHEN q.max_workers IS NULL THEN ?2 \
+             ELSE q.max_workers - (SELECT count(*) FROM jobs a \
+                                   WHERE a.queue = q.name AND a.status IN (1, 2)) END AS free \
+         FROM queues q \
+         WHERE q.paused = 0 AND (?3 IS NULL OR q.name IN (SELECT value FROM json_each(?3))) \
+     ), \
+     cand AS ( \
+         SELECT rid, priority, scheduled_at, id FROM ( \
+             SELECT j.rowid AS rid, j.priority, j.scheduled_at, j.id, l.free, \
+                 row_number() OVER (PARTITION BY j.queue \
+                                    ORDER BY j.priority DESC, j.scheduled_at, j.id) AS rn \
+             FROM lim l JOIN jobs j ON j.rowid IN ( \
+                 SELECT p.rowid FROM jobs p \
+                 WHERE p.queue = l.name AND p.status = 0 AND p.scheduled_at <= ?1 \
+                   AND (p.expires_at IS NULL OR p.expires_at > ?1) \
+                 ORDER BY p.priority DESC, p.scheduled_at, p.id LIMIT ?2) \
+             WHERE l.free > 0 \
+         ) WHERE rn <= free \
+     ) \
+     UPDATE jobs SET status = 1, worker_id = ?4, fetched_at = ?1 \
+     WHERE rowid IN (SELECT rid FROM cand ORDER BY priority DESC, scheduled_at, id LIMIT ?2) \
+     RETURNING ";
+
+pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, now: i64) -> StoreResult<Vec<Job>> {
+    if req.limit == 0 {
+        return Ok(Vec::new());
+    }
+    let queues = req
+        .queues
+        .as_ref()
+        .map(|q| serde_json::to_string(q).unwrap_or_else(|_| "[]".into()));
+    let sql = format!("{CLAIM_SQL}{COMMON_COLS}, {}", extra_cols(Pillar::Hot));
+    let mut stmt = conn.prepare_cached(&sql).map_err(db_err("claim"))?;
+    let mut jobs: Vec<Job> = stmt
+        .query_map(
+            params![now, i64::from(req.limit), queues, req.worker_id],
+            |r| job_from_row(Pillar::Hot, r),
+        )
+        .map_err(db_err("claim"))?
+        .collect::<Result<_, _>>()
+        .map_err(db_err("claim"))?;
+    jobs.sort_by(|a, b| {
+        b.priority
+            .cmp(&a.priority)
+            .then(a.scheduled_at.cmp(&b.scheduled_at))
+            .then(a.id.cmp(&b.id))
+    });
+    Ok(jobs)
+}
+
+fn ids_returned(
+    conn: &Connection,
+    operation: &'static str,
+    sql: &str,
+    values: &[Value],
+) -> StoreResult<HashSet<JobId>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(db_err(operation))?;
+    let ids: Vec<String> = stmt
+        .query_map(rusqlite::params_from_iter(values), |r| r.get(0))
+        .map_err(db_err(operation))?
+        .collect::<Result<_, _>>()
+        .map_err(db_err(operation))?;
+    ids.iter()
+        .map(|t| parse_id(t).map_err(db_err(operation)))
+        .collect()
+}
+
+pub(crate) fn mark_processing(
+    conn: &Connection,
+    worker_id: &str,
+    ids: &[JobId],
+    now: i64,
+) -> StoreResult<Vec<JobId>> {
+    if ids.is_empty() {
+        return Ok(Vec::new());
+    }
+    let started = ids_returned(
+        conn,
+        "mark processing",
+        "UPDATE jobs SET status = 2, attempt = attempt + 1, started_at = ?1, heartbeat_at = ?1 \
+         WHERE id IN (SELECT value FROM json_each(?2)) AND status = 1 AND worker_id = ?3 \
+         RETURNING id",
+        &[
+            Value::Integer(now),
+            Value::Text(ids_json(ids)),
+            Value::Text(worker_id.to_string()),
+        ],
+    )?;
+    Ok(ids
+        .iter()
+        .copied()
+        .filter(|id| started.contains(id))
+        .collect())
+}
+
+pub(crate) fn heartbeat(
+    conn: &Connection,
+    worker_id: &str,
+    ids: &[JobId],
+    now: i64,
+) -> StoreResult<HeartbeatReport> {
+    let mut report = HeartbeatReport::default();
+    if ids.is_empty() {
+        return Ok(report);
+    }
+    let mut stmt = conn
+        .prepare_cached(
+            "UPDATE jobs SET heartbeat_at = ?1 \
+             WHERE id IN (SELECT value FROM json_each(?2)) AND status = 2 AND worker_id = ?3 \
+             RETURNING id, cancel_requested",
+        )
+        .map_err(db_err("heartbeat"))?;
+    let rows: Vec<(String, i64)> = stmt
+        .query_map(params![now, ids_json(ids), worker_id], |r| {
+            Ok((r.get(0)?, r.get(1)?))
+        })
+        .map_err(db_err("heartbeat"))?
+        .collect::<Result<_, _>>()
+        .map_err(db_err("heartbeat"))?;
+    let mut alive = HashSet::new();
+    let mut cancel = HashSet::new();
+    for (id, flag) in rows {
+        let id = parse_id(&id).map_err(db_err("heartbeat"))?;
+        alive.insert(id);
+        if flag != 0 {
+            cancel.insert(id);
+        }
+    }
+    for id in ids {
+        if alive.contains(id) {
+            report.alive.push(*id);
+            if cancel.contains(id) {
+                report.cancel_requested.push(*id);
+            }
+        } else {
+            report.lost.push(*id);
+        }
+    }
+    Ok(report)
+}
+
+pub(crate) fn release(
+    conn: &Connection,
+    worker_id: &str,
+    ids: &[JobId],
+    run_at: Option<i64>,
+) -> StoreResult<u64> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let n = conn
+        .prepare_cached(
+            "UPDATE jobs SET status = 0, worker_id = NULL, fetched_at = NULL, \
+                 scheduled_at = coalesce(?1, scheduled_at) \
+             WHERE id IN (SELECT value FROM json_each(?2)) AND status = 1 AND worker_id = ?3",
+        )
+        .map_err(db_err("release"))?
+        .execute(params![run_at, ids_json(ids), worker_id])
+        .map_err(db_err("release"))?;
+    Ok(n as u64)
+}
+
+/// Successful completions: one INSERT … SELECT into the archive (returning what moved),
+/// one DELETE, then one upsert per queue for counters and metrics.
+fn complete_succeeded(
+    conn: &Connection,
+    worker_id: &str,
+    batch: &[(JobId, Option<&str>, u64)],
+    now: i64,
+) -> StoreResult<HashSet<JobId>> {
+    if batch.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let items: Vec<serde_json::Value> = batch
+        .iter()
+        .map(|(id, result, ms)| serde_json::json!({"id": id_text(*id), "r": result, "d": ms}))
+        .collect();
+    let json = serde_json::Value::Array(items).to_string();
+    // CROSS JOIN keeps json_each as the outer loop: one primary-key probe per completion.
+    let mut stmt = conn
+        .prepare_cached(
+            "INSERT INTO archive (id, queue, job_type, priority, tags, attempt, max_attempts, \
+                 created_at, scheduled_at, started_at, heartbeat_at, finished_at, duration_ms, \
+                 expires_at, worker_id, idempotency_key, correlation_id, created_by, last_error, \
+                 continuation, errors, original_payload, payload, result) \
+             SELECT j.id, j.queue, j.job_type, j.priority, j.tags, j.attempt, j.max_attempts, \
+                 j.created_at, j.scheduled_at, j.started_at, j.heartbeat_at, ?1, c.value ->> 'd', \
+                 j.expires_at, j.worker_id, j.idempotency_key, j.correlation_id, j.created_by, \
+                 j.last_error, j.continuation, j.errors, j.original_payload, j.payload, \
+                 c.value ->> 'r' \
+             FROM json_each(?2) AS c CROSS JOIN jobs AS j ON j.id = c.value ->> 'id' \
+             WHERE j.status = 2 AND j.worker_id = ?3 \
+             RETURNING id, queue, duration_ms, continuation, result, correlation_id",
+        )
+        .map_err(db_err("complete"))?;
+    type Row = (
+        String,
+        String,
+        Option<i64>,
+        Option<String>,
+        Option<String>,
+        Option<String>,
+    );
+    let moved: Vec<Row> = stmt
+        .query_map(params![now, json, worker_id], |r| {
+            Ok((
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+            ))
+        })
+        .map_err(db_err("complete"))?
+        .collect::<Result<_, _>>()
+        .map_err(db_err("complete"))?;
+    if moved.is_empty() {
+        return Ok(HashSet::new());
+    }
+    let ids: Vec<&str> = moved.iter().map(|m| m.0.as_str()).collect();
+    delete_hot(conn, &ids)?;
+
+    let mut counters: HashMap<String, (i64, i64)> = HashMap::new();
+    let mut metrics: HashMap<String, MetricDelta> = HashMap::new();
+    let mut finished = Vec::new();
+    let mut applied = HashSet::with_capacity(moved.len());
+    for (id, queue, duration, continuation, result, correlation_id) in moved {
+        let duration = duration.unwrap_or(0);
+        let c = counters.entry(queue.clone()).or_default();
+        c.0 += 1;
+        let m = metrics.entry(queue).or_default();
+        m.succeeded += 1;
+        m.duration_sum_ms += duration;
+        m.duration_max_ms = m.duration_max_ms.max(duration);
+        applied.insert(parse_id(&id).map_err(db_err("complete"))?);
+        if continuation.is_some() {
+            finished.push(Finished {
+                id,
+                succeeded: true,
+                reason: None,
+                error: None,
+                result,
+                continuation,
+                correlation_id,
+            });
+        }
+    }
+    bump_counters(conn, &counters)?;
+    bump_metrics(conn, now, &metrics)?;
+    enqueue_continuations(conn, &finished, now)?;
+    Ok(applied)
+}
+
+fn complete_retry(
+    conn: &Connection,
+    worker_id: &str,
+    id: JobId,
+    error_json: &str,
+    message: &str,
+    retry_at: i64,
+    now: i64,
+) -> StoreResult<Applied> {
+    let queue: Option<String> = conn
+        .prepare_cached(
+            "UPDATE jobs SET status = 0, worker_id = NULL, fetched_at = NULL, heartbeat_at = NULL, \
+                 scheduled_at = ?1, last_error = ?2, \
+                 errors = json_insert(coalesce(errors, '[]'), '$[#]', json(?3)) \
+             WHERE id = ?4 AND status = 2 AND worker_id = ?5 RETURNING queue",
+        )
+        .map_err(db_err("retry"))?
+        .query_map(
+            params![retry_at, message, error_json, id_text(id), worker_id],
+            |r| r.get(0),
+        )
+        .map_err(db_err("retry"))?
+        .next()
+        .transpose()
+        .map_err(db_err("retry"))?;
+    let Some(queue) = queue else {
+        return Ok(Applied::NotApplied);
+    };
+    let mut metrics = HashMap::new();
+    metrics.insert(
+        queue,
+        MetricDelta {
+            retried: 1,
+            ..Default::default()
+        },
+    );
+    bump_metrics(conn, now, &metrics)?;
+    Ok(Applied::Applied)
+}
+
+fn complete_dead(
+    conn: &Connection,
+    worker_id: &str,
+    (id, reason, duration_ms): (JobId, FailureReason, u64),
+    error_json: &str,
+    message: &str,
+    now: i64,
+) -> StoreResult<Applied> {
+    let moved = move_to_dlq(
+        conn,
+        "id = ?10 AND status = 2 AND worker_id = ?11",
+        &[Value::Text(id_text(id)), Value::Text(worker_id.to_string())],
+        reason,
+        DeadError::Given {
+            json: error_json,
+            message,
+        },
+        i64::try_from(duration_ms).unwrap_or(i64::MAX),
+        now,
+    )?;
+    Ok(Applied::from_rows(moved.len()))
+}
+
+pub(crate) fn complete(
+    conn: &Connection,
+    worker_id: &str,
+    completions: &[Completion],
+    now: i64,
+) -> StoreResult<Vec<Applied>> {
+    // A job completed twice in one call is applied once: the first completion wins.
+    let mut seen = HashSet::with_capacity(completions.len());
+    let first: Vec<bool> = completions.iter().map(|c| seen.insert(c.id())).collect();
+
+    let succeeded: Vec<(JobId, Option<&str>, u64)> = completions
+        .iter()
+        .zip(&first)
+        .filter_map(|(c, first)| match c {
+            Completion::Succeeded {
+                id,
+                result,
+                duration_ms,
+            } if *first => Some((*id, result.as_deref(), *duration_ms)),
+            _ => None,
+        })
+        .collect();
+    let archived = complete_succeeded(conn, worker_id, &succeeded, now)?;
+
+    let mut out = Vec::with_capacity(completions.len());
+    for (c, first) in completions.iter().zip(first) {
+        let applied = if !first {
+            Applied::NotApplied
+        } else {
+            match c {
+                Completion::Succeeded { id, .. } => {
+                    Applied::from_rows(usize::from(archived.contains(id)))
+                }
+                Completion::Retry {
+                    id,
+                    error,
+                    retry_at,
+                } => complete_retry(
+                    conn,
+                    worker_id,
+                    *id,
+                    &error_json(error)?,
+                    &error.message,
+                    super::codec::to_us(*retry_at),
+                    now,
+                )?,
+                Completion::DeadLetter {
+                    id,
+                    reason,
+                    error,
+                    duration_ms,
+                } => complete_dead(
+                    conn,
+                    worker_id,
+                    (*id, *reason, *duration_ms),
+                    &error_json(error)?,
+                    &error.message,
+                    now,
+                )?,
+            }
+        };
+        out.push(applied);
+    }
+    Ok(out)
+}
