@@ -41,6 +41,7 @@ macro_rules! store_conformance_tests {
             enqueue::enqueue_round_trips_every_field,
             enqueue::empty_payload_is_stored_as_null,
             enqueue::invalid_requests_write_nothing,
+            enqueue::envelope_limits_are_inclusive,
             enqueue::enqueue_batch_keeps_request_order,
             enqueue::enqueue_batch_is_all_or_nothing_on_a_bad_item,
             enqueue::duplicate_idempotency_key_returns_the_active_job,

@@ -330,3 +330,26 @@ pub async fn enqueue_creates_the_queue_settings_row(f: StoreFactory) {
     assert!(!q.paused && !q.hidden);
     assert_eq!(q.max_workers, None);
 }
+
+pub async fn envelope_limits_are_inclusive(f: StoreFactory) {
+    let store = f.store();
+    let payload = format!("\"{}\"", "x".repeat(MAX_PAYLOAD_BYTES - 2));
+    let name = "é".repeat(MAX_NAME_CHARS);
+    // 100 tags of 9 characters and 99 commas: exactly 999; one more character makes 1000.
+    let mut tags: Vec<String> = (0..100).map(|i| format!("tag-{i:05}")).collect();
+    tags[0].push('x');
+    let r = EnqueueRequest {
+        tags: tags.clone(),
+        idempotency_key: Some(name.clone()),
+        ..EnqueueRequest::new(name.clone(), name.clone(), payload.clone())
+    };
+    let id = enqueue(&*store, r).await;
+    let j = job(&*store, id).await;
+    assert_eq!(j.payload.len(), MAX_PAYLOAD_BYTES);
+    assert_eq!(j.payload, payload);
+    assert_eq!((&j.queue, &j.job_type), (&name, &name));
+    assert_eq!(j.idempotency_key.as_ref(), Some(&name));
+    assert_eq!(j.tags, tags);
+    let row = &list_all(&*store, Pillar::Hot, JobFilter::default()).await[0];
+    assert_eq!(row.tags, tags);
+}

@@ -413,6 +413,34 @@ pub async fn cursors_round_trip_through_text(f: StoreFactory) {
         );
     }
     assert!("garbage".parse::<Cursor>().is_err());
+
+    // A text key may hold the separator itself.
+    for name in ["a~b", "a~c", "ä~ü"] {
+        enqueue(&*store, req(name, "t")).await;
+    }
+    let tilde = JobFilter::default();
+    let sort = JobSort {
+        column: SortColumn::Queue,
+        direction: SortDirection::Desc,
+    };
+    let mut position = PagePosition::First;
+    let mut seen = Vec::new();
+    loop {
+        let page = store
+            .list_jobs(&query(Pillar::Hot, &tilde, sort, position, 1))
+            .await
+            .unwrap();
+        seen.extend(page.items.iter().map(|r| r.queue.clone()));
+        match page.next {
+            Some(c) => position = PagePosition::After(c.to_string().parse().unwrap()),
+            None => break,
+        }
+    }
+    let mut expected = seen.clone();
+    expected.sort();
+    expected.reverse();
+    assert_eq!(seen, expected);
+    assert_eq!(seen.len(), 16, "every row once");
     assert!("not-a-uuid~123".parse::<Cursor>().is_err());
 }
 
@@ -511,6 +539,21 @@ pub async fn list_jobs_filters_each_pillar(f: StoreFactory) {
     let id_part = mail.to_string()[24..].to_uppercase();
     assert_eq!(hot(text(&id_part)).await, vec![mail], "id");
     assert!(hot(text("no such thing")).await.is_empty());
+    // Wildcards of the underlying LIKE are plain characters here.
+    assert_eq!(
+        hot(text("y_r")).await,
+        sorted(vec![report, late]),
+        "_ matches an underscore"
+    );
+    assert!(
+        hot(text("Dail__Report")).await.is_empty(),
+        "_ matches only an underscore"
+    );
+    assert!(
+        hot(text("%")).await.is_empty(),
+        "% matches only a percent sign"
+    );
+    assert!(hot(text("Daily%Report")).await.is_empty());
 
     let created = |id: JobId| {
         let store = store.clone();

@@ -299,4 +299,14 @@ pub async fn top_errors_groups_by_reason_and_prefix(f: StoreFactory) {
         assert!(since(g.last_seen) < secs(60) && since(g.last_seen) > secs(-60));
     }
     assert_eq!(store.top_errors(1).await.unwrap().len(), 1);
+
+    // The prefix is counted in characters, not bytes.
+    let accents = "é".repeat(ERROR_PREFIX_CHARS + 20);
+    dead_job(&*store, req("q", "t"), FailureReason::Timeout, &accents).await;
+    let groups = store.top_errors(10).await.unwrap();
+    let group = groups
+        .iter()
+        .find(|g| g.reason == FailureReason::Timeout)
+        .unwrap();
+    assert_eq!(group.message_prefix, "é".repeat(ERROR_PREFIX_CHARS));
 }

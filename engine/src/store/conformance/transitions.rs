@@ -608,6 +608,14 @@ pub async fn purge_deletes_from_each_pillar(f: StoreFactory) {
     let dead = dead_job(&*store, req("q", "t"), FailureReason::Fatal, "x").await;
     let running = processing_job(&*store, req("q", "t"), "w1").await;
     let pending = enqueue(&*store, req("q", "t")).await;
+    let fetched = enqueue(&*store, req("f", "t")).await;
+    assert_eq!(
+        claim_jobs(&*store, "w2", 1, Some(vec!["f".into()])).await[0].id,
+        fetched
+    );
+    assert_eq!(store.purge(Pillar::Hot, &[fetched]).await.unwrap(), 0);
+    assert_eq!(store.release("w2", &[fetched], None).await.unwrap(), 1);
+    assert_eq!(store.purge(Pillar::Hot, &[fetched]).await.unwrap(), 1);
     assert_eq!(counts(&summary(&*store).await), [1, 0, 0, 1, 1, 1]);
 
     // Wrong pillar or not pending: nothing goes.
@@ -857,6 +865,20 @@ pub async fn continuations_follow_their_trigger(f: StoreFactory) {
             cases.push((trigger, success, id));
         }
     }
+    // The follow-ups run like any job: their queue is claimable.
+    let follow_ups = claim_jobs(&*store, "w2", 100, Some(vec!["follow".into()])).await;
+    assert_eq!(follow_ups.len(), 4, "OnSuccess + OnFailure + Always twice");
+    assert_eq!(
+        store
+            .release(
+                "w2",
+                &follow_ups.iter().map(|j| j.id).collect::<Vec<_>>(),
+                None
+            )
+            .await
+            .unwrap(),
+        4
+    );
     for (trigger, success, id) in cases {
         let found = continuations_of(&*store, id).await;
         if !trigger.fires_for(success) {
