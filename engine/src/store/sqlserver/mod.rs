@@ -52,6 +52,7 @@ pub fn migration_script(schema: &str) -> StoreResult<String> {
 /// Apply missing migrations (`deck migrate`), then verify the result against the catalog.
 pub async fn migrate(connection: &str, options: &StoreOptions) -> StoreResult<MigrationReport> {
     let store = connect(connection, options)?;
+    probe(connection).await?;
     let before = read_versions(&store, connection).await?;
     apply_script(&store).await?;
     verify(&store).await?;
@@ -70,6 +71,7 @@ pub async fn migrate(connection: &str, options: &StoreOptions) -> StoreResult<Mi
 /// Open the store: connect, bootstrap or verify the schema as the options say.
 pub async fn open(connection: &str, options: &StoreOptions) -> StoreResult<Arc<dyn Store>> {
     let store = connect(connection, options)?;
+    probe(connection).await?;
     let applied = read_versions(&store, connection).await?;
     let current = migrations::MIGRATIONS
         .iter()
@@ -86,6 +88,31 @@ pub async fn open(connection: &str, options: &StoreOptions) -> StoreResult<Arc<d
     Ok(Arc::new(store))
 }
 
+/// Check the server answers and the login works, with one direct connection, so a wrong
+/// host, password or database is reported at once with the driver's own words.
+async fn probe(connection: &str) -> StoreResult<()> {
+    let config = parse_connection(connection)?;
+    let manager = Manager::new(config);
+    let attempt = tokio::time::timeout(CONNECT_TIMEOUT, bb8::ManageConnection::connect(&manager));
+    let cause = match attempt.await {
+        Ok(Ok(conn)) => {
+            drop(conn);
+            return Ok(());
+        }
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
+    };
+    Err(StoreError::Unavailable {
+        url: redacted(connection),
+        cause,
+        help: CONNECT_HELP.into(),
+    })
+}
+
+const CONNECT_HELP: &str = "check that the server is reachable on its port, the login and \
+    password, TrustServerCertificate=true for a self-signed certificate, and that the database \
+    exists (deck creates only its schema)";
+
 fn connect(connection: &str, options: &StoreOptions) -> StoreResult<SqlServerStore> {
     let schema = SchemaName::parse(&options.schema)?;
     let config = parse_connection(connection)?;
@@ -96,13 +123,19 @@ fn connect(connection: &str, options: &StoreOptions) -> StoreResult<SqlServerSto
             help: "give the SQL Server pool at least 1 connection (default 10)".into(),
         });
     }
-    // build_unchecked: the pool starts empty, so constructing it never needs the server;
-    // the first operation connects (and reports a clear error if it cannot).
+    let last_connect_error = pool::LastConnectError::default();
+    // build_unchecked: the pool starts empty, so constructing it never needs the server.
     let pool = bb8::Pool::builder()
         .max_size(options.pool_size)
         .connection_timeout(CONNECT_TIMEOUT)
+        .error_sink(Box::new(last_connect_error.clone()))
         .build_unchecked(Manager::new(config));
-    Ok(SqlServerStore::new(pool, schema, COMMAND_TIMEOUT))
+    Ok(SqlServerStore::new(
+        pool,
+        last_connect_error,
+        schema,
+        COMMAND_TIMEOUT,
+    ))
 }
 
 fn unreachable(connection: &str, err: StoreError) -> StoreError {
@@ -112,10 +145,7 @@ fn unreachable(connection: &str, err: StoreError) -> StoreError {
         } if transient || message.contains("no database connection") => StoreError::Unavailable {
             url: redacted(connection),
             cause: message,
-            help: "check that the server is reachable on its port, the login and password, \
-                   TrustServerCertificate for self-signed certificates, and that the database \
-                   exists (deck creates only its schema)"
-                .into(),
+            help: CONNECT_HELP.into(),
         },
         StoreError::Database { message, .. } => StoreError::Unavailable {
             url: redacted(connection),

@@ -62,6 +62,33 @@ impl bb8::ManageConnection for Manager {
     }
 }
 
+/// Remembers the last connect failure, so "no connection within the timeout" can say why.
+#[derive(Debug, Clone, Default)]
+pub struct LastConnectError(std::sync::Arc<std::sync::Mutex<Option<(String, Option<u32>)>>>);
+
+impl LastConnectError {
+    pub fn get(&self) -> Option<(String, Option<u32>)> {
+        self.0.lock().ok().and_then(|g| g.clone())
+    }
+}
+
+impl bb8::ErrorSink<bb8_tiberius::Error> for LastConnectError {
+    fn sink(&self, error: bb8_tiberius::Error) {
+        let code = match &error {
+            bb8_tiberius::Error::Tiberius(t) => t.code(),
+            bb8_tiberius::Error::Io(_) => None,
+        };
+        tracing::warn!(event = "store.sqlserver.connect_failed", %error, "cannot connect to SQL Server");
+        if let Ok(mut last) = self.0.lock() {
+            *last = Some((error.to_string(), code));
+        }
+    }
+
+    fn boxed_clone(&self) -> Box<dyn bb8::ErrorSink<bb8_tiberius::Error>> {
+        Box::new(self.clone())
+    }
+}
+
 pub type Pool = bb8::Pool<Manager>;
 pub type PooledConn = bb8::PooledConnection<'static, Manager>;
 
@@ -69,8 +96,11 @@ pub type PooledConn = bb8::PooledConnection<'static, Manager>;
 #[derive(Debug)]
 pub enum Fault {
     Driver(tiberius::error::Error),
-    /// No connection could be had (nothing was sent).
-    Pool(String),
+    /// No connection could be had (nothing was sent): the reason, and the server's error
+    /// number when the server refused the login.
+    Pool(String, Option<u32>),
+    /// The pool waited its whole connection timeout already: report, do not wait again.
+    PoolTimeout(String),
     /// The command did not answer in time (it may or may not have committed).
     Timeout,
     Store(StoreError),
@@ -135,7 +165,10 @@ pub fn classify(fault: &Fault, duplicate_is_transient: bool) -> Transience {
             }
             _ => Transience::Permanent,
         },
-        Fault::Pool(_) => Transience::NotApplied,
+        Fault::Pool(_, Some(code)) if !TRANSIENT_SERVER_ERRORS.contains(code) => {
+            Transience::Permanent
+        }
+        Fault::Pool(..) | Fault::PoolTimeout(_) => Transience::NotApplied,
         Fault::Timeout => Transience::Ambiguous,
         Fault::Store(e) if e.is_transient() => Transience::Ambiguous,
         Fault::Store(_) => Transience::Permanent,
@@ -180,7 +213,12 @@ pub fn into_store_error(
     match fault {
         Fault::Store(e) => e,
         Fault::Driver(e) => StoreError::database(operation, e, transience != Transience::Permanent),
-        Fault::Pool(message) => StoreError::database(
+        Fault::Pool(message, _) => StoreError::database(
+            operation,
+            format!("no database connection: {message}"),
+            transience != Transience::Permanent,
+        ),
+        Fault::PoolTimeout(message) => StoreError::database(
             operation,
             format!("no database connection: {message}"),
             true,
@@ -191,8 +229,10 @@ pub fn into_store_error(
 
 /// Run `attempt` with a fresh pooled connection until it succeeds, fails for good, or the
 /// retry budget is spent. `attempt` gets the connection and must hand it back with the result.
+#[allow(clippy::too_many_arguments)]
 pub async fn run<T, F, Fut>(
     pool: &Pool,
+    last_connect_error: &LastConnectError,
     operation: &'static str,
     repeat: Repeat,
     duplicate_is_transient: bool,
@@ -208,7 +248,19 @@ where
     loop {
         tries += 1;
         let outcome = match pool.get_owned().await {
-            Err(e) => Err(Fault::Pool(e.to_string())),
+            Err(bb8::RunError::TimedOut) => {
+                Err(Fault::PoolTimeout(match last_connect_error.get() {
+                    Some((cause, _)) => cause,
+                    None => "timed out waiting for a free connection".to_string(),
+                }))
+            }
+            Err(bb8::RunError::User(e)) => {
+                let code = match &e {
+                    bb8_tiberius::Error::Tiberius(t) => t.code(),
+                    bb8_tiberius::Error::Io(_) => None,
+                };
+                Err(Fault::Pool(e.to_string(), code))
+            }
             Ok(mut conn) => {
                 conn.broken = true;
                 match tokio::time::timeout(command_timeout, attempt(conn)).await {
@@ -234,7 +286,8 @@ where
             (Transience::Ambiguous, Repeat::Always) => true,
             (Transience::Ambiguous, Repeat::IfNotApplied) => false,
         };
-        if !may_repeat || tries >= policy.attempts {
+        let waited = matches!(fault, Fault::PoolTimeout(_));
+        if !may_repeat || waited || tries >= policy.attempts {
             return Err(into_store_error(operation, fault, transience));
         }
         let wait = policy.delay(tries - 1);
@@ -262,7 +315,16 @@ mod tests {
         });
         assert_eq!(classify(&io, false), Transience::Ambiguous);
         assert_eq!(
-            classify(&Fault::Pool("refused".into()), false),
+            classify(&Fault::Pool("refused".into(), None), false),
+            Transience::NotApplied
+        );
+        // A refused login will not succeed on the next try; a paused Azure database may.
+        assert_eq!(
+            classify(&Fault::Pool("login failed".into(), Some(18456)), false),
+            Transience::Permanent
+        );
+        assert_eq!(
+            classify(&Fault::Pool("paused".into(), Some(40613)), false),
             Transience::NotApplied
         );
         assert_eq!(classify(&Fault::Timeout, false), Transience::Ambiguous);

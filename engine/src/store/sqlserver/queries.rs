@@ -454,7 +454,9 @@ SELECT ord, CONVERT(CHAR(32), outcome_id, 2) AS id, created FROM @jobs ORDER BY 
 /// first `slots` due pending rows in claim order (a TOP per queue is the ROW_NUMBER() ≤ slots
 /// rank, but answered by a seek on the filtered claim index), then the best `@limit` of those;
 /// UPDLOCK, READPAST, ROWLOCK so concurrent claimers skip each other's rows instead of
-/// waiting, and OUTPUT returns exactly the rows this statement claimed.
+/// waiting, and OUTPUT captures exactly the rows this statement claimed. (OUTPUT goes INTO a
+/// table variable and is read back inside the transaction: a bare OUTPUT to the client fails
+/// with error 334 as soon as anyone adds a trigger to the table.)
 pub const CLAIM: &str = tx!(
     "DECLARE @limit INT = @P1;
 DECLARE @worker NVARCHAR(255) = @P2;
@@ -462,6 +464,7 @@ DECLARE @queues NVARCHAR(MAX) = @P3;
 DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
 DECLARE @lanes TABLE (queue NVARCHAR(255) COLLATE DATABASE_DEFAULT NOT NULL PRIMARY KEY,
                       max_workers INT NULL, slots BIGINT NOT NULL);
+DECLARE @claimed TABLE (seq BIGINT NOT NULL PRIMARY KEY);
 
 INSERT INTO @lanes (queue, max_workers, slots)
 SELECT q.name, q.max_workers, q.max_workers
@@ -499,26 +502,26 @@ WITH candidates AS (
 )
 UPDATE h
 SET h.status = 1, h.worker_id = @worker, h.fetched_at = @now
-OUTPUT ",
-    "inserted.id, inserted.queue, inserted.job_type, inserted.payload, inserted.tags, \
-     inserted.priority, inserted.idempotency_key, inserted.correlation_id, inserted.created_by, \
-     inserted.created_at, inserted.scheduled_at, inserted.started_at, inserted.heartbeat_at, \
-     inserted.expires_at, inserted.attempt, inserted.max_attempts, inserted.worker_id, \
-     inserted.errors, inserted.last_error, inserted.continuation, inserted.original_payload, \
-     inserted.status, inserted.cancel_requested",
-    "
+OUTPUT inserted.seq INTO @claimed (seq)
 FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK)
 JOIN candidates AS c ON c.seq = h.seq
-WHERE h.status = 0;"
+WHERE h.status = 0;
+
+SELECT ",
+    hot_read_columns!(),
+    "
+FROM [{schema}].[jobs_hot] AS h
+JOIN @claimed AS c ON c.seq = h.seq;"
 );
 
 /// @P1 worker id, @P2 JSON array of ids (hex). The ownership check before user code runs.
 pub const MARK_PROCESSING: &str = tx!("DECLARE @worker NVARCHAR(255) = @P1;
 DECLARE @ids NVARCHAR(MAX) = @P2;
 DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
+DECLARE @started TABLE (id BINARY(16) NOT NULL PRIMARY KEY);
 UPDATE h
 SET h.status = 2, h.attempt = h.attempt + 1, h.started_at = @now, h.heartbeat_at = @now
-OUTPUT CONVERT(CHAR(32), inserted.id, 2) AS id
+OUTPUT inserted.id INTO @started (id)
 FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK)
 JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
   ON i.id = h.id
@@ -528,9 +531,10 @@ WHERE h.status = 1 AND h.worker_id = @worker
 /// @P1 worker id, @P2 JSON ids. Returns the still-owned ids and their cancel flag.
 pub const HEARTBEAT: &str = tx!("DECLARE @worker NVARCHAR(255) = @P1;
 DECLARE @ids NVARCHAR(MAX) = @P2;
+DECLARE @alive TABLE (id BINARY(16) NOT NULL PRIMARY KEY, cancel_requested BIT NOT NULL);
 UPDATE h
 SET h.heartbeat_at = SYSUTCDATETIME()
-OUTPUT CONVERT(CHAR(32), inserted.id, 2) AS id, inserted.cancel_requested
+OUTPUT inserted.id, inserted.cancel_requested INTO @alive (id, cancel_requested)
 FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK)
 JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
   ON i.id = h.id
@@ -1098,12 +1102,12 @@ ORDER BY heartbeat_at DESC;";
 
 // ---------------------------------------------------------------------------------- audit
 
-pub const APPEND_AUDIT: &str = tx!(
-    "INSERT INTO [{schema}].[audit_log] ([at], actor, [action], target, [count], detail)
-OUTPUT inserted.id, inserted.[at], inserted.actor, inserted.[action], inserted.target,
-       inserted.[count], inserted.detail
-VALUES (SYSUTCDATETIME(), @P1, @P2, @P3, @P4, @P5);"
-);
+pub const APPEND_AUDIT: &str = tx!("DECLARE @new TABLE (id BIGINT NOT NULL PRIMARY KEY);
+INSERT INTO [{schema}].[audit_log] ([at], actor, [action], target, [count], detail)
+OUTPUT inserted.id INTO @new (id)
+VALUES (SYSUTCDATETIME(), @P1, @P2, @P3, @P4, @P5);
+SELECT a.id, a.[at], a.actor, a.[action], a.target, a.[count], a.detail
+FROM [{schema}].[audit_log] AS a JOIN @new AS n ON n.id = a.id;");
 
 /// @P1 limit, @P2 before id or NULL.
 pub const LIST_AUDIT: &str = "SELECT TOP (@P1) id, [at], actor, [action], target, [count], detail

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::connection::SchemaName;
 use super::job_lists::{self, Built};
-use super::pool::{self, Fault, Pool, PooledConn, Repeat, RetryPolicy};
+use super::pool::{self, Fault, LastConnectError, Pool, PooledConn, Repeat, RetryPolicy};
 use super::queries;
 use super::rows::{self, count, id_from_hex, ids_json, json_time, opt_str, opt_u32, req_str};
 use crate::error::{StoreError, StoreResult};
@@ -46,6 +46,7 @@ macro_rules! attempt {
 
 pub struct SqlServerStore {
     pool: Pool,
+    last_connect_error: LastConnectError,
     schema: SchemaName,
     retry: RetryPolicy,
     command_timeout: Duration,
@@ -95,9 +96,15 @@ fn to_json<T: Serialize>(value: &T) -> StoreResult<String> {
 }
 
 impl SqlServerStore {
-    pub fn new(pool: Pool, schema: SchemaName, command_timeout: Duration) -> Self {
+    pub fn new(
+        pool: Pool,
+        last_connect_error: LastConnectError,
+        schema: SchemaName,
+        command_timeout: Duration,
+    ) -> Self {
         SqlServerStore {
             pool,
+            last_connect_error,
             schema,
             retry: RetryPolicy::default(),
             command_timeout,
@@ -124,6 +131,7 @@ impl SqlServerStore {
     {
         pool::run(
             &self.pool,
+            &self.last_connect_error,
             operation,
             repeat,
             false,
@@ -389,6 +397,7 @@ impl Store for SqlServerStore {
         let (json, sql) = (&json, &sql);
         let answer = pool::run(
             &self.pool,
+            &self.last_connect_error,
             "enqueue",
             Repeat::Always,
             true,
@@ -888,8 +897,8 @@ impl Store for SqlServerStore {
         let archive_age = secs(policy.archive);
         let dlq_age = secs(policy.dlq);
         let metrics_age = secs(policy.metrics);
-        // The audit log outlives the jobs it mentions.
-        let audit_age = archive_age.max(dlq_age);
+        // The audit log is kept as long as the metrics (as on SQLite).
+        let audit_age = metrics_age;
         Ok(PruneReport {
             archive: self
                 .sweep(

@@ -147,6 +147,24 @@ fn moves_delete_first_and_keep_the_books_in_the_same_transaction() {
 }
 
 #[test]
+fn output_always_goes_into_a_table_variable() {
+    // A bare OUTPUT (to the client) fails with error 334 once the table has a trigger.
+    for s in queries::ALL {
+        let upper = words(s.sql);
+        for (i, _) in upper.match_indices("OUTPUT ") {
+            let clause: String = upper[i..].chars().take_while(|c| *c != ';').collect();
+            let next_from = clause.find("\nFROM").unwrap_or(clause.len());
+            assert!(
+                clause[..next_from].contains(" INTO @"),
+                "{}: OUTPUT without INTO: {}",
+                s.name,
+                &clause[..next_from.min(120)]
+            );
+        }
+    }
+}
+
+#[test]
 fn every_object_is_schema_qualified() {
     for s in queries::ALL {
         let qualified = s.sql.matches("[{schema}].[").count();
