@@ -3,8 +3,8 @@
 //! They run when `DECK_TEST_MSSQL` holds a connection string (ADO-style or `mssql://`) to an
 //! existing database the login may create schemas in; otherwise every test prints
 //! `skipped: DECK_TEST_MSSQL not set` and passes. Each test works in its own scratch schema
-//! (`deck_t_<random>`), left behind for inspection; drop them with the script printed at the
-//! end of the README section "SQL Server".
+//! (`deck_t_<random>`), left behind for inspection (the README section "SQL Server" shows how
+//! to list them).
 
 use std::sync::Arc;
 

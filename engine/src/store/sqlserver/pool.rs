@@ -64,23 +64,19 @@ impl bb8::ManageConnection for Manager {
 
 /// Remembers the last connect failure, so "no connection within the timeout" can say why.
 #[derive(Debug, Clone, Default)]
-pub struct LastConnectError(std::sync::Arc<std::sync::Mutex<Option<(String, Option<u32>)>>>);
+pub struct LastConnectError(std::sync::Arc<std::sync::Mutex<Option<String>>>);
 
 impl LastConnectError {
-    pub fn get(&self) -> Option<(String, Option<u32>)> {
+    pub fn get(&self) -> Option<String> {
         self.0.lock().ok().and_then(|g| g.clone())
     }
 }
 
 impl bb8::ErrorSink<bb8_tiberius::Error> for LastConnectError {
     fn sink(&self, error: bb8_tiberius::Error) {
-        let code = match &error {
-            bb8_tiberius::Error::Tiberius(t) => t.code(),
-            bb8_tiberius::Error::Io(_) => None,
-        };
         tracing::warn!(event = "store.sqlserver.connect_failed", %error, "cannot connect to SQL Server");
         if let Ok(mut last) = self.0.lock() {
-            *last = Some((error.to_string(), code));
+            *last = Some(error.to_string());
         }
     }
 
@@ -250,7 +246,7 @@ where
         let outcome = match pool.get_owned().await {
             Err(bb8::RunError::TimedOut) => {
                 Err(Fault::PoolTimeout(match last_connect_error.get() {
-                    Some((cause, _)) => cause,
+                    Some(cause) => cause,
                     None => "timed out waiting for a free connection".to_string(),
                 }))
             }
