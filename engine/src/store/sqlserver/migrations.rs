@@ -56,7 +56,7 @@ pub fn script(schema: &SchemaName) -> String {
     out.push_str(&format!(
         "-- The Deck: schema [{s}], migrations 1 to {latest}.\n\
          -- Run as a login allowed to CREATE SCHEMA and CREATE TABLE in the target database\n\
-         -- (for example with sqlcmd -d <database> -i deck.sql). Running it again is harmless:\n\
+         -- (for example with sqlcmd -d <database> -I -i deck.sql). Running it again is harmless:\n\
          -- applied migrations are skipped, and concurrent runs wait for each other on the\n\
          -- application lock 'deck:ddl:{s}'. It is a single batch; do not split it.\n\
          SET ANSI_NULLS ON;\nSET ANSI_PADDING ON;\nSET ANSI_WARNINGS ON;\nSET ARITHABORT ON;\n\

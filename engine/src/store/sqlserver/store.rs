@@ -975,7 +975,7 @@ impl Store for SqlServerStore {
         let sql = self.sql(queries::LIST_INSTANCES);
         let ms = i64::try_from(max_age.as_millis())
             .unwrap_or(i64::MAX)
-            .min(100 * 365 * 86_400_000);
+            .min(60 * 365 * 86_400_000); // DATEADD(SECOND, …) takes an int
         let rows = self
             .first_rows("list_instances", Repeat::Always, &sql, &[&ms])
             .await?;
