@@ -69,6 +69,7 @@ pub async fn instances_heartbeat_list_and_deregister(f: StoreFactory) {
         vec!["inst-b"]
     );
     store.deregister_instance("never-registered").await.unwrap();
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn settings_default_then_round_trip(f: StoreFactory) {
@@ -100,6 +101,7 @@ pub async fn settings_default_then_round_trip(f: StoreFactory) {
     };
     store.save_settings(&again).await.unwrap();
     assert_eq!(store.load_settings().await.unwrap(), again);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn audit_appends_and_pages_newest_first(f: StoreFactory) {
@@ -164,4 +166,5 @@ pub async fn audit_appends_and_pages_newest_first(f: StoreFactory) {
     );
     let everything = f.connect().await.list_audit(None, 100).await.unwrap();
     assert_eq!(everything.len(), 5);
+    assert_counters_match_rows(&*store).await;
 }

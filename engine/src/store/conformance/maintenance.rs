@@ -26,6 +26,7 @@ pub async fn rescue_with_default_policy_leaves_fresh_work_alone(f: StoreFactory)
     assert_eq!(state(&*store, pending).await, Some(JobState::Pending));
     assert_eq!(state(&*store, fetched).await, Some(JobState::Fetched));
     assert_eq!(state(&*store, running).await, Some(JobState::Processing));
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn rescue_releases_stale_fetched_jobs(f: StoreFactory) {
@@ -59,6 +60,7 @@ pub async fn rescue_releases_stale_fetched_jobs(f: StoreFactory) {
             .is_empty()
     );
     assert_eq!(claim(&*store, "alive", 5).await.len(), 3);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn rescue_dead_letters_zombies(f: StoreFactory) {
@@ -88,6 +90,7 @@ pub async fn rescue_dead_letters_zombies(f: StoreFactory) {
         store.heartbeat("w1", &[zombie]).await.unwrap().lost,
         vec![zombie]
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn rescue_honours_the_queue_zombie_timeout(f: StoreFactory) {
@@ -130,6 +133,7 @@ pub async fn rescue_honours_the_queue_zombie_timeout(f: StoreFactory) {
     assert_eq!(hb.alive, vec![strict]);
     assert_eq!(store.rescue(&long_timeouts()).await.unwrap().zombies, 0);
     assert_eq!(state(&*store, strict).await, Some(JobState::Processing));
+    assert_counters_match_rows(&*store).await;
 }
 
 fn instance(id: &str) -> InstanceInfo {
@@ -203,6 +207,7 @@ pub async fn rescue_handles_dead_and_deregistered_instances(f: StoreFactory) {
         Some(JobState::Dead(FailureReason::Zombie))
     );
     assert_eq!(state(&*store, other).await, Some(JobState::Processing));
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn prune_removes_old_finished_rows(f: StoreFactory) {
@@ -293,4 +298,5 @@ pub async fn prune_removes_old_finished_rows(f: StoreFactory) {
         .map(|b| b.succeeded)
         .sum();
     assert_eq!(done, 0);
+    assert_counters_match_rows(&*store).await;
 }

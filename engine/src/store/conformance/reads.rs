@@ -259,6 +259,7 @@ pub async fn list_jobs_pages_every_sort_both_ways(f: StoreFactory) {
         .await
         .unwrap();
     assert!(empty.items.is_empty() && empty.prev.is_none() && empty.next.is_none());
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn list_jobs_pages_archive_and_dlq_by_finish_time(f: StoreFactory) {
@@ -295,6 +296,7 @@ pub async fn list_jobs_pages_archive_and_dlq_by_finish_time(f: StoreFactory) {
             check_paging(&*store, Pillar::Dlq, &JobFilter::default(), sort, &dead).await;
         }
     }
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn list_jobs_ties_break_on_id(f: StoreFactory) {
@@ -331,6 +333,7 @@ pub async fn list_jobs_ties_break_on_id(f: StoreFactory) {
         desc.reverse();
         assert_eq!(asc, desc, "{column}: descending is ascending reversed");
     }
+    assert_counters_match_rows(&*store).await;
 }
 
 async fn list_all_sorted(
@@ -442,6 +445,7 @@ pub async fn cursors_round_trip_through_text(f: StoreFactory) {
     assert_eq!(seen, expected);
     assert_eq!(seen.len(), 16, "every row once");
     assert!("not-a-uuid~123".parse::<Cursor>().is_err());
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn list_jobs_filters_each_pillar(f: StoreFactory) {
@@ -709,4 +713,5 @@ pub async fn list_jobs_filters_each_pillar(f: StoreFactory) {
         .await,
         sorted(vec![d2, d3])
     );
+    assert_counters_match_rows(&*store).await;
 }

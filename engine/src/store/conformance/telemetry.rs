@@ -71,6 +71,7 @@ pub async fn summary_counts_each_state(f: StoreFactory) {
     );
     // Every handle sees the same committed counts.
     assert_eq!(summary(&*f.connect().await).await, s);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn queue_stats_counts_and_lag(f: StoreFactory) {
@@ -189,6 +190,7 @@ pub async fn queue_stats_counts_and_lag(f: StoreFactory) {
     names.sort();
     names.dedup();
     assert_eq!(names.len(), stats.len(), "one row per queue");
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn throughput_buckets_fill_missing_minutes(f: StoreFactory) {
@@ -256,6 +258,7 @@ pub async fn throughput_buckets_fill_missing_minutes(f: StoreFactory) {
     );
     assert_eq!(store.throughput(1, None).await.unwrap().len(), 1);
     assert_eq!(store.throughput(60, None).await.unwrap().len(), 60);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn top_errors_groups_by_reason_and_prefix(f: StoreFactory) {
@@ -309,4 +312,5 @@ pub async fn top_errors_groups_by_reason_and_prefix(f: StoreFactory) {
         .find(|g| g.reason == FailureReason::Timeout)
         .unwrap();
     assert_eq!(group.message_prefix, "é".repeat(ERROR_PREFIX_CHARS));
+    assert_counters_match_rows(&*store).await;
 }

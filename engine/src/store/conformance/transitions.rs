@@ -71,6 +71,7 @@ pub async fn success_moves_the_job_to_the_archive(f: StoreFactory) {
     // Finished for good: a second completion is refused.
     assert!(!complete_one(&*store, "w1", succeeded(id, None)).await);
     assert_eq!(summary(&*store).await.succeeded, 1);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn retry_puts_the_job_back_with_its_error(f: StoreFactory) {
@@ -177,6 +178,7 @@ pub async fn retry_puts_the_job_back_with_its_error(f: StoreFactory) {
         .map(|e| (e.attempt, e.message.as_str()))
         .collect();
     assert_eq!(messages, vec![(1, "first"), (2, "second")]);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn dead_letter_moves_the_job_to_the_dlq(f: StoreFactory) {
@@ -216,6 +218,7 @@ pub async fn dead_letter_moves_the_job_to_the_dlq(f: StoreFactory) {
     assert_eq!(groups[0].message_prefix, "bad payload: no id");
     assert_eq!(groups[0].count, 1);
     assert!(!complete_one(&*store, "w1", succeeded(id, None)).await);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn release_returns_fetched_jobs_without_spending_an_attempt(f: StoreFactory) {
@@ -242,6 +245,7 @@ pub async fn release_returns_fetched_jobs_without_spending_an_attempt(f: StoreFa
     assert_eq!(state(&*store, ids[2]).await, Some(JobState::Processing));
     let s = summary(&*store).await;
     assert_eq!((s.pending, s.fetched, s.processing), (0, 2, 1));
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn release_with_run_at_defers_the_job(f: StoreFactory) {
@@ -255,6 +259,7 @@ pub async fn release_with_run_at_defers_the_job(f: StoreFactory) {
     assert_eq!(trunc_ms(j.scheduled_at), run_at);
     assert!(claim(&*store, "w1", 1).await.is_empty());
     assert_eq!(summary(&*store).await.scheduled, 1);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn cancel_of_pending_or_fetched_dead_letters_at_once(f: StoreFactory) {
@@ -288,6 +293,7 @@ pub async fn cancel_of_pending_or_fetched_dead_letters_at_once(f: StoreFactory) 
     );
     let s = summary(&*store).await;
     assert_eq!(counts(&s), [0, 0, 0, 0, 0, 2]);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn cancel_of_processing_is_requested_through_the_heartbeat(f: StoreFactory) {
@@ -318,6 +324,7 @@ pub async fn cancel_of_processing_is_requested_through_the_heartbeat(f: StoreFac
         state(&*store, id).await,
         Some(JobState::Dead(FailureReason::Cancelled))
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn cancel_of_finished_or_unknown_is_not_found(f: StoreFactory) {
@@ -336,6 +343,7 @@ pub async fn cancel_of_finished_or_unknown_is_not_found(f: StoreFactory) {
         Some(JobState::Dead(FailureReason::Fatal))
     );
     assert_eq!(counts(&summary(&*store).await), [0, 0, 0, 0, 1, 1]);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn resurrect_brings_a_dead_job_back_with_edits(f: StoreFactory) {
@@ -415,6 +423,7 @@ pub async fn resurrect_brings_a_dead_job_back_with_edits(f: StoreFactory) {
         state(&*store, stays).await,
         Some(JobState::Dead(FailureReason::Failed))
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn resurrect_of_a_job_not_in_the_dlq_is_not_found(f: StoreFactory) {
@@ -429,6 +438,7 @@ pub async fn resurrect_of_a_job_not_in_the_dlq_is_not_found(f: StoreFactory) {
     }
     assert_eq!(state(&*store, archived).await, Some(JobState::Succeeded));
     assert_eq!(counts(&summary(&*store).await), [1, 0, 0, 0, 1, 0]);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn resurrect_drops_a_key_an_active_job_now_holds(f: StoreFactory) {
@@ -468,6 +478,7 @@ pub async fn resurrect_drops_a_key_an_active_job_now_holds(f: StoreFactory) {
         job(&*store, lone).await.idempotency_key.as_deref(),
         Some("lone")
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn edit_job_changes_pending_and_dead_jobs(f: StoreFactory) {
@@ -571,6 +582,7 @@ pub async fn edit_job_changes_pending_and_dead_jobs(f: StoreFactory) {
         job(&*store, id).await.tags,
         vec!["x".to_string(), "y".to_string()]
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn edit_job_refuses_fetched_processing_and_archived(f: StoreFactory) {
@@ -600,6 +612,7 @@ pub async fn edit_job_refuses_fetched_processing_and_archived(f: StoreFactory) {
         store.edit_job(JobId::new(), edit).await,
         Err(StoreError::JobNotFound(_))
     ));
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn purge_deletes_from_each_pillar(f: StoreFactory) {
@@ -654,6 +667,7 @@ pub async fn purge_deletes_from_each_pillar(f: StoreFactory) {
             .iter()
             .all(|g| g.count == 0)
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn bulk_by_ids_applies_each_action(f: StoreFactory) {
@@ -695,6 +709,24 @@ pub async fn bulk_by_ids_applies_each_action(f: StoreFactory) {
     }
     assert_eq!(summary(&*store).await.dlq, 3);
 
+    // A running job is asked to stop, as with a single cancel.
+    let running = processing_job(&*store, req("run", "t"), "w1").await;
+    store
+        .bulk_by_ids(BulkAction::Cancel, Pillar::Hot, &[running])
+        .await
+        .unwrap();
+    let j = job(&*store, running).await;
+    assert_eq!((j.state, j.cancel_requested), (JobState::Processing, true));
+    assert_eq!(
+        store
+            .heartbeat("w1", &[running])
+            .await
+            .unwrap()
+            .cancel_requested,
+        vec![running]
+    );
+    assert!(complete_one(&*store, "w1", succeeded(running, None)).await);
+
     let archived = archived_job(&*store, req("q", "t")).await;
     assert_eq!(
         store
@@ -705,12 +737,13 @@ pub async fn bulk_by_ids_applies_each_action(f: StoreFactory) {
     );
     assert_eq!(
         store
-            .bulk_by_ids(BulkAction::Purge, Pillar::Archive, &[archived])
+            .bulk_by_ids(BulkAction::Purge, Pillar::Archive, &[archived, running])
             .await
             .unwrap(),
-        1
+        2
     );
     assert_eq!(counts(&summary(&*store).await), [0; 6]);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn bulk_preview_counts_and_samples(f: StoreFactory) {
@@ -753,6 +786,7 @@ pub async fn bulk_preview_counts_and_samples(f: StoreFactory) {
     assert_eq!((none.matching, none.sample.len()), (0, 0));
     // A preview is a read: nothing moved.
     assert_eq!(summary(&*store).await.dlq, 10);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn bulk_by_filter_respects_filter_and_cap(f: StoreFactory) {
@@ -820,6 +854,7 @@ pub async fn bulk_by_filter_respects_filter_and_cap(f: StoreFactory) {
         .unwrap();
     assert_eq!(none, 0);
     assert_eq!(summary(&*store).await.dlq, 50);
+    assert_counters_match_rows(&*store).await;
 }
 
 fn with_continuation(trigger: ContinuationTrigger) -> EnqueueRequest {
@@ -936,6 +971,7 @@ pub async fn continuations_follow_their_trigger(f: StoreFactory) {
     let found = continuations_of(&*store, id).await;
     assert_eq!(found.len(), 1);
     assert_eq!(found[0]["reason"], "Zombie");
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn finished_jobs_returns_only_finished_ones(f: StoreFactory) {
@@ -954,4 +990,5 @@ pub async fn finished_jobs_returns_only_finished_ones(f: StoreFactory) {
     let a = got.iter().find(|j| j.id == archived).unwrap();
     assert_eq!(a.result.as_deref(), Some(r#"{"ok":true}"#));
     assert!(store.finished_jobs(&[]).await.unwrap().is_empty());
+    assert_counters_match_rows(&*store).await;
 }
