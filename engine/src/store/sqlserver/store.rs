@@ -27,6 +27,8 @@ use crate::validation::{self, ValidationError};
 /// Rows per transaction for sweeps and bulk actions: short transactions, few locks.
 const SWEEP_BATCH: i32 = 500;
 const BULK_BATCH: u32 = 200;
+/// Ids per transaction for operator actions on id lists.
+const OPERATOR_CHUNK: usize = 500;
 /// Upper bound on sweep rounds per call, so one call cannot run for ever under churn.
 const MAX_ROUNDS: usize = 200;
 
@@ -197,6 +199,9 @@ impl SqlServerStore {
         built.sql_params()
     }
 
+    /// Operator actions on id lists run in transactions of `OPERATOR_CHUNK` ids: short
+    /// transactions, well below the 5,000 locks at which SQL Server escalates to a table lock
+    /// that would stall every worker.
     async fn by_ids(
         &self,
         operation: &'static str,
@@ -204,38 +209,35 @@ impl SqlServerStore {
         column: &'static str,
         ids: &[JobId],
     ) -> StoreResult<u64> {
-        if ids.is_empty() {
-            return Ok(0);
-        }
         let sql = self.sql(template);
-        let json = ids_json(ids);
-        self.count_of(operation, Repeat::IfNotApplied, &sql, &[&json], column)
-            .await
+        let mut total = 0;
+        for chunk in ids.chunks(OPERATOR_CHUNK) {
+            let json = ids_json(chunk);
+            total += self
+                .count_of(operation, Repeat::IfNotApplied, &sql, &[&json], column)
+                .await?;
+        }
+        Ok(total)
     }
 
     async fn cancel_ids(&self, ids: &[JobId]) -> StoreResult<(u64, u64)> {
-        if ids.is_empty() {
-            return Ok((0, 0));
-        }
         let sql = self.sql(queries::CANCEL);
-        let json = ids_json(ids);
-        let rows = self
-            .first_rows("cancel", Repeat::IfNotApplied, &sql, &[&json])
-            .await?;
-        let Some(row) = rows.first() else {
-            return Ok((0, 0));
-        };
-        let cancelled = count(row, "cancelled").map_err(|f| self.fault("cancel", f))?;
-        let requested = count(row, "requested").map_err(|f| self.fault("cancel", f))?;
+        let (mut cancelled, mut requested) = (0, 0);
+        for chunk in ids.chunks(OPERATOR_CHUNK) {
+            let json = ids_json(chunk);
+            let rows = self
+                .first_rows("cancel", Repeat::IfNotApplied, &sql, &[&json])
+                .await?;
+            if let Some(row) = rows.first() {
+                cancelled += count(row, "cancelled").map_err(|f| self.fault("cancel", f))?;
+                requested += count(row, "requested").map_err(|f| self.fault("cancel", f))?;
+            }
+        }
         Ok((cancelled, requested))
     }
 
     async fn resurrect_ids(&self, ids: &[JobId], edit: Option<&JobEdit>) -> StoreResult<u64> {
-        if ids.is_empty() {
-            return Ok(0);
-        }
         let sql = self.sql(queries::RESURRECT);
-        let json = ids_json(ids);
         let payload: Option<String> = edit
             .and_then(|e| e.payload.as_deref())
             .map(|p| validation::normalize_payload(p).to_string());
@@ -244,14 +246,20 @@ impl SqlServerStore {
             .map(rows::tags_to_stored);
         let priority: Option<i32> = edit.and_then(|e| e.priority);
         let queue: Option<String> = edit.and_then(|e| e.queue.clone());
-        self.count_of(
-            "resurrect",
-            Repeat::IfNotApplied,
-            &sql,
-            &[&json, &payload, &tags, &priority, &queue],
-            "resurrected",
-        )
-        .await
+        let mut total = 0;
+        for chunk in ids.chunks(OPERATOR_CHUNK) {
+            let json = ids_json(chunk);
+            total += self
+                .count_of(
+                    "resurrect",
+                    Repeat::IfNotApplied,
+                    &sql,
+                    &[&json, &payload, &tags, &priority, &queue],
+                    "resurrected",
+                )
+                .await?;
+        }
+        Ok(total)
     }
 
     async fn purge_ids(&self, source: Pillar, ids: &[JobId]) -> StoreResult<u64> {
@@ -482,10 +490,11 @@ impl Store for SqlServerStore {
             })?
             .into_iter()
             .collect();
+        let mut reported = HashSet::new();
         Ok(ids
             .iter()
             .copied()
-            .filter(|id| started.contains(id))
+            .filter(|id| started.contains(id) && reported.insert(*id))
             .collect())
     }
 
@@ -508,7 +517,8 @@ impl Store for SqlServerStore {
             .into_iter()
             .collect();
         let mut report = HeartbeatReport::default();
-        for id in ids {
+        let mut seen = HashSet::new();
+        for id in ids.iter().filter(|id| seen.insert(**id)) {
             match owned.get(id) {
                 Some(cancel) => {
                     report.alive.push(*id);
