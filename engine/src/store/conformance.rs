@@ -70,6 +70,7 @@ macro_rules! store_conformance_tests {
             transitions::resurrect_brings_a_dead_job_back_with_edits,
             transitions::resurrect_of_a_job_not_in_the_dlq_is_not_found,
             transitions::resurrect_drops_a_key_an_active_job_now_holds,
+            transitions::bulk_resurrect_of_jobs_sharing_a_key_keeps_one_key,
             transitions::edit_job_changes_pending_and_dead_jobs,
             transitions::edit_job_refuses_fetched_processing_and_archived,
             transitions::purge_deletes_from_each_pillar,
@@ -106,9 +107,11 @@ macro_rules! store_conformance_tests {
             admin::audit_appends_and_pages_newest_first,
             concurrency::many_claimers_never_share_a_job,
             concurrency::racing_completions_apply_once,
+            concurrency::racing_enqueues_of_one_key_create_one_job,
             concurrency::stale_buffered_job_never_runs,
             concurrency::zombie_then_late_success_is_rejected,
             concurrency::bulkhead_holds_under_concurrent_claimers,
+            concurrency::operator_sweeper_and_worker_races_have_one_outcome,
         );
     };
 }
