@@ -1,1 +1,678 @@
-//! The engine facade: build, start, enqueue, await, control, shut down. (Lands with the engine issue.)
+//! The engine facade: start the runtime on a store, enqueue, await, control, shut down.
+//!
+//! ```no_run
+//! # async fn demo(store: std::sync::Arc<dyn deck_engine::Store>) -> Result<(), Box<dyn std::error::Error>> {
+//! use deck_engine::{Engine, EngineConfig, EnqueueRequest, HandlerRegistry};
+//! let mut handlers = HandlerRegistry::new();
+//! handlers.register("demo.echo", |_ctx, payload: serde_json::Value| async move { Ok(payload) });
+//! let engine = Engine::start(store, handlers, EngineConfig::default()).await?;
+//! let req = EnqueueRequest::new("default", "demo.echo", r#"{"hello":"world"}"#);
+//! let (_id, outcome) = engine.enqueue_and_wait(req, std::time::Duration::from_secs(5)).await?;
+//! println!("{outcome:?}");
+//! engine.shutdown().await;
+//! # Ok(()) }
+//! ```
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio::sync::{Notify, broadcast, mpsc};
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::channel::{self, ResultSweeper, SweeperConfig, WaitOutcome, Waiters};
+use crate::error::{StoreError, StoreResult};
+use crate::handler::HandlerRegistry;
+use crate::model::{
+    CancelOutcome, EngineSettings, EnqueueOutcome, EnqueueRequest, JobId, PruneReport, QueueConfig,
+    QueuePatch, RescuePolicy,
+};
+use crate::runtime::buffer::PrefetchBuffer;
+use crate::runtime::circuit_breaker::{BreakerConfig, Breakers};
+use crate::runtime::completer::run_completer;
+use crate::runtime::events::{EngineEvent, EventBus, EventKind};
+use crate::runtime::fetcher::run_fetcher;
+use crate::runtime::heartbeat::{JobHeartbeat, JobHeartbeatConfig};
+use crate::runtime::instance::{InstanceHeartbeat, InstanceHeartbeatConfig, host_name};
+use crate::runtime::pruner::{Pruner, PrunerConfig};
+use crate::runtime::rescuer::{Rescuer, RescuerConfig};
+use crate::runtime::retry::RetryPolicy;
+use crate::runtime::running::{CancelReason, RunningJobs};
+use crate::runtime::snapshot::{self, RuntimeSnapshot};
+use crate::runtime::timeouts::{TimeoutWatchdog, WatchdogConfig};
+use crate::runtime::worker::{ensure_workers, run_starter};
+use crate::runtime::{Counters, Pool, QueueCache, Shared};
+use crate::store::Store;
+use crate::validation::{MAX_BATCH, validate_name};
+
+/// Most workers one instance may run.
+pub const MAX_WORKERS: u32 = 10_000;
+/// Largest prefetch buffer.
+pub const MAX_PREFETCH: u32 = 100_000;
+/// How long shutdown waits for cancelled jobs to wind down after the grace period.
+const CANCEL_WIND_DOWN: Duration = Duration::from_secs(10);
+
+/// How this engine instance runs. `Default` gives the documented defaults; `validate` lists
+/// every problem at once.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EngineConfig {
+    /// Prefix of the instance id (the host name when unset).
+    pub instance_name: Option<String>,
+    /// Queues this instance works; `None` = all.
+    pub queues: Option<Vec<String>>,
+    /// `false`: producer / console only — no claiming, no workers, no maintenance loops.
+    pub run_workers: bool,
+    /// Fixed worker count; `None` follows the persisted `EngineSettings.worker_count`.
+    pub worker_count: Option<u32>,
+    /// Prefetch buffer size: claims never exceed its free space.
+    pub prefetch: u32,
+    /// Idle poll interval (peek/receive); same-process enqueues wake the fetcher at once.
+    pub poll_interval: Duration,
+    /// Mean job heartbeat interval, jittered ±20 %.
+    pub heartbeat_interval: Duration,
+    /// Default execution timeout; a queue's `execution_timeout_secs` overrides it.
+    pub execution_timeout: Duration,
+    /// How often execution deadlines are checked.
+    pub timeout_check_interval: Duration,
+    /// How long shutdown lets running jobs finish before cancelling them.
+    pub shutdown_grace: Duration,
+    pub rescue_interval: Duration,
+    pub rescue: RescuePolicy,
+    pub retention_interval: Duration,
+    pub breaker: BreakerConfig,
+    /// Largest handler result (JSON bytes); larger results send the job to the DLQ.
+    pub result_max_bytes: usize,
+    /// How often awaited ids finished by other processes are looked up (only while anyone waits).
+    pub wait_poll_interval: Duration,
+    pub instance_heartbeat_interval: Duration,
+    /// Capacity of the event broadcast (a slower subscriber skips events).
+    pub event_capacity: usize,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            instance_name: None,
+            queues: None,
+            run_workers: true,
+            worker_count: None,
+            prefetch: 100,
+            poll_interval: Duration::from_secs(1),
+            heartbeat_interval: Duration::from_secs(10),
+            execution_timeout: Duration::from_secs(15 * 60),
+            timeout_check_interval: Duration::from_secs(1),
+            shutdown_grace: Duration::from_secs(30),
+            rescue_interval: Duration::from_secs(60),
+            rescue: RescuePolicy::default(),
+            retention_interval: Duration::from_secs(3600),
+            breaker: BreakerConfig::default(),
+            result_max_bytes: crate::validation::MAX_PAYLOAD_BYTES,
+            wait_poll_interval: Duration::from_millis(250),
+            instance_heartbeat_interval: Duration::from_secs(5),
+            event_capacity: 1024,
+        }
+    }
+}
+
+/// Configuration problems, all of them, each with what to do about it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid engine configuration:\n  - {}", .problems.join("\n  - "))]
+pub struct ConfigError {
+    pub problems: Vec<String>,
+}
+
+impl EngineConfig {
+    /// Check every field; returns warnings (worth logging) or every problem at once.
+    pub fn validate(&self) -> Result<Vec<String>, ConfigError> {
+        let mut problems = Vec::new();
+        let mut warnings = Vec::new();
+        let ms = |d: Duration| d.as_millis();
+        if let Some(name) = &self.instance_name
+            && let Err(e) = validate_name("instance_name", name)
+        {
+            problems.push(e.to_string());
+        }
+        if let Some(queues) = &self.queues {
+            if queues.is_empty() {
+                problems.push(
+                    "queues is an empty list: this instance would never claim anything \
+                     (leave it unset to work every queue, or set run_workers = false)"
+                        .into(),
+                );
+            }
+            for q in queues {
+                if let Err(e) = validate_name("queues", q) {
+                    problems.push(e.to_string());
+                }
+            }
+        }
+        if let Some(w) = self.worker_count
+            && (w == 0 || w > MAX_WORKERS)
+        {
+            problems.push(format!(
+                "worker_count is {w}; use 1 to {MAX_WORKERS} (or run_workers = false for a \
+                 producer-only instance)"
+            ));
+        }
+        if self.prefetch == 0 || self.prefetch > MAX_PREFETCH {
+            problems.push(format!(
+                "prefetch is {}; use 1 to {MAX_PREFETCH} (default 100)",
+                self.prefetch
+            ));
+        }
+        if self.poll_interval < Duration::from_millis(100) {
+            problems.push(format!(
+                "poll_interval is {} ms; use at least 100 ms (same-process enqueues wake the \
+                 fetcher at once, so a short poll only adds database load)",
+                ms(self.poll_interval)
+            ));
+        } else if self.poll_interval > Duration::from_secs(10) {
+            warnings.push(format!(
+                "poll_interval is {} s: jobs enqueued by other processes may wait that long \
+                 to start",
+                self.poll_interval.as_secs()
+            ));
+        }
+        let max_beat = self.heartbeat_interval.mul_f64(1.2);
+        if self.heartbeat_interval < Duration::from_millis(100) {
+            problems.push("heartbeat_interval must be at least 100 ms".into());
+        } else if max_beat >= self.rescue.default_zombie_timeout {
+            problems.push(format!(
+                "heartbeat_interval ({} ms, up to {} ms with jitter) must be well below the \
+                 zombie timeout ({} ms), or running jobs are taken for zombies",
+                ms(self.heartbeat_interval),
+                ms(max_beat),
+                ms(self.rescue.default_zombie_timeout)
+            ));
+        }
+        if self.execution_timeout.is_zero() {
+            problems.push("execution_timeout must be more than zero (default 15 min)".into());
+        }
+        if self.timeout_check_interval < Duration::from_millis(10) {
+            problems.push("timeout_check_interval must be at least 10 ms (default 1 s)".into());
+        }
+        if self.rescue_interval < Duration::from_secs(1) {
+            problems.push("rescue_interval must be at least 1 s (default 60 s)".into());
+        }
+        if self.retention_interval < Duration::from_secs(1) {
+            problems.push("retention_interval must be at least 1 s (default 1 h)".into());
+        }
+        if self.instance_heartbeat_interval < Duration::from_millis(100) {
+            problems
+                .push("instance_heartbeat_interval must be at least 100 ms (default 5 s)".into());
+        } else if self.instance_heartbeat_interval * 2 > self.rescue.dead_instance_timeout {
+            problems.push(format!(
+                "instance_heartbeat_interval ({} ms) must be at most half of \
+                 rescue.dead_instance_timeout ({} ms), or live instances look dead",
+                ms(self.instance_heartbeat_interval),
+                ms(self.rescue.dead_instance_timeout)
+            ));
+        }
+        if self.wait_poll_interval < Duration::from_millis(10) {
+            problems.push("wait_poll_interval must be at least 10 ms (default 250 ms)".into());
+        }
+        if self.result_max_bytes == 0 {
+            problems.push("result_max_bytes must be more than zero (default 1 MB)".into());
+        }
+        if self.breaker.failure_threshold == 0 {
+            problems.push("breaker.failure_threshold must be at least 1 (default 5)".into());
+        }
+        if problems.is_empty() {
+            Ok(warnings)
+        } else {
+            Err(ConfigError { problems })
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum EngineError {
+    #[error(transparent)]
+    Config(#[from] ConfigError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A running engine. Cheap to clone; every clone drives the same runtime.
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<EngineInner>,
+}
+
+struct EngineInner {
+    shared: Arc<Shared>,
+    /// Claiming stages, joined first at shutdown.
+    intake: Mutex<Vec<JoinHandle<()>>>,
+    /// Everything else, joined last.
+    loops: Mutex<Vec<JoinHandle<()>>>,
+    shutdown_started: AtomicBool,
+    finished: CancellationToken,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("instance_id", &self.inner.shared.instance_id)
+            .finish()
+    }
+}
+
+impl Engine {
+    /// Validate the configuration, load the persisted settings, register this instance and
+    /// start the runtime's tasks.
+    pub async fn start(
+        store: Arc<dyn Store>,
+        handlers: HandlerRegistry,
+        config: EngineConfig,
+    ) -> Result<Engine, EngineError> {
+        let mut problems = match config.validate() {
+            Ok(warnings) => {
+                for w in warnings {
+                    tracing::warn!("{w}");
+                }
+                Vec::new()
+            }
+            Err(e) => e.problems,
+        };
+        for key in handlers.duplicate_keys() {
+            problems.push(format!(
+                "handler type {key:?} is registered more than once; register each type key once"
+            ));
+        }
+        if !problems.is_empty() {
+            return Err(ConfigError { problems }.into());
+        }
+
+        let settings = store.load_settings().await?;
+        let queues = store.list_queues().await?;
+        let instance_id = format!(
+            "{}-{}-{}",
+            config.instance_name.clone().unwrap_or_else(host_name),
+            std::process::id(),
+            &uuid::Uuid::now_v7().simple().to_string()[24..]
+        );
+        let workers = config
+            .worker_count
+            .unwrap_or(settings.worker_count)
+            .clamp(1, MAX_WORKERS);
+        let (completions_tx, completions_rx) = mpsc::unbounded_channel();
+        let pool = Pool::default();
+        pool.target.store(workers, Ordering::Release);
+        let shared = Arc::new(Shared {
+            store: store.clone(),
+            instance_id,
+            started_at: Utc::now(),
+            handlers,
+            events: EventBus::new(config.event_capacity),
+            waiters: Arc::new(Waiters::default()),
+            buffer: PrefetchBuffer::new(config.prefetch as usize),
+            running: RunningJobs::default(),
+            pool,
+            breakers: Mutex::new(Breakers::default()),
+            retry: RwLock::new(Arc::new(RetryPolicy::from(&settings.retry))),
+            settings: RwLock::new(Arc::new(settings)),
+            queues: RwLock::new(Arc::new(QueueCache::new(queues))),
+            wake_fetcher: Notify::new(),
+            wake_starter: Notify::new(),
+            ready: Mutex::new(VecDeque::new()),
+            wake_worker: Notify::new(),
+            completions: completions_tx,
+            counters: Counters::default(),
+            claiming: CancellationToken::new(),
+            stopped: CancellationToken::new(),
+            config,
+        });
+
+        // Register before anything runs, so a database problem fails the start.
+        store
+            .heartbeat_instance(&crate::runtime::instance::instance_info(&shared))
+            .await?;
+
+        let cfg = &shared.config;
+        let mut intake = Vec::new();
+        let mut loops = Vec::new();
+        if cfg.run_workers {
+            ensure_workers(&shared);
+            intake.push(tokio::spawn(run_fetcher(shared.clone())));
+            intake.push(tokio::spawn(run_starter(shared.clone())));
+            loops.push(tokio::spawn(run_completer(shared.clone(), completions_rx)));
+            let beat = JobHeartbeat::new(
+                shared.clone(),
+                JobHeartbeatConfig {
+                    interval: cfg.heartbeat_interval,
+                    give_up_after: cfg.rescue.default_zombie_timeout.mul_f64(0.8),
+                },
+            );
+            loops.push(tokio::spawn(beat.run(shared.stopped.clone())));
+            let watchdog = TimeoutWatchdog::new(
+                shared.clone(),
+                WatchdogConfig {
+                    interval: cfg.timeout_check_interval,
+                },
+            );
+            loops.push(tokio::spawn(watchdog.run(shared.stopped.clone())));
+            let rescuer = Rescuer::new(
+                store.clone(),
+                RescuerConfig {
+                    interval: cfg.rescue_interval,
+                    policy: cfg.rescue.clone(),
+                },
+            )
+            .with_events(shared.events.clone());
+            loops.push(tokio::spawn(rescuer.run(shared.claiming.clone())));
+            let pruner = Pruner::new(
+                store.clone(),
+                PrunerConfig {
+                    interval: cfg.retention_interval,
+                    ..PrunerConfig::default()
+                },
+            )
+            .with_events(shared.events.clone());
+            loops.push(tokio::spawn(pruner.run(shared.claiming.clone())));
+        } else {
+            drop(completions_rx);
+        }
+        let instance = InstanceHeartbeat::new(
+            shared.clone(),
+            InstanceHeartbeatConfig {
+                interval: cfg.instance_heartbeat_interval,
+            },
+        );
+        loops.push(tokio::spawn(instance.run(shared.stopped.clone())));
+        let sweeper = ResultSweeper::new(
+            store.clone(),
+            shared.waiters.clone(),
+            SweeperConfig {
+                interval: cfg.wait_poll_interval,
+            },
+        );
+        loops.push(tokio::spawn(sweeper.run(shared.stopped.clone())));
+
+        tracing::info!(
+            instance = %shared.instance_id,
+            backend = store.backend(),
+            run_workers = cfg.run_workers,
+            workers,
+            prefetch = cfg.prefetch,
+            "engine started"
+        );
+        shared.events.send_with(|| {
+            EngineEvent::new(
+                EventKind::Instance,
+                format!("instance {} started", shared.instance_id),
+            )
+        });
+        Ok(Engine {
+            inner: Arc::new(EngineInner {
+                shared,
+                intake: Mutex::new(intake),
+                loops: Mutex::new(loops),
+                shutdown_started: AtomicBool::new(false),
+                finished: CancellationToken::new(),
+            }),
+        })
+    }
+
+    fn shared(&self) -> &Arc<Shared> {
+        &self.inner.shared
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.shared.store
+    }
+
+    /// This instance's id; also the worker id on every job it holds.
+    pub fn instance_id(&self) -> &str {
+        &self.inner.shared.instance_id
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.shared.config
+    }
+
+    /// The engine-wide settings as this instance last saw them.
+    pub fn settings(&self) -> EngineSettings {
+        (*self.shared().settings()).clone()
+    }
+
+    /// Enqueue one job and wake this process's fetcher.
+    pub async fn enqueue(&self, req: EnqueueRequest) -> StoreResult<EnqueueOutcome> {
+        let shared = self.shared();
+        let events = shared
+            .events
+            .active()
+            .then(|| (req.queue.clone(), req.job_type.clone()));
+        let outcome = shared.store.enqueue(req).await?;
+        if outcome.created {
+            shared.wake_fetcher.notify_one();
+            if let Some((queue, job_type)) = events {
+                shared.events.send(
+                    EngineEvent::new(EventKind::Enqueued, "enqueued")
+                        .job(outcome.id, &queue, &job_type),
+                );
+            }
+        }
+        Ok(outcome)
+    }
+
+    /// Enqueue many jobs in one transaction (all or none) and wake the fetcher.
+    pub async fn enqueue_batch(
+        &self,
+        reqs: Vec<EnqueueRequest>,
+    ) -> StoreResult<Vec<EnqueueOutcome>> {
+        let shared = self.shared();
+        if reqs.len() > MAX_BATCH {
+            return Err(StoreError::Invalid(
+                crate::validation::ValidationError::new(
+                    "batch",
+                    format!("has {} jobs", reqs.len()),
+                    format!("send at most {MAX_BATCH} jobs per batch"),
+                ),
+            ));
+        }
+        let events: Option<Vec<(String, String)>> = shared.events.active().then(|| {
+            reqs.iter()
+                .map(|r| (r.queue.clone(), r.job_type.clone()))
+                .collect()
+        });
+        let outcomes = shared.store.enqueue_batch(reqs).await?;
+        if outcomes.iter().any(|o| o.created) {
+            shared.wake_fetcher.notify_one();
+        }
+        if let Some(names) = events {
+            for (o, (queue, job_type)) in outcomes.iter().zip(names) {
+                if o.created {
+                    shared.events.send(
+                        EngineEvent::new(EventKind::Enqueued, "enqueued")
+                            .job(o.id, &queue, &job_type),
+                    );
+                }
+            }
+        }
+        Ok(outcomes)
+    }
+
+    /// Wait for a job to finish: at once if it already has; woken directly when this process
+    /// completes it; found by the result sweep when another process does.
+    pub async fn wait(&self, id: JobId, timeout: Duration) -> StoreResult<WaitOutcome> {
+        let shared = self.shared();
+        channel::wait(&shared.store, &shared.waiters, id, timeout).await
+    }
+
+    /// Enqueue, then wait for the job (or the existing job its idempotency key names).
+    pub async fn enqueue_and_wait(
+        &self,
+        req: EnqueueRequest,
+        timeout: Duration,
+    ) -> StoreResult<(JobId, WaitOutcome)> {
+        let outcome = self.enqueue(req).await?;
+        let result = self.wait(outcome.id, timeout).await?;
+        Ok((outcome.id, result))
+    }
+
+    /// Operator cancel: pending or buffered jobs go to the DLQ at once; a running job is
+    /// stopped at once when it runs here, and by its owner's next heartbeat elsewhere.
+    pub async fn cancel(&self, id: JobId) -> StoreResult<CancelOutcome> {
+        let shared = self.shared();
+        let outcome = shared.store.cancel(id).await?;
+        match outcome {
+            CancelOutcome::Requested => {
+                if let Some(run) = shared.running.get(id) {
+                    run.cancel(CancelReason::Operator);
+                }
+                shared.events.send_with(|| {
+                    EngineEvent::new(EventKind::CancelRequested, "cancel requested while running")
+                        .with_job_id(id)
+                });
+            }
+            CancelOutcome::Cancelled => shared.events.send_with(|| {
+                EngineEvent::new(EventKind::Cancelled, "cancelled before it started")
+                    .with_job_id(id)
+            }),
+            CancelOutcome::NotFound => {}
+        }
+        Ok(outcome)
+    }
+
+    /// Change a queue's settings for every instance. Pausing releases this instance's
+    /// buffered jobs of the queue at once; other instances follow within their instance
+    /// heartbeat (their claims already skip the paused queue).
+    pub async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {
+        let shared = self.shared();
+        let pausing = patch.paused == Some(true);
+        let resuming = patch.paused == Some(false);
+        let queue = shared.store.update_queue(name, patch).await?;
+        shared.apply_queue(queue.clone());
+        if pausing {
+            shared.release_queue(name).await;
+        }
+        if resuming || queue.max_workers.is_some() {
+            shared.wake_fetcher.notify_one();
+        }
+        shared.events.send_with(|| {
+            EngineEvent::new(EventKind::QueueChanged, describe_queue(&queue)).with_queue(name)
+        });
+        Ok(queue)
+    }
+
+    /// Save engine-wide settings; applied here at once and by every instance within its
+    /// instance heartbeat.
+    pub async fn save_settings(&self, settings: EngineSettings) -> StoreResult<()> {
+        let shared = self.shared();
+        shared.store.save_settings(&settings).await?;
+        let message = format!(
+            "settings saved: {} workers, {} attempts, retention {}/{}/{} days",
+            settings.worker_count,
+            settings.retry.max_attempts,
+            settings.retention.archive_days,
+            settings.retention.dlq_days,
+            settings.retention.metrics_days
+        );
+        shared.apply_settings(settings);
+        shared
+            .events
+            .send_with(|| EngineEvent::new(EventKind::SettingsChanged, message));
+        Ok(())
+    }
+
+    /// Run the retention sweep now.
+    pub async fn prune_now(&self) -> StoreResult<PruneReport> {
+        let shared = self.shared();
+        Pruner::new(shared.store.clone(), PrunerConfig::default())
+            .with_events(shared.events.clone())
+            .run_once()
+            .await
+    }
+
+    /// What this instance is doing now.
+    pub fn snapshot(&self) -> RuntimeSnapshot {
+        snapshot::build(self.shared())
+    }
+
+    pub fn subscribe_events(&self) -> broadcast::Receiver<EngineEvent> {
+        self.shared().events.subscribe()
+    }
+
+    /// Publish an event (the console reports operator actions here).
+    pub fn emit(&self, event: EngineEvent) {
+        self.shared().events.send(event);
+    }
+
+    /// Whether shutdown has begun.
+    pub fn is_shutting_down(&self) -> bool {
+        self.inner.shutdown_started.load(Ordering::Acquire)
+    }
+
+    /// Graceful shutdown: stop claiming, hand the buffer back, let running jobs finish
+    /// within `shutdown_grace`, cancel the rest (their attempt is retried later), stop the
+    /// loops and deregister. Calling it again waits for the first call to finish.
+    pub async fn shutdown(&self) {
+        if self.inner.shutdown_started.swap(true, Ordering::AcqRel) {
+            self.inner.finished.cancelled().await;
+            return;
+        }
+        let shared = self.shared();
+        tracing::info!(instance = %shared.instance_id, "shutting down: no new claims");
+        shared.claiming.cancel();
+        for handle in take_handles(&self.inner.intake) {
+            let _ = handle.await;
+        }
+        let buffered: Vec<JobId> = shared.buffer.take_all().iter().map(|j| j.id).collect();
+        shared.release(&buffered, "shutdown").await;
+
+        let running = shared.running.len();
+        if running > 0 {
+            tracing::info!(running, grace = ?shared.config.shutdown_grace,
+                "waiting for running jobs to finish");
+        }
+        if tokio::time::timeout(shared.config.shutdown_grace, shared.running.wait_empty())
+            .await
+            .is_err()
+        {
+            let left = shared.running.all();
+            tracing::warn!(
+                jobs = left.len(),
+                "grace period over: cancelling running jobs"
+            );
+            for run in &left {
+                run.cancel(CancelReason::Shutdown);
+            }
+            if tokio::time::timeout(CANCEL_WIND_DOWN, shared.running.wait_empty())
+                .await
+                .is_err()
+            {
+                tracing::error!(
+                    jobs = shared.running.len(),
+                    "jobs ignored cancellation; \
+                    leaving them to the rescuer"
+                );
+            }
+        }
+        shared.stopped.cancel();
+        for handle in take_handles(&self.inner.loops) {
+            let _ = handle.await;
+        }
+        tracing::info!(instance = %shared.instance_id, "engine stopped");
+        self.inner.finished.cancel();
+    }
+}
+
+fn take_handles(handles: &Mutex<Vec<JoinHandle<()>>>) -> Vec<JoinHandle<()>> {
+    std::mem::take(&mut *handles.lock().unwrap_or_else(|p| p.into_inner()))
+}
+
+fn describe_queue(q: &QueueConfig) -> String {
+    let limit = |v: Option<u32>| v.map_or_else(|| "default".to_string(), |n| n.to_string());
+    format!(
+        "queue {}: {}{}, max workers {}, execution timeout {} s",
+        q.name,
+        if q.paused { "paused" } else { "running" },
+        if q.hidden { ", hidden" } else { "" },
+        q.max_workers
+            .map_or_else(|| "unlimited".to_string(), |n| n.to_string()),
+        limit(q.execution_timeout_secs)
+    )
+}

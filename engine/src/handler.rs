@@ -1,1 +1,360 @@
-//! Handler trait, registry by type key, middleware. (Lands with the engine issue.)
+//! Handlers: user code registered by job type key, with typed (serde) payloads, an optional
+//! raw fallback for every other type, and middleware around all of them.
+//!
+//! ```no_run
+//! use deck_engine::{HandlerError, HandlerRegistry};
+//! #[derive(serde::Deserialize)]
+//! struct Email { to: String }
+//! let mut handlers = HandlerRegistry::new();
+//! handlers.register("email.send", |ctx, email: Email| async move {
+//!     if email.to.is_empty() {
+//!         return Err(HandlerError::fatal("no recipient"));
+//!     }
+//!     ctx.report_progress(50, "sending");
+//!     Ok(serde_json::json!({ "sent_to": email.to }))
+//! });
+//! ```
+
+use std::collections::HashMap;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::Utc;
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio_util::sync::CancellationToken;
+
+use crate::model::{Job, JobId};
+use crate::runtime::events::{EngineEvent, EventKind};
+use crate::runtime::running::{Progress, RunningJob};
+use crate::validation::normalize_payload;
+
+/// How a handler failed. The variant decides what happens next, never the message text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HandlerError {
+    /// Worth retrying (a timeout, a 503, a lock): retried with backoff until attempts run out.
+    #[error("{0}")]
+    Transient(String),
+    /// Can never succeed (bad payload, missing record): straight to the dead-letter queue.
+    #[error("{0}")]
+    Fatal(String),
+    /// The downstream asked us to slow down: retried no earlier than `retry_after`.
+    #[error("{message} (retry after {retry_after:?})")]
+    Throttled {
+        retry_after: Duration,
+        message: String,
+    },
+}
+
+impl HandlerError {
+    pub fn transient(message: impl fmt::Display) -> Self {
+        HandlerError::Transient(message.to_string())
+    }
+
+    pub fn fatal(message: impl fmt::Display) -> Self {
+        HandlerError::Fatal(message.to_string())
+    }
+
+    pub fn throttled(retry_after: Duration, message: impl fmt::Display) -> Self {
+        HandlerError::Throttled {
+            retry_after,
+            message: message.to_string(),
+        }
+    }
+
+    /// Stable short name, stored as the attempt error's `kind`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            HandlerError::Transient(_) => "transient",
+            HandlerError::Fatal(_) => "fatal",
+            HandlerError::Throttled { .. } => "throttled",
+        }
+    }
+}
+
+/// What a handler (or middleware) returns: the result as JSON text (`None` = no result).
+pub type HandlerOutcome = Result<Option<String>, HandlerError>;
+
+/// Everything a handler may know about the job it runs. Cheap to clone.
+#[derive(Clone)]
+pub struct JobContext {
+    pub(crate) inner: Arc<RunningJob>,
+}
+
+impl fmt::Debug for JobContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("JobContext")
+            .field("id", &self.id())
+            .field("queue", &self.queue())
+            .field("job_type", &self.job_type())
+            .field("attempt", &self.attempt())
+            .finish()
+    }
+}
+
+impl JobContext {
+    pub(crate) fn new(inner: Arc<RunningJob>) -> Self {
+        JobContext { inner }
+    }
+
+    pub fn id(&self) -> JobId {
+        self.inner.job.id
+    }
+
+    pub fn queue(&self) -> &str {
+        &self.inner.job.queue
+    }
+
+    pub fn job_type(&self) -> &str {
+        &self.inner.job.job_type
+    }
+
+    /// This run's number, 1-based.
+    pub fn attempt(&self) -> u32 {
+        self.inner.job.attempt
+    }
+
+    /// The payload as JSON text (`null` when the job was enqueued without one).
+    pub fn payload(&self) -> &str {
+        normalize_payload(&self.inner.job.payload)
+    }
+
+    /// The whole job row as claimed (tags, correlation id, earlier errors, ...).
+    pub fn job(&self) -> &Job {
+        &self.inner.job
+    }
+
+    /// Fires on operator cancel, execution timeout, shutdown after the grace period, or when
+    /// the job was taken from this worker. The handler's future is dropped at that point
+    /// anyway; long synchronous sections should check `is_cancelled()`.
+    pub fn cancellation(&self) -> CancellationToken {
+        self.inner.token.clone()
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.token.is_cancelled()
+    }
+
+    /// Report progress; shown in `Engine::snapshot()` and sent as an event.
+    pub fn report_progress(&self, percent: u8, message: impl Into<String>) {
+        let progress = Progress {
+            percent: percent.min(100),
+            message: message.into(),
+            at: Utc::now(),
+        };
+        let job = &self.inner.job;
+        self.inner.events.send_with(|| {
+            EngineEvent::new(
+                EventKind::Progress,
+                format!("{}% {}", progress.percent, progress.message),
+            )
+            .job(job.id, &job.queue, &job.job_type)
+        });
+        *self
+            .inner
+            .progress
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = Some(progress);
+    }
+}
+
+type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+type ErasedHandler = Arc<dyn Fn(JobContext) -> BoxFuture<HandlerOutcome> + Send + Sync>;
+
+/// Code that runs around every handler (logging, metrics, tracing, auth context, ...).
+/// Call `next.run(ctx).await` to run the rest of the chain, or return without calling it
+/// to short-circuit.
+#[async_trait]
+pub trait Middleware: Send + Sync + 'static {
+    async fn call(&self, ctx: JobContext, next: Next<'_>) -> HandlerOutcome;
+}
+
+/// The rest of the middleware chain, ending in the handler.
+pub struct Next<'a> {
+    middleware: &'a [Arc<dyn Middleware>],
+    handler: &'a ErasedHandler,
+}
+
+impl Next<'_> {
+    pub async fn run(self, ctx: JobContext) -> HandlerOutcome {
+        match self.middleware.split_first() {
+            Some((first, rest)) => {
+                first
+                    .call(
+                        ctx,
+                        Next {
+                            middleware: rest,
+                            handler: self.handler,
+                        },
+                    )
+                    .await
+            }
+            None => (self.handler)(ctx).await,
+        }
+    }
+}
+
+/// Handlers by type key, the fallback, and the middleware chain. Built before the engine
+/// starts; `Engine::start` rejects duplicate keys.
+#[derive(Default, Clone)]
+pub struct HandlerRegistry {
+    handlers: HashMap<String, ErasedHandler>,
+    fallback: Option<ErasedHandler>,
+    middleware: Vec<Arc<dyn Middleware>>,
+    duplicates: Vec<String>,
+}
+
+impl fmt::Debug for HandlerRegistry {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HandlerRegistry")
+            .field("types", &self.type_keys())
+            .field("fallback", &self.fallback.is_some())
+            .field("middleware", &self.middleware.len())
+            .finish()
+    }
+}
+
+impl HandlerRegistry {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Register a handler for one type key. The payload is deserialised into `P` (a payload
+    /// that does not fit is a fatal error naming the type and the serde message); the
+    /// result `R` is serialised to JSON and stored with the archived job.
+    pub fn register<P, R, F, Fut>(&mut self, type_key: impl Into<String>, handler: F) -> &mut Self
+    where
+        P: DeserializeOwned + Send + 'static,
+        R: Serialize + Send + 'static,
+        F: Fn(JobContext, P) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<R, HandlerError>> + Send + 'static,
+    {
+        let key: String = type_key.into();
+        let name = key.clone();
+        let erased: ErasedHandler =
+            Arc::new(
+                move |ctx: JobContext| match serde_json::from_str::<P>(ctx.payload()) {
+                    Ok(payload) => {
+                        let fut = handler(ctx, payload);
+                        Box::pin(async move { to_json_text(fut.await?) }) as BoxFuture<_>
+                    }
+                    Err(e) => {
+                        let err = HandlerError::Fatal(format!(
+                            "payload does not fit handler {name:?}: {e} \
+                         (fix the payload and resurrect the job)"
+                        ));
+                        Box::pin(std::future::ready(Err(err)))
+                    }
+                },
+            );
+        self.insert(key, erased);
+        self
+    }
+
+    /// Register a handler that gets the raw payload (`ctx.payload()`) for one type key.
+    pub fn register_raw<F, Fut>(&mut self, type_key: impl Into<String>, handler: F) -> &mut Self
+    where
+        F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<serde_json::Value, HandlerError>> + Send + 'static,
+    {
+        let erased = erase_raw(handler);
+        self.insert(type_key.into(), erased);
+        self
+    }
+
+    /// One raw handler for every type key that has no handler of its own.
+    pub fn fallback<F, Fut>(&mut self, handler: F) -> &mut Self
+    where
+        F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<serde_json::Value, HandlerError>> + Send + 'static,
+    {
+        self.fallback = Some(erase_raw(handler));
+        self
+    }
+
+    /// Add middleware; the first added is the outermost.
+    pub fn middleware(&mut self, middleware: impl Middleware) -> &mut Self {
+        self.middleware.push(Arc::new(middleware));
+        self
+    }
+
+    /// Registered type keys, sorted.
+    pub fn type_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self.handlers.keys().cloned().collect();
+        keys.sort();
+        keys
+    }
+
+    pub fn has_fallback(&self) -> bool {
+        self.fallback.is_some()
+    }
+
+    /// Keys registered more than once (a programming error reported by `Engine::start`).
+    pub fn duplicate_keys(&self) -> &[String] {
+        &self.duplicates
+    }
+
+    fn insert(&mut self, key: String, handler: ErasedHandler) {
+        if self.handlers.insert(key.clone(), handler).is_some() {
+            self.duplicates.push(key);
+        }
+    }
+
+    /// Run the job through the middleware chain and its handler.
+    pub(crate) async fn dispatch(&self, ctx: JobContext) -> HandlerOutcome {
+        let handler = match self.handlers.get(ctx.job_type()).or(self.fallback.as_ref()) {
+            Some(h) => h,
+            None => {
+                return Err(HandlerError::Fatal(format!(
+                    "no handler registered for type {:?} (registered: {})",
+                    ctx.job_type(),
+                    self.registered_list()
+                )));
+            }
+        };
+        if self.middleware.is_empty() {
+            return handler(ctx).await;
+        }
+        Next {
+            middleware: &self.middleware,
+            handler,
+        }
+        .run(ctx)
+        .await
+    }
+
+    fn registered_list(&self) -> String {
+        let keys = self.type_keys();
+        if keys.is_empty() {
+            "none".to_string()
+        } else {
+            keys.join(", ")
+        }
+    }
+}
+
+fn erase_raw<F, Fut>(handler: F) -> ErasedHandler
+where
+    F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<serde_json::Value, HandlerError>> + Send + 'static,
+{
+    Arc::new(move |ctx: JobContext| {
+        let fut = handler(ctx);
+        Box::pin(async move { to_json_text(fut.await?) }) as BoxFuture<_>
+    })
+}
+
+/// Serialise a handler's result; `null` (and `()`) store no result.
+fn to_json_text<R: Serialize>(result: R) -> HandlerOutcome {
+    match serde_json::to_string(&result) {
+        Ok(text) if text == "null" => Ok(None),
+        Ok(text) => Ok(Some(text)),
+        Err(e) => Err(HandlerError::Fatal(format!(
+            "the handler's result cannot be serialised to JSON: {e}"
+        ))),
+    }
+}

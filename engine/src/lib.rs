@@ -14,8 +14,15 @@ pub mod store;
 pub mod telemetry;
 pub mod validation;
 
+pub use channel::WaitOutcome;
+pub use engine::{ConfigError, Engine, EngineConfig, EngineError};
 pub use error::{StoreError, StoreResult};
+pub use handler::{HandlerError, HandlerOutcome, HandlerRegistry, JobContext, Middleware, Next};
 pub use model::*;
 pub use query::*;
+pub use runtime::{
+    BreakerConfig, BreakerInfo, BreakerStateName, EngineEvent, EventKind, Progress, RetryPolicy,
+    RunningJobInfo, RuntimeCounters, RuntimeSnapshot,
+};
 pub use store::{Store, StoreOptions, open_store};
 pub use telemetry::*;

@@ -1,2 +1,277 @@
-//! The worker runtime: fetcher, prefetch buffer, worker pool, heartbeats, completer,
-//! rescuer, pruner, circuit breakers, retry policy, shutdown. (Lands with the engine issue.)
+//! The worker runtime: fetcher, prefetch buffer, starter, worker pool, completer, job and
+//! instance heartbeats, timeout watchdog, rescuer, pruner, circuit breakers, retry policy.
+//!
+//! The hot path is a pipeline of batches, one task per stage, each with at most one store
+//! call in flight, so each call takes whatever piled up while the previous one ran (natural
+//! group commit, no timers):
+//!
+//! ```text
+//! enqueue ─wake─▶ fetcher ──claim_batch──▶ buffer ──▶ starter ──mark_processing──▶ ready
+//!                                                                                   │
+//!       waiters ◀── completer ◀──complete── completions ◀── workers (handlers) ◀────┘
+//! ```
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+
+use tokio::sync::{Notify, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use crate::channel::Waiters;
+use crate::engine::EngineConfig;
+use crate::handler::HandlerRegistry;
+use crate::model::{EngineSettings, JobId, QueueConfig, Timestamp};
+use crate::store::Store;
+
+pub mod circuit_breaker;
+pub mod events;
+pub mod retry;
+
+pub(crate) mod buffer;
+pub(crate) mod completer;
+pub(crate) mod fetcher;
+pub(crate) mod heartbeat;
+pub(crate) mod instance;
+pub(crate) mod pruner;
+pub(crate) mod rescuer;
+pub(crate) mod running;
+pub(crate) mod snapshot;
+pub(crate) mod timeouts;
+pub(crate) mod worker;
+
+pub use circuit_breaker::BreakerConfig;
+pub use events::{EngineEvent, EventKind};
+pub use pruner::{Pruner, PrunerConfig};
+pub use rescuer::{Rescuer, RescuerConfig};
+pub use retry::RetryPolicy;
+pub use running::{Progress, RunningJobInfo};
+pub use snapshot::{BreakerInfo, BreakerStateName, RuntimeCounters, RuntimeSnapshot};
+
+use buffer::PrefetchBuffer;
+use circuit_breaker::Breakers;
+use events::EventBus;
+use running::{RunningJob, RunningJobs};
+
+/// Most jobs one `mark_processing` call starts.
+pub(crate) const MAX_START_BATCH: usize = 2_000;
+/// Most completions one `complete` call commits.
+pub(crate) const MAX_COMPLETE_BATCH: usize = 2_000;
+
+/// Everything the runtime's tasks share. Tasks talk through these queues and signals,
+/// never through each other's state.
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) instance_id: String,
+    pub(crate) started_at: Timestamp,
+    pub(crate) config: EngineConfig,
+    pub(crate) handlers: HandlerRegistry,
+    pub(crate) events: EventBus,
+    pub(crate) waiters: Arc<Waiters>,
+    pub(crate) buffer: PrefetchBuffer,
+    pub(crate) running: RunningJobs,
+    pub(crate) pool: Pool,
+    pub(crate) breakers: Mutex<Breakers>,
+    pub(crate) settings: RwLock<Arc<EngineSettings>>,
+    pub(crate) retry: RwLock<Arc<RetryPolicy>>,
+    pub(crate) queues: RwLock<Arc<QueueCache>>,
+    /// Same-process enqueue (and bulkhead capacity freed) wakes the fetcher at once.
+    pub(crate) wake_fetcher: Notify,
+    /// Jobs arrived in the buffer or a worker became free.
+    pub(crate) wake_starter: Notify,
+    /// Started jobs waiting for a worker task to pick them up.
+    pub(crate) ready: Mutex<VecDeque<Arc<RunningJob>>>,
+    pub(crate) wake_worker: Notify,
+    pub(crate) completions: mpsc::UnboundedSender<worker::Finished>,
+    pub(crate) counters: Counters,
+    /// Cancelled when shutdown begins: stop claiming and starting.
+    pub(crate) claiming: CancellationToken,
+    /// Cancelled when running work is done (or abandoned): every loop exits.
+    pub(crate) stopped: CancellationToken,
+}
+
+impl Shared {
+    pub(crate) fn settings(&self) -> Arc<EngineSettings> {
+        self.settings
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn retry_policy(&self) -> Arc<RetryPolicy> {
+        self.retry.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    pub(crate) fn queue_cache(&self) -> Arc<QueueCache> {
+        self.queues
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Adopt new engine-wide settings (saved here or seen in the store).
+    pub(crate) fn apply_settings(self: &Arc<Self>, settings: EngineSettings) -> bool {
+        {
+            let current = self.settings.read().unwrap_or_else(|p| p.into_inner());
+            if **current == settings {
+                return false;
+            }
+        }
+        *self.retry.write().unwrap_or_else(|p| p.into_inner()) =
+            Arc::new(RetryPolicy::from(&settings.retry));
+        let workers = self.config.worker_count.unwrap_or(settings.worker_count);
+        *self.settings.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(settings);
+        if self.config.run_workers {
+            self.set_worker_target(workers);
+        }
+        true
+    }
+
+    pub(crate) fn set_worker_target(self: &Arc<Self>, workers: u32) {
+        let workers = workers.clamp(1, crate::engine::MAX_WORKERS);
+        let old = self.pool.target.swap(workers, Ordering::AcqRel);
+        if old != workers {
+            tracing::info!(from = old, to = workers, "worker count changed");
+            worker::ensure_workers(self);
+            // Fewer workers: idle ones retire. More: the starter may start more now.
+            self.wake_worker.notify_waiters();
+            self.wake_starter.notify_one();
+        }
+    }
+
+    /// Adopt the queues' settings (seen in the store or changed here).
+    pub(crate) fn apply_queues(self: &Arc<Self>, queues: Vec<QueueConfig>) -> Vec<String> {
+        let cache = QueueCache::new(queues);
+        let paused: Vec<String> = cache.paused().map(str::to_string).collect();
+        *self.queues.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(cache);
+        paused
+    }
+
+    pub(crate) fn apply_queue(self: &Arc<Self>, queue: QueueConfig) {
+        let mut all: Vec<QueueConfig> = self.queue_cache().by_name.values().cloned().collect();
+        all.retain(|q| q.name != queue.name);
+        all.push(queue);
+        self.apply_queues(all);
+    }
+
+    /// Hand buffered jobs back to pending (no attempt spent).
+    pub(crate) async fn release(&self, ids: &[JobId], why: &str) {
+        if ids.is_empty() {
+            return;
+        }
+        match self.store.release(&self.instance_id, ids, None).await {
+            Ok(n) => {
+                self.counters.add(&self.counters.released, n);
+                tracing::info!(released = n, why, "buffered jobs handed back to pending");
+                self.events.send_with(|| {
+                    EngineEvent::new(
+                        EventKind::Released,
+                        format!("{n} buffered jobs released ({why})"),
+                    )
+                });
+            }
+            Err(e) => tracing::warn!(
+                error = %e,
+                jobs = ids.len(),
+                why,
+                "could not release buffered jobs; the rescuer will return them to pending"
+            ),
+        }
+    }
+
+    /// Release the buffered jobs of one (paused) queue.
+    pub(crate) async fn release_queue(&self, queue: &str) {
+        let jobs = self.buffer.take_queue(queue);
+        let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
+        self.release(&ids, "queue paused").await;
+    }
+}
+
+/// The worker pool's size and load.
+#[derive(Debug, Default)]
+pub(crate) struct Pool {
+    /// How many jobs may run at once (settings or config).
+    pub(crate) target: AtomicU32,
+    /// Jobs handed to workers and not finished yet.
+    pub(crate) busy: AtomicU32,
+    /// Worker tasks alive (mirror of `spawned_lock` for lock-free reads).
+    pub(crate) spawned: AtomicU32,
+    pub(crate) spawned_lock: Mutex<u32>,
+}
+
+impl Pool {
+    pub(crate) fn free(&self) -> u32 {
+        self.target
+            .load(Ordering::Acquire)
+            .saturating_sub(self.busy.load(Ordering::Acquire))
+    }
+}
+
+/// The queues' settings as last seen, for execution timeouts, pause and bulkheads.
+#[derive(Debug, Default)]
+pub(crate) struct QueueCache {
+    pub(crate) by_name: HashMap<String, QueueConfig>,
+    pub(crate) any_bulkhead: bool,
+}
+
+impl QueueCache {
+    pub(crate) fn new(queues: Vec<QueueConfig>) -> Self {
+        let any_bulkhead = queues.iter().any(|q| q.max_workers.is_some());
+        QueueCache {
+            by_name: queues.into_iter().map(|q| (q.name.clone(), q)).collect(),
+            any_bulkhead,
+        }
+    }
+
+    pub(crate) fn execution_timeout(&self, queue: &str, default: Duration) -> Duration {
+        self.by_name
+            .get(queue)
+            .and_then(|q| q.execution_timeout_secs)
+            .map(|s| Duration::from_secs(u64::from(s)))
+            .unwrap_or(default)
+    }
+
+    pub(crate) fn paused(&self) -> impl Iterator<Item = &str> {
+        self.by_name
+            .values()
+            .filter(|q| q.paused)
+            .map(|q| q.name.as_str())
+    }
+}
+
+/// Monotonic counters since start, shown in the snapshot.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub(crate) claimed: AtomicU64,
+    pub(crate) started: AtomicU64,
+    pub(crate) succeeded: AtomicU64,
+    pub(crate) retried: AtomicU64,
+    pub(crate) dead: AtomicU64,
+    pub(crate) not_applied: AtomicU64,
+    pub(crate) stale_dropped: AtomicU64,
+    pub(crate) deferred: AtomicU64,
+    pub(crate) released: AtomicU64,
+    pub(crate) abandoned: AtomicU64,
+}
+
+impl Counters {
+    pub(crate) fn add(&self, counter: &AtomicU64, n: u64) {
+        if n > 0 {
+            counter.fetch_add(n, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Duration in whole milliseconds, saturating.
+pub(crate) fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+/// Sleep for `d` unless `token` fires first; returns false when it fired.
+pub(crate) async fn sleep_or(token: &CancellationToken, d: Duration) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => true,
+        _ = token.cancelled() => false,
+    }
+}

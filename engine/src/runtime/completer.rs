@@ -1,0 +1,243 @@
+//! The completer: group-commits finished jobs. It takes everything that piled up while its
+//! previous `complete` call ran (up to a cap) and commits it in one call, so under load each
+//! transaction carries hundreds of jobs and at low rates nothing waits for a timer. A job
+//! counts as done (waiters woken, counters bumped, registry entry dropped) only after the
+//! commit.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use tokio::sync::mpsc;
+use tracing::Instrument;
+
+use crate::model::{Applied, Completion, Job, JobState};
+use crate::runtime::circuit_breaker::{BreakerState, Signal};
+use crate::runtime::events::{EngineEvent, EventKind};
+use crate::runtime::running::RunningJob;
+use crate::runtime::worker::Finished;
+use crate::runtime::{MAX_COMPLETE_BATCH, Shared};
+
+pub(crate) async fn run_completer(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Finished>) {
+    let span = tracing::info_span!("completer", instance = %shared.instance_id);
+    async move {
+        let mut batch: Vec<Finished> = Vec::with_capacity(MAX_COMPLETE_BATCH);
+        loop {
+            let stopping = tokio::select! {
+                biased;
+                n = rx.recv_many(&mut batch, MAX_COMPLETE_BATCH) => {
+                    if n == 0 {
+                        return;
+                    }
+                    false
+                }
+                _ = shared.stopped.cancelled() => true,
+            };
+            if stopping {
+                while let Ok(f) = rx.try_recv() {
+                    batch.push(f);
+                }
+                if !batch.is_empty() {
+                    commit(&shared, std::mem::take(&mut batch)).await;
+                }
+                return;
+            }
+            commit(&shared, std::mem::take(&mut batch)).await;
+            batch.reserve(MAX_COMPLETE_BATCH);
+        }
+    }
+    .instrument(span)
+    .await
+}
+
+/// Commit one batch and act on the outcome of each completion.
+pub(crate) async fn commit(shared: &Shared, batch: Vec<Finished>) {
+    let completions: Vec<Completion> = batch.iter().filter_map(|f| f.completion.clone()).collect();
+    let applied = if completions.is_empty() {
+        Vec::new()
+    } else {
+        commit_with_retry(shared, completions).await
+    };
+
+    let now = Instant::now();
+    record_breakers(shared, &batch, now);
+
+    let has_waiters = shared.waiters.has_waiters();
+    let events = shared.events.active();
+    let counters = &shared.counters;
+    let (mut succeeded, mut retried, mut dead, mut not_applied, mut abandoned) =
+        (0u64, 0u64, 0u64, 0u64, 0u64);
+    let mut results = applied.into_iter();
+    for f in &batch {
+        let Some(completion) = &f.completion else {
+            abandoned += 1;
+            tracing::warn!(job = %f.run.job.id, "job abandoned: another owner holds it now");
+            continue;
+        };
+        // A missing answer means the commit was given up (shutdown with the database down).
+        let outcome = results.next().unwrap_or(Applied::NotApplied);
+        if outcome == Applied::NotApplied {
+            not_applied += 1;
+            tracing::info!(job = %f.run.job.id, "completion not applied: the job is no longer \
+                processing by this worker (rescued, cancelled or purged meanwhile)");
+            continue;
+        }
+        let job = &f.run.job;
+        match completion {
+            Completion::Succeeded { .. } => succeeded += 1,
+            Completion::Retry {
+                error, retry_at, ..
+            } => {
+                retried += 1;
+                tracing::debug!(job = %job.id, attempt = job.attempt, %retry_at,
+                    error = %error.message, "attempt failed; retry scheduled");
+            }
+            Completion::DeadLetter { reason, error, .. } => {
+                dead += 1;
+                tracing::info!(job = %job.id, queue = %job.queue, job_type = %job.job_type,
+                    %reason, error = %error.message, "job moved to the dead-letter queue");
+            }
+        }
+        if events {
+            shared.events.send(event_for(job, completion));
+        }
+        if has_waiters
+            && !matches!(completion, Completion::Retry { .. })
+            && let Some(senders) = shared.waiters.take(job.id)
+        {
+            let finished = final_job(&f.run, completion, &shared.instance_id);
+            shared.waiters.resolve(senders, finished);
+        }
+    }
+    counters.add(&counters.succeeded, succeeded);
+    counters.add(&counters.retried, retried);
+    counters.add(&counters.dead, dead);
+    counters.add(&counters.not_applied, not_applied);
+    counters.add(&counters.abandoned, abandoned);
+
+    shared
+        .running
+        .remove_many(batch.iter().map(|f| f.run.job.id));
+    if shared.queue_cache().any_bulkhead {
+        // Capacity of a bulkheaded queue was freed; jobs the last claim left behind may fit now.
+        shared.wake_fetcher.notify_one();
+    }
+}
+
+async fn commit_with_retry(shared: &Shared, completions: Vec<Completion>) -> Vec<Applied> {
+    let mut delay = Duration::from_millis(50);
+    let mut give_up_at: Option<Instant> = None;
+    loop {
+        match shared
+            .store
+            .complete(&shared.instance_id, completions.clone())
+            .await
+        {
+            Ok(applied) => return applied,
+            Err(e) => {
+                let stopping = shared.claiming.is_cancelled();
+                let deadline = *give_up_at.get_or_insert_with(|| {
+                    Instant::now()
+                        + if stopping {
+                            Duration::from_secs(10)
+                        } else {
+                            Duration::from_secs(u64::MAX / 4)
+                        }
+                });
+                if stopping && Instant::now() >= deadline {
+                    tracing::error!(error = %e, jobs = completions.len(),
+                        "giving up committing completions at shutdown; the rescuer will \
+                         treat these jobs as zombies");
+                    return Vec::new();
+                }
+                tracing::warn!(error = %e, jobs = completions.len(), retry_in = ?delay,
+                    "could not commit completions; retrying");
+                tokio::time::sleep(delay).await;
+                delay = (delay * 2).min(Duration::from_secs(5));
+            }
+        }
+    }
+}
+
+fn record_breakers(shared: &Shared, batch: &[Finished], now: Instant) {
+    let mut breakers = shared.breakers.lock().unwrap_or_else(|p| p.into_inner());
+    let cfg = &shared.config.breaker;
+    for f in batch {
+        let probe = f.run.probe;
+        if f.signal == Signal::Success && !probe && breakers.is_empty() {
+            continue;
+        }
+        let job_type = f.run.job.job_type.as_str();
+        let before = breakers.state(job_type);
+        breakers.record(cfg, job_type, f.signal, probe, now);
+        let after = breakers.state(job_type);
+        if is_open(before) != is_open(after) {
+            let message = if is_open(after) {
+                tracing::warn!(
+                    job_type,
+                    "circuit breaker opened: jobs of this type are deferred"
+                );
+                format!("circuit breaker for {job_type:?} opened")
+            } else {
+                tracing::info!(job_type, "circuit breaker closed");
+                format!("circuit breaker for {job_type:?} closed")
+            };
+            shared.events.send_with(|| {
+                let mut e = EngineEvent::new(EventKind::Breaker, message);
+                e.job_type = Some(job_type.to_string());
+                e
+            });
+        }
+    }
+}
+
+fn is_open(state: Option<BreakerState>) -> bool {
+    matches!(state, Some(BreakerState::Open { .. }))
+}
+
+/// The job as it now stands in the archive or the DLQ, for same-process waiters.
+fn final_job(run: &RunningJob, completion: &Completion, instance_id: &str) -> Job {
+    let mut job = run.job.clone();
+    job.finished_at = Some(Utc::now());
+    job.worker_id = Some(instance_id.to_string());
+    match completion {
+        Completion::Succeeded { result, .. } => {
+            job.state = JobState::Succeeded;
+            job.result = result.clone();
+        }
+        Completion::DeadLetter { reason, error, .. } => {
+            job.state = JobState::Dead(*reason);
+            job.errors.push(error.clone());
+        }
+        Completion::Retry { error, .. } => {
+            job.state = JobState::Pending;
+            job.errors.push(error.clone());
+        }
+    }
+    job
+}
+
+fn event_for(job: &Job, completion: &Completion) -> EngineEvent {
+    let (kind, message) = match completion {
+        Completion::Succeeded { duration_ms, .. } => (
+            EventKind::Succeeded,
+            format!("succeeded in {duration_ms} ms"),
+        ),
+        Completion::Retry {
+            error, retry_at, ..
+        } => (
+            EventKind::Retried,
+            format!(
+                "attempt {} failed ({}): {}; retry at {}",
+                job.attempt,
+                error.kind,
+                error.message,
+                retry_at.format("%H:%M:%S")
+            ),
+        ),
+        Completion::DeadLetter { reason, error, .. } => {
+            (EventKind::Dead, format!("{reason}: {}", error.message))
+        }
+    };
+    EngineEvent::new(kind, message).job(job.id, &job.queue, &job.job_type)
+}

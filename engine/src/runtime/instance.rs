@@ -1,0 +1,130 @@
+//! The instance heartbeat: every 5 s, refresh this engine's row (host, pid, version, workers
+//! busy/total) so the console lists it and the rescuer knows it is alive, then re-read the
+//! persisted settings and queue settings so every instance follows changes made anywhere
+//! (worker count, retry policy, execution timeouts, pauses). On shutdown it deregisters.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use chrono::Utc;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::error::StoreResult;
+use crate::model::InstanceInfo;
+use crate::runtime::Shared;
+use crate::runtime::events::{EngineEvent, EventKind};
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct InstanceHeartbeatConfig {
+    pub(crate) interval: Duration,
+}
+
+impl Default for InstanceHeartbeatConfig {
+    fn default() -> Self {
+        InstanceHeartbeatConfig {
+            interval: Duration::from_secs(5),
+        }
+    }
+}
+
+pub(crate) struct InstanceHeartbeat {
+    shared: Arc<Shared>,
+    config: InstanceHeartbeatConfig,
+}
+
+impl InstanceHeartbeat {
+    pub(crate) fn new(shared: Arc<Shared>, config: InstanceHeartbeatConfig) -> Self {
+        InstanceHeartbeat { shared, config }
+    }
+
+    /// Beat, then follow the settings and queue settings as stored.
+    pub(crate) async fn run_once(&self) -> StoreResult<()> {
+        let shared = &self.shared;
+        shared
+            .store
+            .heartbeat_instance(&instance_info(shared))
+            .await?;
+        if shared.config.run_workers {
+            let settings = shared.store.load_settings().await?;
+            if shared.apply_settings(settings) {
+                tracing::info!("settings changed elsewhere; now following them");
+                shared.events.send_with(|| {
+                    EngineEvent::new(
+                        EventKind::SettingsChanged,
+                        "settings reloaded from the store",
+                    )
+                });
+            }
+            let queues = shared.store.list_queues().await?;
+            let paused = shared.apply_queues(queues);
+            for queue in paused {
+                shared.release_queue(&queue).await;
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) async fn run(self, shutdown: CancellationToken) {
+        let span = tracing::info_span!("instance_heartbeat", instance = %self.shared.instance_id);
+        async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(self.config.interval) => {}
+                    _ = shutdown.cancelled() => break,
+                }
+                if let Err(e) = self.run_once().await {
+                    tracing::warn!(error = %e, "instance heartbeat failed");
+                }
+            }
+            if let Err(e) = self
+                .shared
+                .store
+                .deregister_instance(&self.shared.instance_id)
+                .await
+            {
+                tracing::warn!(error = %e, "could not deregister this instance; the rescuer \
+                    will notice it is gone");
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}
+
+pub(crate) fn instance_info(shared: &Shared) -> InstanceInfo {
+    let (total, busy) = if shared.config.run_workers {
+        (
+            shared.pool.target.load(Ordering::Acquire),
+            shared.pool.busy.load(Ordering::Acquire),
+        )
+    } else {
+        (0, 0)
+    };
+    InstanceInfo {
+        id: shared.instance_id.clone(),
+        host: host_name(),
+        pid: std::process::id(),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        started_at: shared.started_at,
+        heartbeat_at: Utc::now(),
+        workers_total: total,
+        workers_busy: busy,
+    }
+}
+
+/// The machine's host name, without a dependency for it.
+pub(crate) fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .filter(|h| !h.trim().is_empty())
+        .or_else(|| {
+            std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .ok()
+                .map(|h| h.trim().to_string())
+                .filter(|h| !h.is_empty())
+        })
+        .or_else(|| std::env::var("COMPUTERNAME").ok())
+        .unwrap_or_else(|| "localhost".to_string())
+}

@@ -1,0 +1,98 @@
+//! The pruner: every `interval`, delete archive, DLQ and metric rows older than the retention
+//! in the persisted settings (read each time, so a change in the console applies everywhere),
+//! in bounded batches. `Engine::prune_now` runs the same sweep on demand.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::error::StoreResult;
+use crate::model::PruneReport;
+use crate::runtime::events::{EngineEvent, EventBus, EventKind};
+use crate::store::Store;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrunerConfig {
+    pub interval: Duration,
+    /// Rows deleted per transaction.
+    pub batch_size: u32,
+}
+
+impl Default for PrunerConfig {
+    fn default() -> Self {
+        PrunerConfig {
+            interval: Duration::from_secs(3600),
+            batch_size: 1_000,
+        }
+    }
+}
+
+pub struct Pruner {
+    store: Arc<dyn Store>,
+    config: PrunerConfig,
+    events: Option<EventBus>,
+}
+
+impl Pruner {
+    pub fn new(store: Arc<dyn Store>, config: PrunerConfig) -> Self {
+        Pruner {
+            store,
+            config,
+            events: None,
+        }
+    }
+
+    pub(crate) fn with_events(mut self, events: EventBus) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    /// One sweep with the retention currently saved in the settings.
+    pub async fn run_once(&self) -> StoreResult<PruneReport> {
+        let settings = self.store.load_settings().await?;
+        let policy = settings.retention.policy(self.config.batch_size);
+        let report = self.store.prune(&policy).await?;
+        let total = report.archive + report.dlq + report.metric_buckets + report.audit;
+        if total > 0 {
+            tracing::info!(
+                archive = report.archive,
+                dlq = report.dlq,
+                metric_buckets = report.metric_buckets,
+                audit = report.audit,
+                "retention sweep deleted old rows"
+            );
+        }
+        if let Some(events) = &self.events {
+            events.send_with(|| {
+                EngineEvent::new(
+                    EventKind::Pruned,
+                    format!(
+                        "retention: {} archived, {} dead-letter jobs, {} metric buckets, {} \
+                         audit entries deleted",
+                        report.archive, report.dlq, report.metric_buckets, report.audit
+                    ),
+                )
+            });
+        }
+        Ok(report)
+    }
+
+    pub async fn run(self, shutdown: CancellationToken) {
+        let span = tracing::info_span!("pruner");
+        async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(self.config.interval) => {}
+                    _ = shutdown.cancelled() => return,
+                }
+                if let Err(e) = self.run_once().await {
+                    tracing::warn!(error = %e, "retention sweep failed; trying again next interval");
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}

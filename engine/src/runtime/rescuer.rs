@@ -1,0 +1,95 @@
+//! The rescuer: every `interval`, one `Store::rescue` sweep — stale claims back to pending,
+//! expired heartbeats to the DLQ as `Zombie`, the work of vanished instances rescued at once,
+//! pending jobs past `expires_at` to the DLQ as `Expired`.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::error::StoreResult;
+use crate::model::{RescuePolicy, RescueReport};
+use crate::runtime::events::{EngineEvent, EventBus, EventKind};
+use crate::store::Store;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RescuerConfig {
+    pub interval: Duration,
+    pub policy: RescuePolicy,
+}
+
+impl Default for RescuerConfig {
+    fn default() -> Self {
+        RescuerConfig {
+            interval: Duration::from_secs(60),
+            policy: RescuePolicy::default(),
+        }
+    }
+}
+
+pub struct Rescuer {
+    store: Arc<dyn Store>,
+    config: RescuerConfig,
+    events: Option<EventBus>,
+}
+
+impl Rescuer {
+    pub fn new(store: Arc<dyn Store>, config: RescuerConfig) -> Self {
+        Rescuer {
+            store,
+            config,
+            events: None,
+        }
+    }
+
+    pub(crate) fn with_events(mut self, events: EventBus) -> Self {
+        self.events = Some(events);
+        self
+    }
+
+    /// One sweep.
+    pub async fn run_once(&self) -> StoreResult<RescueReport> {
+        let report = self.store.rescue(&self.config.policy).await?;
+        let moved = report.released + report.zombies + report.expired;
+        if moved > 0 || report.dead_instances > 0 {
+            tracing::info!(
+                released = report.released,
+                zombies = report.zombies,
+                expired = report.expired,
+                dead_instances = report.dead_instances,
+                "rescue sweep moved jobs"
+            );
+            if let Some(events) = &self.events {
+                events.send_with(|| {
+                    EngineEvent::new(
+                        EventKind::Rescued,
+                        format!(
+                            "rescue: {} stale claims back to pending, {} zombies and {} \
+                             expired jobs to the DLQ, {} dead instances removed",
+                            report.released, report.zombies, report.expired, report.dead_instances
+                        ),
+                    )
+                });
+            }
+        }
+        Ok(report)
+    }
+
+    pub async fn run(self, shutdown: CancellationToken) {
+        let span = tracing::info_span!("rescuer");
+        async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(self.config.interval) => {}
+                    _ = shutdown.cancelled() => return,
+                }
+                if let Err(e) = self.run_once().await {
+                    tracing::warn!(error = %e, "rescue sweep failed; trying again next interval");
+                }
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}

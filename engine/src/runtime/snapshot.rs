@@ -1,0 +1,126 @@
+//! What this instance is doing right now, for the console and `/metrics`.
+
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+
+use crate::runtime::Shared;
+use crate::runtime::circuit_breaker::BreakerState;
+use crate::runtime::running::RunningJobInfo;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeSnapshot {
+    pub instance_id: String,
+    pub run_workers: bool,
+    /// The worker count in force.
+    pub workers_total: u32,
+    /// Jobs handed to workers and not finished yet.
+    pub workers_busy: u32,
+    /// Claimed jobs waiting in the prefetch buffer.
+    pub buffered: u32,
+    pub prefetch: u32,
+    /// Buffered jobs per queue, by queue name.
+    pub buffered_by_queue: Vec<(String, u32)>,
+    /// Started and not yet committed, oldest id first.
+    pub running: Vec<RunningJobInfo>,
+    /// Job types whose breaker has seen failures.
+    pub breakers: Vec<BreakerInfo>,
+    pub counters: RuntimeCounters,
+    /// Shutdown has begun: no new claims.
+    pub draining: bool,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BreakerStateName {
+    Closed,
+    Open,
+    HalfOpen,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BreakerInfo {
+    pub job_type: String,
+    pub state: BreakerStateName,
+    pub recent_failures: u32,
+    /// While open: milliseconds until the half-open probe.
+    pub probe_in_ms: Option<u64>,
+}
+
+/// Counts since this engine started.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RuntimeCounters {
+    pub claimed: u64,
+    pub started: u64,
+    pub succeeded: u64,
+    pub retried: u64,
+    pub dead: u64,
+    /// Completions the store refused because the job was no longer ours.
+    pub not_applied: u64,
+    /// Buffered jobs found stale at start and dropped unrun.
+    pub stale_dropped: u64,
+    /// Jobs deferred by an open circuit breaker.
+    pub deferred: u64,
+    /// Buffered jobs handed back on pause or shutdown.
+    pub released: u64,
+    /// Jobs taken over by another owner while running here.
+    pub abandoned: u64,
+}
+
+pub(crate) fn build(shared: &Shared) -> RuntimeSnapshot {
+    let now = Instant::now();
+    let c = &shared.counters;
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    let mut breakers: Vec<BreakerInfo> = shared
+        .breakers
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .iter()
+        .map(|(job_type, b)| {
+            let (state, probe_in_ms) = match b.state() {
+                BreakerState::Closed => (BreakerStateName::Closed, None),
+                BreakerState::Open { until } => (
+                    BreakerStateName::Open,
+                    Some(crate::runtime::millis(until.saturating_duration_since(now))),
+                ),
+                BreakerState::HalfOpen { .. } => (BreakerStateName::HalfOpen, None),
+            };
+            BreakerInfo {
+                job_type: job_type.clone(),
+                state,
+                recent_failures: u32::try_from(b.recent_failures()).unwrap_or(u32::MAX),
+                probe_in_ms,
+            }
+        })
+        .collect();
+    breakers.sort_by(|a, b| a.job_type.cmp(&b.job_type));
+    RuntimeSnapshot {
+        instance_id: shared.instance_id.clone(),
+        run_workers: shared.config.run_workers,
+        workers_total: if shared.config.run_workers {
+            shared.pool.target.load(Ordering::Acquire)
+        } else {
+            0
+        },
+        workers_busy: shared.pool.busy.load(Ordering::Acquire),
+        buffered: u32::try_from(shared.buffer.len()).unwrap_or(u32::MAX),
+        prefetch: shared.config.prefetch,
+        buffered_by_queue: shared.buffer.per_queue(),
+        running: shared.running.infos(now),
+        breakers,
+        counters: RuntimeCounters {
+            claimed: load(&c.claimed),
+            started: load(&c.started),
+            succeeded: load(&c.succeeded),
+            retried: load(&c.retried),
+            dead: load(&c.dead),
+            not_applied: load(&c.not_applied),
+            stale_dropped: load(&c.stale_dropped),
+            deferred: load(&c.deferred),
+            released: load(&c.released),
+            abandoned: load(&c.abandoned),
+        },
+        draining: shared.claiming.is_cancelled(),
+    }
+}

@@ -1,0 +1,61 @@
+//! The execution-timeout watchdog: one loop scanning the running jobs, instead of one timer
+//! per job. An overdue job's token fires; the worker drops the handler's future and records a
+//! failed attempt (retried; the DLQ reason is `Timeout` when it was the last attempt).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::runtime::Shared;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct WatchdogConfig {
+    /// How often deadlines are checked: a timeout fires at most this late.
+    pub(crate) interval: Duration,
+}
+
+impl Default for WatchdogConfig {
+    fn default() -> Self {
+        WatchdogConfig {
+            interval: Duration::from_secs(1),
+        }
+    }
+}
+
+pub(crate) struct TimeoutWatchdog {
+    shared: Arc<Shared>,
+    config: WatchdogConfig,
+}
+
+impl TimeoutWatchdog {
+    pub(crate) fn new(shared: Arc<Shared>, config: WatchdogConfig) -> Self {
+        TimeoutWatchdog { shared, config }
+    }
+
+    /// Cancel every overdue job; returns how many.
+    pub(crate) fn run_once(&self, now: Instant) -> usize {
+        let overdue = self.shared.running.cancel_overdue(now);
+        for run in &overdue {
+            tracing::info!(job = %run.job.id, queue = %run.job.queue, job_type = %run.job.job_type,
+                "execution timeout: stopping the job");
+        }
+        overdue.len()
+    }
+
+    pub(crate) async fn run(self, shutdown: CancellationToken) {
+        let span = tracing::info_span!("timeout_watchdog");
+        async move {
+            loop {
+                tokio::select! {
+                    _ = tokio::time::sleep(self.config.interval) => {}
+                    _ = shutdown.cancelled() => return,
+                }
+                self.run_once(Instant::now());
+            }
+        }
+        .instrument(span)
+        .await
+    }
+}

@@ -1,0 +1,1035 @@
+//! The worker runtime and the engine facade against a real SQLite file: jobs run, retry,
+//! dead-letter, time out, get cancelled across processes, respect pause and bulkheads, drain
+//! on shutdown, and their results are awaited with and without polling.
+
+mod runtime_support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use deck_engine::{
+    CancelOutcome, Engine, EngineConfig, EngineSettings, EnqueueRequest, FailureReason,
+    HandlerError, HandlerOutcome, HandlerRegistry, JobContext, JobState, Middleware, Next,
+    QueuePatch, RetrySettings, Store, WaitOutcome,
+};
+use runtime_support::{CountingStore, Gate, eventually, open_store, test_config};
+use tokio::sync::mpsc;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+async fn start(store: Arc<dyn Store>, handlers: HandlerRegistry, config: EngineConfig) -> Engine {
+    Engine::start(store, handlers, config).await.unwrap()
+}
+
+async fn fast_retries(store: &Arc<dyn Store>) {
+    store
+        .save_settings(&EngineSettings {
+            retry: RetrySettings {
+                base_delay_ms: 10,
+                jitter_ms: 0,
+                ..RetrySettings::default()
+            },
+            ..EngineSettings::default()
+        })
+        .await
+        .unwrap();
+}
+
+fn dead_reason(outcome: &WaitOutcome) -> FailureReason {
+    match outcome {
+        WaitOutcome::Dead { job } => match job.state {
+            JobState::Dead(r) => r,
+            other => panic!("dead outcome with state {other}"),
+        },
+        other => panic!("expected a dead job, got {other:?}"),
+    }
+}
+
+fn last_error(outcome: &WaitOutcome) -> String {
+    outcome
+        .job()
+        .and_then(|j| j.last_error())
+        .map(|e| e.message.clone())
+        .unwrap_or_default()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn enqueued_job_runs_and_is_archived_with_its_result() {
+    let (_dir, store) = open_store().await;
+    let mut handlers = HandlerRegistry::new();
+    handlers.register("echo", |ctx: JobContext, p: serde_json::Value| async move {
+        Ok(serde_json::json!({ "echo": p, "attempt": ctx.attempt() }))
+    });
+    let engine = start(store.clone(), handlers, test_config()).await;
+
+    let req = EnqueueRequest::new("default", "echo", r#"{"n":7}"#);
+    let (id, outcome) = engine.enqueue_and_wait(req, WAIT).await.unwrap();
+
+    let WaitOutcome::Succeeded { job } = outcome else {
+        panic!("expected success, got {outcome:?}")
+    };
+    assert_eq!(job.id, id);
+    assert_eq!(
+        job.result.as_deref(),
+        Some(r#"{"attempt":1,"echo":{"n":7}}"#)
+    );
+    let stored = store.get_job(id).await.unwrap().unwrap();
+    assert_eq!(stored.state, JobState::Succeeded);
+    assert_eq!(
+        stored.result.as_deref(),
+        Some(r#"{"attempt":1,"echo":{"n":7}}"#)
+    );
+    assert_eq!(engine.snapshot().counters.succeeded, 1);
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn transient_failure_is_retried_then_succeeds() {
+    let (_dir, store) = open_store().await;
+    fast_retries(&store).await;
+    let mut handlers = HandlerRegistry::new();
+    handlers.register(
+        "flaky",
+        |ctx: JobContext, _: serde_json::Value| async move {
+            if ctx.attempt() < 2 {
+                Err(HandlerError::transient("downstream busy"))
+            } else {
+                Ok("done")
+            }
+        },
+    );
+    let engine = start(store.clone(), handlers, test_config()).await;
+
+    let (_, outcome) = engine
+        .enqueue_and_wait(EnqueueRequest::new("default", "flaky", ""), WAIT)
+        .await
+        .unwrap();
+
+    let WaitOutcome::Succeeded { job } = outcome else {
+        panic!("expected success, got {outcome:?}")
+    };
+    assert_eq!(job.attempt, 2);
+    assert_eq!(job.errors.len(), 1);
+    assert_eq!(job.errors[0].kind, "transient");
+    assert_eq!(job.errors[0].message, "downstream busy");
+    assert_eq!(engine.snapshot().counters.retried, 1);
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn exhausted_transient_failures_end_as_failed() {
+    let (_dir, store) = open_store().await;
+    fast_retries(&store).await;
+    let runs = Arc::new(AtomicUsize::new(0));
+    let mut handlers = HandlerRegistry::new();
+    let counted = runs.clone();
+    handlers.register("always-down", move |_: JobContext, _: serde_json::Value| {
+        counted.fetch_add(1, Ordering::SeqCst);
+        async { Err::<(), _>(HandlerError::transient("still down")) }
+    });
+    let engine = start(store.clone(), handlers, test_config()).await;
+
+    let (_, outcome) = engine
+        .enqueue_and_wait(EnqueueRequest::new("default", "always-down", ""), WAIT)
+        .await
+        .unwrap();
+
+    assert_eq!(dead_reason(&outcome), FailureReason::Failed);
+    assert_eq!(runs.load(Ordering::SeqCst), 3, "three attempts in total");
+    assert_eq!(outcome.job().unwrap().errors.len(), 3);
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fatal_panicking_and_unknown_jobs_go_to_the_dlq_as_fatal() {
+    let (_dir, store) = open_store().await;
+    #[derive(serde::Deserialize)]
+    struct Order {
+        #[allow(dead_code)]
+        id: u64,
+    }
+    let mut handlers = HandlerRegistry::new();
+    handlers
+        .register("poison", |_: JobContext, _: serde_json::Value| async {
+            Err::<(), _>(HandlerError::fatal("customer 42 does not exist"))
+        })
+        .register("explodes", |_: JobContext, _: serde_json::Value| async {
+            if true {
+                panic!("index out of bounds");
+            }
+            Ok(())
+        })
+        .register("order", |_: JobContext, _: Order| async { Ok(()) });
+    let engine = start(store.clone(), handlers, test_config()).await;
+
+    let run = |job_type: &str, payload: &str| {
+        let engine = engine.clone();
+        let req = EnqueueRequest::new("default", job_type, payload);
+        async move { engine.enqueue_and_wait(req, WAIT).await.unwrap().1 }
+    };
+
+    let poison = run("poison", "").await;
+    assert_eq!(dead_reason(&poison), FailureReason::Fatal);
+    assert_eq!(last_error(&poison), "customer 42 does not exist");
+    assert_eq!(
+        poison.job().unwrap().attempt,
+        1,
+        "fatal errors are not retried"
+    );
+
+    let panicked = run("explodes", "").await;
+    assert_eq!(dead_reason(&panicked), FailureReason::Fatal);
+    assert!(last_error(&panicked).contains("panicked: index out of bounds"));
+
+    let bad_payload = run("order", r#"{"id":"not a number"}"#).await;
+    assert_eq!(dead_reason(&bad_payload), FailureReason::Fatal);
+    assert!(
+        last_error(&bad_payload).contains("payload does not fit handler \"order\""),
+        "{}",
+        last_error(&bad_payload)
+    );
+
+    let unknown = run("no.such.type", "").await;
+    assert_eq!(dead_reason(&unknown), FailureReason::Fatal);
+    assert_eq!(
+        last_error(&unknown),
+        "no handler registered for type \"no.such.type\" (registered: explodes, order, poison)"
+    );
+
+    // Fatal errors say nothing about the downstream: no circuit opened.
+    assert!(
+        engine
+            .snapshot()
+            .breakers
+            .iter()
+            .all(|b| b.state == deck_engine::BreakerStateName::Closed)
+    );
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn oversized_result_goes_to_the_dlq_with_the_reason() {
+    let (_dir, store) = open_store().await;
+    let mut handlers = HandlerRegistry::new();
+    handlers.register("big", |_: JobContext, _: serde_json::Value| async {
+        Ok("x".repeat(200))
+    });
+    let config = EngineConfig {
+        result_max_bytes: 100,
+        ..test_config()
+    };
+    let engine = start(store.clone(), handlers, config).await;
+
+    let (_, outcome) = engine
+        .enqueue_and_wait(EnqueueRequest::new("default", "big", ""), WAIT)
+        .await
+        .unwrap();
+
+    assert_eq!(dead_reason(&outcome), FailureReason::Fatal);
+    assert!(last_error(&outcome).contains("result_max_bytes"));
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn execution_timeout_fails_the_attempt_and_names_the_reason_when_last() {
+    let (_dir, store) = open_store().await;
+    let mut handlers = HandlerRegistry::new();
+    handlers.register("hangs", |_: JobContext, _: serde_json::Value| async {
+        std::future::pending::<()>().await;
+        Ok(())
+    });
+    let config = EngineConfig {
+        timeout_check_interval: Duration::from_millis(20),
+        ..test_config()
+    };
+    let engine = start(store.clone(), handlers, config).await;
+    engine
+        .update_queue(
+            "slow",
+            QueuePatch {
+                execution_timeout_secs: Some(Some(1)),
+                ..QueuePatch::default()
+            },
+        )
+        .await
+        .unwrap();
+
+    let mut req = EnqueueRequest::new("slow", "hangs", "");
+    req.max_attempts = Some(1);
+    let (_, outcome) = engine.enqueue_and_wait(req, WAIT).await.unwrap();
+
+    assert_eq!(dead_reason(&outcome), FailureReason::Timeout);
+    assert_eq!(outcome.job().unwrap().last_error().unwrap().kind, "timeout");
+    assert!(last_error(&outcome).contains("execution timeout of 1 s exceeded"));
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timed_out_attempt_is_retried() {
+    let (_dir, store) = open_store().await;
+    fast_retries(&store).await;
+    let mut handlers = HandlerRegistry::new();
+    handlers.register(
+        "slow-once",
+        |ctx: JobContext, _: serde_json::Value| async move {
+            if ctx.attempt() == 1 {
+                std::future::pending::<()>().await;
+            }
+            Ok(())
+        },
+    );
+    let config = EngineConfig {
+        timeout_check_interval: Duration::from_millis(20),
+        ..test_config()
+    };
+    let engine = start(store.clone(), handlers, config).await;
+    engine
+        .update_queue(
+            "slow",
+            QueuePatch {
+                execution_timeout_secs: Some(Some(1)),
+                ..QueuePatch::default()
+            },
+        )
+        .await
+        .unwrap();
+
+    let (_, outcome) = engine
+        .enqueue_and_wait(EnqueueRequest::new("slow", "slow-once", ""), WAIT)
+        .await
+        .unwrap();
+
+    let WaitOutcome::Succeeded { job } = outcome else {
+        panic!("expected success, got {outcome:?}")
+    };
+    assert_eq!(job.attempt, 2);
+    assert_eq!(job.errors[0].kind, "timeout");
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operator_cancel_from_another_process_stops_the_running_job() {
+    let (dir, store) = open_store().await;
+    let gate = Gate::new();
+    let mut handlers = HandlerRegistry::new();
+    let started = gate.clone();
+    handlers.register("long", move |ctx: JobContext, _: serde_json::Value| {
+        let started = started.clone();
+        async move {
+            started.arrive();
+            // Ignores its token on purpose: the runtime drops the future when it fires.
+            std::future::pending::<()>().await;
+            Ok(ctx.attempt())
+        }
+    });
+    let config = EngineConfig {
+        heartbeat_interval: Duration::from_millis(100),
+        ..test_config()
+    };
+    let engine = start(store.clone(), handlers, config).await;
+    let id = engine
+        .enqueue(EnqueueRequest::new("default", "long", ""))
+        .await
+        .unwrap()
+        .id;
+    gate.wait_arrivals(1).await;
+
+    // Another "process": its own store handle on the same file.
+    let other = runtime_support::reopen(&dir).await;
+    assert_eq!(other.cancel(id).await.unwrap(), CancelOutcome::Requested);
+
+    let outcome = engine.wait(id, WAIT).await.unwrap();
+    assert_eq!(dead_reason(&outcome), FailureReason::Cancelled);
+    let stored = other.get_job(id).await.unwrap().unwrap();
+    assert_eq!(stored.state, JobState::Dead(FailureReason::Cancelled));
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_operator_cancel_stops_the_job_at_once() {
+    let (_dir, store) = open_store().await;
+    let gate = Gate::new();
+    let mut handlers = HandlerRegistry::new();
+    let started = gate.clone();
+    handlers.register("long", move |ctx: JobContext, _: serde_json::Value| {
+        let started = started.clone();
+        async move {
+            started.arrive();
+            ctx.cancellation().cancelled().await;
+            Err::<(), _>(HandlerError::transient("saw the cancel"))
+        }
+    });
+    // Heartbeats far apart: only the local path can stop the job within the test.
+    let config = EngineConfig {
+        heartbeat_interval: Duration::from_secs(100),
+        ..test_config()
+    };
+    let engine = start(store.clone(), handlers, config).await;
+    let id = engine
+        .enqueue(EnqueueRequest::new("default", "long", ""))
+        .await
+        .unwrap()
+        .id;
+    gate.wait_arrivals(1).await;
+
+    assert_eq!(engine.cancel(id).await.unwrap(), CancelOutcome::Requested);
+    let outcome = engine.wait(id, WAIT).await.unwrap();
+    assert_eq!(dead_reason(&outcome), FailureReason::Cancelled);
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stale_buffered_job_is_dropped_unrun() {
+    let (dir, store) = open_store().await;
+    let blocker = Gate::new();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut handlers = HandlerRegistry::new();
+    let b = blocker.clone();
+    handlers.register("block", move |_: JobContext, _: serde_json::Value| {
+        let b = b.clone();
+        async move {
+            b.arrive();
+            b.wait_open().await;
+            Ok(())
+        }
+    });
+    let r = ran.clone();
+    handlers.register("victim", move |_: JobContext, _: serde_json::Value| {
+        r.fetch_add(1, Ordering::SeqCst);
+        async { Ok(()) }
+    });
+    let config = EngineConfig {
+        worker_count: Some(1),
+        ..test_config()
+    };
+    let engine = start(store.clone(), handlers, config).await;
+    let blocking = engine
+        .enqueue(EnqueueRequest::new("default", "block", ""))
+        .await
+        .unwrap()
+        .id;
+    blocker.wait_arrivals(1).await;
+    let victim = engine
+        .enqueue(EnqueueRequest::new("default", "victim", ""))
+        .await
+        .unwrap()
+        .id;
+    // The only worker is busy, so the victim sits in the buffer as fetched.
+    eventually(|| engine.snapshot().buffered == 1).await;
+    let other = runtime_support::reopen(&dir).await;
+    assert_eq!(
+        other.cancel(victim).await.unwrap(),
+        CancelOutcome::Cancelled
+    );
+
+    blocker.open();
+    let done = engine.wait(blocking, WAIT).await.unwrap();
+    assert!(matches!(done, WaitOutcome::Succeeded { .. }));
+    eventually(|| engine.snapshot().counters.stale_dropped == 1).await;
+
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "the stale copy never ran");
+    let stored = store.get_job(victim).await.unwrap().unwrap();
+    assert_eq!(stored.state, JobState::Dead(FailureReason::Cancelled));
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pausing_a_queue_releases_its_buffered_jobs() {
+    let (_dir, store) = open_store().await;
+    let blocker = Gate::new();
+    let ran = Arc::new(AtomicUsize::new(0));
+    let mut handlers = HandlerRegistry::new();
+    let b = blocker.clone();
+    handlers.register("block", move |_: JobContext, _: serde_json::Value| {
+        let b = b.clone();
+        async move {
+            b.arrive();
+            b.wait_open().await;
+            Ok(())
+        }
+    });
+    let r = ran.clone();
+    handlers.register("work", move |_: JobContext, _: serde_json::Value| {
+        r.fetch_add(1, Ordering::SeqCst);
+        async { Ok(()) }
+    });
+    let config = EngineConfig {
+        worker_count: Some(1),
+        ..test_config()
+    };
+    let engine = start(store.clone(), handlers, config).await;
+    let blocking = engine
+        .enqueue(EnqueueRequest::new("other", "block", ""))
+        .await
+        .unwrap()
+        .id;
+    blocker.wait_arrivals(1).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(
+            engine
+                .enqueue(EnqueueRequest::new("paused", "work", ""))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    eventually(|| engine.snapshot().buffered == 3).await;
+
+    engine
+        .update_queue(
+            "paused",
+            QueuePatch {
+                paused: Some(true),
+                ..QueuePatch::default()
+            },
+        )
+        .await
+        .unwrap();
+
+    assert_eq!(engine.snapshot().buffered, 0);
+    for id in &ids {
+        let job = store.get_job(*id).await.unwrap().unwrap();
+        assert_eq!(job.state, JobState::Pending, "released back to pending");
+        assert_eq!(job.attempt, 0, "no attempt spent");
+    }
+    blocker.open();
+    engine.wait(blocking, WAIT).await.unwrap();
+    assert_eq!(ran.load(Ordering::SeqCst), 0, "a paused queue does not run");
+
+    engine
+        .update_queue(
+            "paused",
+            QueuePatch {
+                paused: Some(false),
+                ..QueuePatch::default()
+            },
+        )
+        .await
+        .unwrap();
+    for id in &ids {
+        assert!(matches!(
+            engine.wait(*id, WAIT).await.unwrap(),
+            WaitOutcome::Succeeded { .. }
+        ));
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 3);
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn queue_bulkhead_caps_concurrent_jobs() {
+    let (_dir, store) = open_store().await;
+    let gate = Gate::new();
+    let mut handlers = HandlerRegistry::new();
+    let g = gate.clone();
+    handlers.register("capped", move |_: JobContext, _: serde_json::Value| {
+        let g = g.clone();
+        async move {
+            g.arrive();
+            g.wait_open().await;
+            g.leave();
+            Ok(())
+        }
+    });
+    let config = EngineConfig {
+        worker_count: Some(10),
+        ..test_config()
+    };
+    let engine = start(store.clone(), handlers, config).await;
+    engine
+        .update_queue(
+            "capped",
+            QueuePatch {
+                max_workers: Some(Some(2)),
+                ..QueuePatch::default()
+            },
+        )
+        .await
+        .unwrap();
+    let reqs = (0..6)
+        .map(|_| EnqueueRequest::new("capped", "capped", ""))
+        .collect();
+    let ids: Vec<_> = engine
+        .enqueue_batch(reqs)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.id)
+        .collect();
+
+    gate.wait_arrivals(2).await;
+    // Two run; the claim left the other four pending although eight workers are idle.
+    let mut states = Vec::new();
+    for id in &ids {
+        states.push(store.get_job(*id).await.unwrap().unwrap().state);
+    }
+    assert_eq!(
+        states.iter().filter(|s| **s == JobState::Pending).count(),
+        4,
+        "{states:?}"
+    );
+    assert_eq!(gate.max_inside(), 2);
+
+    gate.open();
+    for id in &ids {
+        assert!(matches!(
+            engine.wait(*id, WAIT).await.unwrap(),
+            WaitOutcome::Succeeded { .. }
+        ));
+    }
+    assert!(
+        gate.max_inside() <= 2,
+        "max concurrent {}",
+        gate.max_inside()
+    );
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_lets_running_jobs_finish_and_releases_the_buffer() {
+    let (_dir, store) = open_store().await;
+    let gate = Gate::new();
+    let mut handlers = HandlerRegistry::new();
+    let g = gate.clone();
+    handlers.register("step", move |_: JobContext, _: serde_json::Value| {
+        let g = g.clone();
+        async move {
+            g.arrive();
+            g.wait_open().await;
+            Ok(())
+        }
+    });
+    let config = EngineConfig {
+        worker_count: Some(1),
+        ..test_config()
+    };
+    let engine = start(store.clone(), handlers, config).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(
+            engine
+                .enqueue(EnqueueRequest::new("default", "step", ""))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    gate.wait_arrivals(1).await;
+    eventually(|| engine.snapshot().buffered == 2).await;
+
+    let stopping = {
+        let engine = engine.clone();
+        tokio::spawn(async move { engine.shutdown().await })
+    };
+    eventually(|| engine.snapshot().buffered == 0 && engine.snapshot().draining).await;
+    gate.open();
+    stopping.await.unwrap();
+
+    let mut states = Vec::new();
+    for id in &ids {
+        states.push(store.get_job(*id).await.unwrap().unwrap().state);
+    }
+    assert_eq!(
+        states.iter().filter(|s| **s == JobState::Succeeded).count(),
+        1
+    );
+    assert_eq!(
+        states.iter().filter(|s| **s == JobState::Pending).count(),
+        2,
+        "buffered jobs went back to pending: {states:?}"
+    );
+    let instances = store
+        .list_instances(Duration::from_secs(3600))
+        .await
+        .unwrap();
+    assert!(
+        instances.iter().all(|i| i.id != engine.instance_id()),
+        "the instance deregistered"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shutdown_cancels_jobs_that_outlive_the_grace_period_and_retries_them() {
+    let (_dir, store) = open_store().await;
+    let gate = Gate::new();
+    let mut handlers = HandlerRegistry::new();
+    let g = gate.clone();
+    handlers.register("stuck", move |_: JobContext, _: serde_json::Value| {
+        let g = g.clone();
+        async move {
+            g.arrive();
+            std::future::pending::<()>().await;
+            Ok(())
+        }
+    });
+    let config = EngineConfig {
+        shutdown_grace: Duration::from_millis(200),
+        ..test_config()
+    };
+    let engine = start(store.clone(), handlers, config).await;
+    let id = engine
+        .enqueue(EnqueueRequest::new("default", "stuck", ""))
+        .await
+        .unwrap()
+        .id;
+    gate.wait_arrivals(1).await;
+
+    engine.shutdown().await;
+
+    let job = store.get_job(id).await.unwrap().unwrap();
+    assert_eq!(
+        job.state,
+        JobState::Pending,
+        "interrupted work is retried later"
+    );
+    assert_eq!(job.errors.last().unwrap().kind, "shutdown");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn same_process_wait_is_woken_without_polling() {
+    let (_dir, inner) = open_store().await;
+    let counting = Arc::new(CountingStore::new(inner));
+    let store: Arc<dyn Store> = counting.clone();
+    let mut handlers = HandlerRegistry::new();
+    handlers.register("echo", |_: JobContext, p: serde_json::Value| async move {
+        Ok(p)
+    });
+    // The sweep would only run after an hour: a result can only come from the completer.
+    let config = EngineConfig {
+        wait_poll_interval: Duration::from_secs(3600),
+        ..test_config()
+    };
+    let engine = start(store, handlers, config).await;
+
+    let (_, outcome) = engine
+        .enqueue_and_wait(EnqueueRequest::new("default", "echo", "[1,2]"), WAIT)
+        .await
+        .unwrap();
+
+    let WaitOutcome::Succeeded { job } = outcome else {
+        panic!("expected success, got {outcome:?}")
+    };
+    assert_eq!(job.result.as_deref(), Some("[1,2]"));
+    assert_eq!(
+        counting.finished_jobs_calls(),
+        0,
+        "the sweeper never polled"
+    );
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_for_a_job_finished_by_another_process_resolves_via_the_sweep() {
+    let (dir, inner) = open_store().await;
+    let counting = Arc::new(CountingStore::new(inner));
+    let producer_store: Arc<dyn Store> = counting.clone();
+    let producer = start(
+        producer_store,
+        HandlerRegistry::new(),
+        EngineConfig {
+            run_workers: false,
+            wait_poll_interval: Duration::from_millis(20),
+            ..test_config()
+        },
+    )
+    .await;
+    let mut handlers = HandlerRegistry::new();
+    handlers.register("echo", |_: JobContext, p: serde_json::Value| async move {
+        Ok(p)
+    });
+    let worker = start(runtime_support::reopen(&dir).await, handlers, test_config()).await;
+
+    let (_, outcome) = producer
+        .enqueue_and_wait(EnqueueRequest::new("default", "echo", "\"hi\""), WAIT)
+        .await
+        .unwrap();
+
+    let WaitOutcome::Succeeded { job } = outcome else {
+        panic!("expected success, got {outcome:?}")
+    };
+    assert_eq!(job.result.as_deref(), Some("\"hi\""));
+    assert!(counting.finished_jobs_calls() >= 1);
+    worker.shutdown().await;
+    producer.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn many_waiters_on_one_job_all_resolve() {
+    let (_dir, store) = open_store().await;
+    let gate = Gate::new();
+    let mut handlers = HandlerRegistry::new();
+    let g = gate.clone();
+    handlers.register("slow", move |_: JobContext, _: serde_json::Value| {
+        let g = g.clone();
+        async move {
+            g.arrive();
+            g.wait_open().await;
+            Ok(42)
+        }
+    });
+    let engine = start(store.clone(), handlers, test_config()).await;
+    let id = engine
+        .enqueue(EnqueueRequest::new("default", "slow", ""))
+        .await
+        .unwrap()
+        .id;
+    gate.wait_arrivals(1).await;
+
+    let (tx, mut rx) = mpsc::unbounded_channel();
+    let mut waiting = Vec::new();
+    for _ in 0..25 {
+        let engine = engine.clone();
+        let tx = tx.clone();
+        waiting.push(tokio::spawn(async move {
+            let fut = engine.wait(id, WAIT);
+            tx.send(()).unwrap();
+            fut.await.unwrap()
+        }));
+    }
+    for _ in 0..25 {
+        rx.recv().await.unwrap();
+    }
+    gate.open();
+    for w in waiting {
+        let outcome = w.await.unwrap();
+        let WaitOutcome::Succeeded { job } = outcome else {
+            panic!("expected success, got {outcome:?}")
+        };
+        assert_eq!(job.result.as_deref(), Some("42"));
+    }
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wait_answers_finished_unknown_and_still_running_jobs() {
+    let (_dir, store) = open_store().await;
+    let gate = Gate::new();
+    let mut handlers = HandlerRegistry::new();
+    handlers.register("quick", |_: JobContext, _: serde_json::Value| async {
+        Ok(1)
+    });
+    let g = gate.clone();
+    handlers.register("slow", move |_: JobContext, _: serde_json::Value| {
+        let g = g.clone();
+        async move {
+            g.arrive();
+            g.wait_open().await;
+            Ok(2)
+        }
+    });
+    let engine = start(store.clone(), handlers, test_config()).await;
+
+    let (id, first) = engine
+        .enqueue_and_wait(EnqueueRequest::new("default", "quick", ""), WAIT)
+        .await
+        .unwrap();
+    assert!(first.is_final());
+    let again = engine.wait(id, Duration::ZERO).await.unwrap();
+    assert!(
+        matches!(again, WaitOutcome::Succeeded { .. }),
+        "already finished"
+    );
+
+    let unknown = engine.wait(deck_engine::JobId::new(), WAIT).await.unwrap();
+    assert_eq!(unknown, WaitOutcome::NotFound);
+
+    let slow = engine
+        .enqueue(EnqueueRequest::new("default", "slow", ""))
+        .await
+        .unwrap()
+        .id;
+    gate.wait_arrivals(1).await;
+    let pending = engine.wait(slow, Duration::from_millis(50)).await.unwrap();
+    assert_eq!(
+        pending,
+        WaitOutcome::Pending {
+            state: JobState::Processing
+        }
+    );
+    gate.open();
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn middleware_wraps_every_handler_and_progress_shows_in_the_snapshot() {
+    struct Tag;
+    #[async_trait::async_trait]
+    impl Middleware for Tag {
+        async fn call(&self, ctx: JobContext, next: Next<'_>) -> HandlerOutcome {
+            let inner = next.run(ctx).await?;
+            Ok(Some(format!(
+                "{{\"wrapped\":{}}}",
+                inner.unwrap_or_else(|| "null".into())
+            )))
+        }
+    }
+    let (_dir, store) = open_store().await;
+    let gate = Gate::new();
+    let mut handlers = HandlerRegistry::new();
+    let g = gate.clone();
+    handlers
+        .register("report", move |ctx: JobContext, _: serde_json::Value| {
+            let g = g.clone();
+            async move {
+                ctx.report_progress(40, "halfway-ish");
+                g.arrive();
+                g.wait_open().await;
+                Ok(true)
+            }
+        })
+        .middleware(Tag);
+    let engine = start(store.clone(), handlers, test_config()).await;
+    let mut events = engine.subscribe_events();
+    let id = engine
+        .enqueue(EnqueueRequest::new("default", "report", ""))
+        .await
+        .unwrap()
+        .id;
+    gate.wait_arrivals(1).await;
+
+    let snapshot = engine.snapshot();
+    let running = snapshot.running.iter().find(|r| r.id == id).unwrap();
+    let progress = running.progress.as_ref().unwrap();
+    assert_eq!(progress.percent, 40);
+    assert_eq!(progress.message, "halfway-ish");
+
+    gate.open();
+    let outcome = engine.wait(id, WAIT).await.unwrap();
+    assert_eq!(
+        outcome.job().unwrap().result.as_deref(),
+        Some(r#"{"wrapped":true}"#)
+    );
+    let mut kinds = Vec::new();
+    while let Ok(e) = events.try_recv() {
+        if e.job_id == Some(id) {
+            kinds.push(e.kind);
+        }
+    }
+    use deck_engine::EventKind::*;
+    assert_eq!(kinds, vec![Enqueued, Started, Progress, Succeeded]);
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn worker_count_follows_the_persisted_settings() {
+    let (dir, store) = open_store().await;
+    let engine = start(store.clone(), HandlerRegistry::new(), test_config()).await;
+    assert_eq!(
+        engine.snapshot().workers_total,
+        EngineSettings::default().worker_count
+    );
+    let other = start(
+        runtime_support::reopen(&dir).await,
+        HandlerRegistry::new(),
+        test_config(),
+    )
+    .await;
+
+    let mut settings = engine.settings();
+    settings.worker_count = 3;
+    engine.save_settings(settings).await.unwrap();
+
+    assert_eq!(engine.snapshot().workers_total, 3, "applied here at once");
+    // The other instance re-reads settings with its instance heartbeat.
+    eventually(|| other.snapshot().workers_total == 3).await;
+    other.shutdown().await;
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_configuration_is_rejected_with_every_problem() {
+    let (_dir, store) = open_store().await;
+    let mut handlers = HandlerRegistry::new();
+    handlers.register("x", |_: JobContext, _: serde_json::Value| async { Ok(()) });
+    handlers.register("x", |_: JobContext, _: serde_json::Value| async { Ok(()) });
+    let config = EngineConfig {
+        poll_interval: Duration::from_millis(50),
+        prefetch: 0,
+        ..EngineConfig::default()
+    };
+    let err = Engine::start(store, handlers, config).await.unwrap_err();
+    let text = err.to_string();
+    assert!(text.contains("poll_interval is 50 ms"), "{text}");
+    assert!(text.contains("prefetch is 0"), "{text}");
+    assert!(
+        text.contains("\"x\" is registered more than once"),
+        "{text}"
+    );
+
+    let warned = EngineConfig {
+        poll_interval: Duration::from_secs(30),
+        ..EngineConfig::default()
+    };
+    assert_eq!(warned.validate().unwrap().len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rescuer_iteration_returns_stale_claims_to_pending() {
+    let (_dir, store) = open_store().await;
+    let id = store
+        .enqueue(EnqueueRequest::new("default", "t", ""))
+        .await
+        .unwrap()
+        .id;
+    let claimed = store
+        .claim_batch(deck_engine::ClaimRequest {
+            worker_id: "gone".into(),
+            limit: 10,
+            queues: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    let rescuer = deck_engine::runtime::Rescuer::new(
+        store.clone(),
+        deck_engine::runtime::RescuerConfig {
+            policy: deck_engine::RescuePolicy {
+                fetched_timeout: Duration::ZERO,
+                ..deck_engine::RescuePolicy::default()
+            },
+            ..Default::default()
+        },
+    );
+
+    let report = rescuer.run_once().await.unwrap();
+
+    assert_eq!(report.released, 1);
+    assert_eq!(
+        store.get_job(id).await.unwrap().unwrap().state,
+        JobState::Pending
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pruner_iteration_and_prune_now_use_the_saved_retention() {
+    let (_dir, store) = open_store().await;
+    let mut handlers = HandlerRegistry::new();
+    handlers.register("quick", |_: JobContext, _: serde_json::Value| async {
+        Ok(())
+    });
+    let engine = start(store.clone(), handlers, test_config()).await;
+    let (id, _) = engine
+        .enqueue_and_wait(EnqueueRequest::new("default", "quick", ""), WAIT)
+        .await
+        .unwrap();
+    let pruner = deck_engine::runtime::Pruner::new(
+        store.clone(),
+        deck_engine::runtime::PrunerConfig::default(),
+    );
+    assert_eq!(
+        pruner.run_once().await.unwrap().archive,
+        0,
+        "7 days not over"
+    );
+
+    let mut settings = engine.settings();
+    settings.retention.archive_days = 0;
+    engine.save_settings(settings).await.unwrap();
+    let report = engine.prune_now().await.unwrap();
+
+    assert_eq!(report.archive, 1);
+    assert!(store.get_job(id).await.unwrap().is_none());
+    engine.shutdown().await;
+}
