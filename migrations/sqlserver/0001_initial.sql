@@ -197,6 +197,12 @@ CREATE TABLE [{schema}].[queues] (
     CONSTRAINT [PK_queues] PRIMARY KEY CLUSTERED ([name])
 );
 
+-- The claim locks the settings rows of unpaused queues with a max_workers limit (so their
+-- claimers take turns); reading them through this index locks only those rows.
+CREATE NONCLUSTERED INDEX [IX_queues_limited] ON [{schema}].[queues] ([name])
+    INCLUDE ([max_workers])
+    WHERE [paused] = 0 AND [max_workers] IS NOT NULL;
+
 -- Rows currently in the archive and the DLQ, per queue, kept by every transition so the
 -- console never counts the big tables.
 CREATE TABLE [{schema}].[queue_counters] (

@@ -738,7 +738,8 @@ SELECT m.id, ISNULL(@queue, m.queue), m.job_type, ISNULL(@payload, m.payload),
        CASE WHEN m.idempotency_key IS NULL THEN NULL
             WHEN k.key_rank > 1 THEN NULL
             WHEN EXISTS (SELECT 1 FROM [{schema}].[jobs_hot] AS h WITH (UPDLOCK, HOLDLOCK)
-                         WHERE h.idempotency_key = m.idempotency_key) THEN NULL
+                         WHERE h.idempotency_key = m.idempotency_key
+                           AND h.idempotency_key IS NOT NULL) THEN NULL
             ELSE m.idempotency_key END,
        m.correlation_id, m.created_by, m.created_at, @now, m.expires_at, 0, m.max_attempts, 0, 0,
        m.errors, m.last_error, m.continuation,
@@ -1243,9 +1244,13 @@ ORDER BY dlq_rows DESC, last_seen DESC;";
 
 /// Applied migration versions (missing table = nothing applied yet).
 pub const SCHEMA_VERSIONS: &str = "IF OBJECT_ID(N'[{schema}].[schema_version]', N'U') IS NULL
+BEGIN
     SELECT CAST(NULL AS INT) AS version WHERE 1 = 0;
+END
 ELSE
-    SELECT version FROM [{schema}].[schema_version] ORDER BY version;";
+BEGIN
+    SELECT version FROM [{schema}].[schema_version] ORDER BY version;
+END";
 
 /// @P1 schema name. Columns with type, length (characters for text, -1 for MAX), scale and
 /// nullability; indexes; the archive/DLQ compression; the database compatibility level.

@@ -206,3 +206,16 @@ fn parameters_are_numbered_without_gaps() {
         assert_eq!(seen, expected, "{} has gaps in its parameters", s.name);
     }
 }
+
+#[test]
+#[ignore = "prints every statement for review: cargo test -p deck-engine print_every_statement -- --ignored --nocapture"]
+fn print_every_statement() {
+    for s in queries::ALL {
+        println!(
+            "-- ==== {} ({:?})\n{}\n",
+            s.name,
+            s.class,
+            s.sql.replace("{schema}", "deck")
+        );
+    }
+}
