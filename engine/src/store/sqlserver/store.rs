@@ -1190,7 +1190,7 @@ impl Store for SqlServerStore {
 
     async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
         let sql = self.sql(queries::TOP_ERRORS);
-        let limit = i64::from(limit.min(MAX_PAGE_SIZE));
+        let limit = i64::from(limit.min(10_000));
         let rows = self
             .first_rows("top_errors", Repeat::Always, &sql, &[&limit])
             .await?;
