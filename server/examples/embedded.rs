@@ -6,8 +6,8 @@
 use std::time::Duration;
 
 use deck_engine::{
-    Engine, EngineConfig, EnqueueRequest, HandlerError, HandlerRegistry, JobContext,
-    StoreOptions, WaitOutcome,
+    Engine, EngineConfig, EnqueueRequest, HandlerError, HandlerRegistry, JobContext, StoreOptions,
+    WaitOutcome,
 };
 use serde::{Deserialize, Serialize};
 
@@ -44,7 +44,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     handlers.register("image.resize", resize);
 
     let engine = Engine::start(store, handlers, EngineConfig::default()).await?;
-    let req = EnqueueRequest::new("images", "image.resize", r#"{"image":"cat.png","width":320}"#);
+    let req = EnqueueRequest::new(
+        "images",
+        "image.resize",
+        r#"{"image":"cat.png","width":320}"#,
+    );
     let (id, outcome) = engine
         .enqueue_and_wait(req, Duration::from_secs(10))
         .await?;
