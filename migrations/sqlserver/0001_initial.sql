@@ -12,6 +12,11 @@
 -- * Times are UTC, DATETIME2(6) (microseconds: the precision page cursors carry), written
 --   from SYSUTCDATETIME() wherever they decide correctness (due, expiry, heartbeat age).
 -- * Tags are stored as ',tag1,tag2,' so an exact tag test is CHARINDEX(',' + @tag + ',', tags).
+-- * Queue names, type keys and idempotency keys use the binary collation
+--   Latin1_General_100_BIN2: they are identifiers, compared exactly ('Emails' is not
+--   'emails') and sorted by code point, as on every other backend, whatever the database's
+--   default collation is. Statements give table variables and OPENJSON values the same
+--   collation where they meet these columns.
 -- * A move between pillars deletes from the source with OUTPUT ... INTO a table variable and
 --   inserts from it, in one transaction; nothing else references these tables.
 
@@ -20,12 +25,12 @@
 CREATE TABLE [{schema}].[jobs_hot] (
     [seq]              BIGINT IDENTITY(1, 1) NOT NULL,
     [id]               BINARY(16)     NOT NULL,
-    [queue]            NVARCHAR(255)  NOT NULL,
-    [job_type]         NVARCHAR(255)  NOT NULL,
+    [queue]            NVARCHAR(255)  COLLATE Latin1_General_100_BIN2 NOT NULL,
+    [job_type]         NVARCHAR(255)  COLLATE Latin1_General_100_BIN2 NOT NULL,
     [payload]          NVARCHAR(MAX)  NOT NULL,
     [tags]             NVARCHAR(1002) NOT NULL,
     [priority]         INT            NOT NULL,
-    [idempotency_key]  NVARCHAR(255)  NULL,
+    [idempotency_key]  NVARCHAR(255)  COLLATE Latin1_General_100_BIN2 NULL,
     [correlation_id]   NVARCHAR(255)  NULL,
     [created_by]       NVARCHAR(255)  NULL,
     [created_at]       DATETIME2(6)   NOT NULL,
@@ -90,12 +95,12 @@ CREATE NONCLUSTERED INDEX [IX_jobs_hot_status_created] ON [{schema}].[jobs_hot]
 CREATE TABLE [{schema}].[jobs_archive] (
     [seq]              BIGINT IDENTITY(1, 1) NOT NULL,
     [id]               BINARY(16)     NOT NULL,
-    [queue]            NVARCHAR(255)  NOT NULL,
-    [job_type]         NVARCHAR(255)  NOT NULL,
+    [queue]            NVARCHAR(255)  COLLATE Latin1_General_100_BIN2 NOT NULL,
+    [job_type]         NVARCHAR(255)  COLLATE Latin1_General_100_BIN2 NOT NULL,
     [payload]          NVARCHAR(MAX)  NOT NULL,
     [tags]             NVARCHAR(1002) NOT NULL,
     [priority]         INT            NOT NULL,
-    [idempotency_key]  NVARCHAR(255)  NULL,
+    [idempotency_key]  NVARCHAR(255)  COLLATE Latin1_General_100_BIN2 NULL,
     [correlation_id]   NVARCHAR(255)  NULL,
     [created_by]       NVARCHAR(255)  NULL,
     [created_at]       DATETIME2(6)   NOT NULL,
@@ -137,12 +142,12 @@ CREATE NONCLUSTERED INDEX [IX_jobs_archive_type] ON [{schema}].[jobs_archive] ([
 CREATE TABLE [{schema}].[jobs_dlq] (
     [seq]              BIGINT IDENTITY(1, 1) NOT NULL,
     [id]               BINARY(16)     NOT NULL,
-    [queue]            NVARCHAR(255)  NOT NULL,
-    [job_type]         NVARCHAR(255)  NOT NULL,
+    [queue]            NVARCHAR(255)  COLLATE Latin1_General_100_BIN2 NOT NULL,
+    [job_type]         NVARCHAR(255)  COLLATE Latin1_General_100_BIN2 NOT NULL,
     [payload]          NVARCHAR(MAX)  NOT NULL,
     [tags]             NVARCHAR(1002) NOT NULL,
     [priority]         INT            NOT NULL,
-    [idempotency_key]  NVARCHAR(255)  NULL,
+    [idempotency_key]  NVARCHAR(255)  COLLATE Latin1_General_100_BIN2 NULL,
     [correlation_id]   NVARCHAR(255)  NULL,
     [created_by]       NVARCHAR(255)  NULL,
     [created_at]       DATETIME2(6)   NOT NULL,
@@ -184,7 +189,7 @@ CREATE NONCLUSTERED INDEX [IX_jobs_dlq_reason] ON [{schema}].[jobs_dlq] ([reason
 
 -- Per-queue settings, shared by every instance. A row is created on a queue's first enqueue.
 CREATE TABLE [{schema}].[queues] (
-    [name]                   NVARCHAR(255) NOT NULL,
+    [name]                   NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL,
     [paused]                 BIT           NOT NULL,
     [hidden]                 BIT           NOT NULL,
     [max_workers]            INT           NULL,
@@ -206,7 +211,7 @@ CREATE NONCLUSTERED INDEX [IX_queues_limited] ON [{schema}].[queues] ([name])
 -- Rows currently in the archive and the DLQ, per queue, kept by every transition so the
 -- console never counts the big tables.
 CREATE TABLE [{schema}].[queue_counters] (
-    [queue]        NVARCHAR(255) NOT NULL,
+    [queue]        NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL,
     [archive_rows] BIGINT        NOT NULL,
     [dlq_rows]     BIGINT        NOT NULL,
     CONSTRAINT [PK_queue_counters] PRIMARY KEY CLUSTERED ([queue])
@@ -215,7 +220,7 @@ CREATE TABLE [{schema}].[queue_counters] (
 -- Finished work per minute and queue.
 CREATE TABLE [{schema}].[metric_buckets] (
     [bucket_start]    DATETIME2(0)  NOT NULL,
-    [queue]           NVARCHAR(255) NOT NULL,
+    [queue]           NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL,
     [succeeded]       BIGINT        NOT NULL,
     [failed]          BIGINT        NOT NULL,
     [retried]         BIGINT        NOT NULL,
@@ -262,7 +267,7 @@ CREATE TABLE [{schema}].[audit_log] (
     [id]     BIGINT IDENTITY(1, 1) NOT NULL,
     [at]     DATETIME2(6)   NOT NULL,
     [actor]  NVARCHAR(255)  NOT NULL,
-    [action] NVARCHAR(100)  NOT NULL,
+    [action] NVARCHAR(255)  NOT NULL,
     [target] NVARCHAR(4000) NOT NULL,
     [count]  BIGINT         NOT NULL,
     [detail] NVARCHAR(MAX)  NULL,

@@ -173,7 +173,10 @@ pub fn filter_predicates(built: &mut Built, pillar: Pillar, filter: &JobFilter) 
     }
     if let Some(tag) = &filter.tag {
         let p = built.bind(Param::Text(tag.clone()));
-        parts.push(format!("CHARINDEX(N',' + {p} + N',', tags) > 0"));
+        // Tags are exact, like queue names, whatever the database collation.
+        parts.push(format!(
+            "CHARINDEX(N',' + {p} + N',', tags COLLATE Latin1_General_100_BIN2) > 0"
+        ));
     }
     if let Some(text) = filter
         .text

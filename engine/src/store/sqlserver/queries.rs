@@ -94,12 +94,12 @@ macro_rules! moved_decl {
     () => {
         "DECLARE @moved TABLE (
     id               BINARY(16)     NOT NULL PRIMARY KEY,
-    queue            NVARCHAR(255)  COLLATE DATABASE_DEFAULT NOT NULL,
-    job_type         NVARCHAR(255)  COLLATE DATABASE_DEFAULT NOT NULL,
+    queue            NVARCHAR(255)  COLLATE Latin1_General_100_BIN2 NOT NULL,
+    job_type         NVARCHAR(255)  COLLATE Latin1_General_100_BIN2 NOT NULL,
     payload          NVARCHAR(MAX)  COLLATE DATABASE_DEFAULT NOT NULL,
     tags             NVARCHAR(1002) COLLATE DATABASE_DEFAULT NOT NULL,
     priority         INT            NOT NULL,
-    idempotency_key  NVARCHAR(255)  COLLATE DATABASE_DEFAULT NULL,
+    idempotency_key  NVARCHAR(255)  COLLATE Latin1_General_100_BIN2 NULL,
     correlation_id   NVARCHAR(255)  COLLATE DATABASE_DEFAULT NULL,
     created_by       NVARCHAR(255)  COLLATE DATABASE_DEFAULT NULL,
     created_at       DATETIME2(6)   NOT NULL,
@@ -126,7 +126,7 @@ macro_rules! ledger_decl {
     () => {
         "DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
 DECLARE @ledger TABLE (
-    queue          NVARCHAR(255) COLLATE DATABASE_DEFAULT NOT NULL,
+    queue          NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL,
     archive_delta  INT           NOT NULL DEFAULT 0,
     dlq_delta      INT           NOT NULL DEFAULT 0,
     succeeded      INT           NOT NULL DEFAULT 0,
@@ -136,7 +136,7 @@ DECLARE @ledger TABLE (
     reason         TINYINT       NULL,
     message_prefix NVARCHAR(80)  COLLATE DATABASE_DEFAULT NULL
 );
-DECLARE @need_queues TABLE (name NVARCHAR(255) COLLATE DATABASE_DEFAULT NOT NULL);
+DECLARE @need_queues TABLE (name NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
 DECLARE @finished TABLE (
     id             BINARY(16)    NOT NULL,
     succeeded      BIT           NOT NULL,
@@ -194,7 +194,7 @@ SELECT JSON_VALUE(f.continuation, '$.queue') FROM @finished AS f;
 macro_rules! ensure_queues {
     () => {
         "
-DECLARE @missing_queues TABLE (name NVARCHAR(255) COLLATE DATABASE_DEFAULT NOT NULL PRIMARY KEY);
+DECLARE @missing_queues TABLE (name NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL PRIMARY KEY);
 INSERT INTO @missing_queues (name)
 SELECT DISTINCT n.name FROM @need_queues AS n
 WHERE n.name IS NOT NULL
@@ -213,7 +213,7 @@ WHERE NOT EXISTS (
 macro_rules! ledger_apply {
     () => {
         "
-DECLARE @counts TABLE (queue NVARCHAR(255) COLLATE DATABASE_DEFAULT NOT NULL PRIMARY KEY,
+DECLARE @counts TABLE (queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL PRIMARY KEY,
                        archive_delta BIGINT NOT NULL, dlq_delta BIGINT NOT NULL);
 INSERT INTO @counts (queue, archive_delta, dlq_delta)
 SELECT queue, SUM(archive_delta), SUM(dlq_delta) FROM @ledger GROUP BY queue
@@ -236,7 +236,7 @@ WHERE NOT EXISTS (
 DECLARE @minute DATETIME2(0) =
     DATEADD(MINUTE, DATEDIFF(MINUTE, CAST('2000-01-01' AS DATETIME2(0)), @now),
             CAST('2000-01-01' AS DATETIME2(0)));
-DECLARE @work TABLE (queue NVARCHAR(255) COLLATE DATABASE_DEFAULT NOT NULL PRIMARY KEY,
+DECLARE @work TABLE (queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL PRIMARY KEY,
                      succeeded BIGINT NOT NULL, failed BIGINT NOT NULL, retried BIGINT NOT NULL,
                      duration_sum_ms BIGINT NOT NULL, duration_max_ms BIGINT NOT NULL);
 INSERT INTO @work (queue, succeeded, failed, retried, duration_sum_ms, duration_max_ms)
@@ -356,16 +356,16 @@ pub const PING: &str =
 pub const ENQUEUE: &str = tx!(
     "DECLARE @jobs_json NVARCHAR(MAX) = @P1;
 DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
-DECLARE @need_queues TABLE (name NVARCHAR(255) COLLATE DATABASE_DEFAULT NOT NULL);
+DECLARE @need_queues TABLE (name NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
 DECLARE @jobs TABLE (
     ord             INT            NOT NULL PRIMARY KEY,
     id              BINARY(16)     NOT NULL,
-    queue           NVARCHAR(255)  COLLATE DATABASE_DEFAULT NOT NULL,
-    job_type        NVARCHAR(255)  COLLATE DATABASE_DEFAULT NOT NULL,
+    queue           NVARCHAR(255)  COLLATE Latin1_General_100_BIN2 NOT NULL,
+    job_type        NVARCHAR(255)  COLLATE Latin1_General_100_BIN2 NOT NULL,
     payload         NVARCHAR(MAX)  COLLATE DATABASE_DEFAULT NOT NULL,
     tags            NVARCHAR(1002) COLLATE DATABASE_DEFAULT NOT NULL,
     priority        INT            NOT NULL,
-    idempotency_key NVARCHAR(255)  COLLATE DATABASE_DEFAULT NULL,
+    idempotency_key NVARCHAR(255)  COLLATE Latin1_General_100_BIN2 NULL,
     correlation_id  NVARCHAR(255)  COLLATE DATABASE_DEFAULT NULL,
     created_by      NVARCHAR(255)  COLLATE DATABASE_DEFAULT NULL,
     scheduled_at    DATETIME2(6)   NOT NULL,
@@ -462,7 +462,7 @@ pub const CLAIM: &str = tx!(
 DECLARE @worker NVARCHAR(255) = @P2;
 DECLARE @queues NVARCHAR(MAX) = @P3;
 DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
-DECLARE @lanes TABLE (queue NVARCHAR(255) COLLATE DATABASE_DEFAULT NOT NULL PRIMARY KEY,
+DECLARE @lanes TABLE (queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL PRIMARY KEY,
                       max_workers INT NULL, slots BIGINT NOT NULL);
 DECLARE @claimed TABLE (seq BIGINT NOT NULL PRIMARY KEY);
 
@@ -470,7 +470,7 @@ INSERT INTO @lanes (queue, max_workers, slots)
 SELECT q.name, q.max_workers, q.max_workers
 FROM [{schema}].[queues] AS q WITH (UPDLOCK, ROWLOCK)
 WHERE q.paused = 0 AND q.max_workers IS NOT NULL
-  AND (@queues IS NULL OR q.name IN (SELECT [value] FROM OPENJSON(@queues)));
+  AND (@queues IS NULL OR q.name IN (SELECT [value] COLLATE Latin1_General_100_BIN2 FROM OPENJSON(@queues)));
 
 UPDATE l
 SET l.slots = l.max_workers - (
@@ -482,7 +482,7 @@ INSERT INTO @lanes (queue, max_workers, slots)
 SELECT q.name, NULL, @limit
 FROM [{schema}].[queues] AS q
 WHERE q.paused = 0 AND q.max_workers IS NULL
-  AND (@queues IS NULL OR q.name IN (SELECT [value] FROM OPENJSON(@queues)));
+  AND (@queues IS NULL OR q.name IN (SELECT [value] COLLATE Latin1_General_100_BIN2 FROM OPENJSON(@queues)));
 
 WITH candidates AS (
     SELECT TOP (@limit) c.seq

@@ -952,6 +952,9 @@ impl Store for SqlServerStore {
     async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<()> {
         validation::validate_name("instance id", &info.id)?;
         let sql = self.sql(queries::HEARTBEAT_INSTANCE);
+        // Columns are NVARCHAR(255) / NVARCHAR(100): trim rather than fail the heartbeat.
+        let host: String = info.host.chars().take(255).collect();
+        let version: String = info.version.chars().take(100).collect();
         let pid = i64::from(info.pid);
         let started = rows::to_sql_time(info.started_at);
         let total = to_i32(info.workers_total);
@@ -960,15 +963,7 @@ impl Store for SqlServerStore {
             "heartbeat_instance",
             Repeat::Always,
             &sql,
-            &[
-                &info.id,
-                &info.host,
-                &pid,
-                &info.version,
-                &started,
-                &total,
-                &busy,
-            ],
+            &[&info.id, &host, &pid, &version, &started, &total, &busy],
         )
         .await?;
         Ok(())
@@ -1195,7 +1190,7 @@ impl Store for SqlServerStore {
 
     async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
         let sql = self.sql(queries::TOP_ERRORS);
-        let limit = i64::from(limit.min(MAX_PAGE_SIZE));
+        let limit = i64::from(limit.min(10_000));
         let rows = self
             .first_rows("top_errors", Repeat::Always, &sql, &[&limit])
             .await?;
