@@ -3,7 +3,9 @@
 use std::net::SocketAddr;
 
 use anyhow::bail;
-use deck_app::{AuthConfig, Console, ConsoleOptions, EngineBackend};
+use std::sync::Arc;
+
+use deck_app::{AuthConfig, Console, ConsoleOptions, EngineBackend, Role};
 
 use crate::state::AppState;
 
@@ -32,4 +34,19 @@ pub fn console(state: &AppState) -> axum::Router {
         ConsoleOptions::default(),
     );
     deck_app::console_router(console, state.settings.auth.clone())
+}
+
+/// The JSON API authenticates with the same users and roles as the console.
+pub fn api_authenticator(auth: &AuthConfig) -> crate::api::Authenticator {
+    let auth = Arc::new(auth.clone());
+    Arc::new(move |header: Option<&str>| {
+        auth.authenticate(header)
+            .map(|identity| crate::api::principal::Principal {
+                name: identity.name,
+                role: match identity.role {
+                    Role::Viewer => crate::api::principal::Role::Viewer,
+                    Role::Operator => crate::api::principal::Role::Operator,
+                },
+            })
+    })
 }

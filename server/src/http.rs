@@ -9,6 +9,6 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(crate::health::router(state.clone()))
         .merge(crate::metrics::router(state.clone()))
-        // JSON API (/api/v1): .merge(crate::api::router(state.clone()))
+        .merge(crate::api::router(state.clone()))
         .merge(crate::auth::console(&state))
 }

@@ -107,6 +107,7 @@ macro_rules! store_conformance_tests {
             admin::audit_appends_and_pages_newest_first,
             concurrency::many_claimers_never_share_a_job,
             concurrency::racing_completions_apply_once,
+            concurrency::racing_enqueues_of_one_key_create_one_job,
             concurrency::stale_buffered_job_never_runs,
             concurrency::zombie_then_late_success_is_rejected,
             concurrency::bulkhead_holds_under_concurrent_claimers,

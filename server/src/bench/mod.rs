@@ -4,6 +4,7 @@
 pub mod console;
 mod drain;
 mod latency;
+mod roundtrip;
 
 use std::sync::Arc;
 
@@ -18,6 +19,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Drain(args) => drain::run(args).await?,
         BenchCommand::Latency(args) => latency::run(args).await?,
         BenchCommand::Console(args) => console::run(args).await?,
+        BenchCommand::Roundtrip(args) => roundtrip::run(args).await?,
     };
     crate::commands::emit(&format!("{report}\n"))
 }

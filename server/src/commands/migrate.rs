@@ -20,11 +20,22 @@ pub async fn run(config: Option<PathBuf>, args: MigrateArgs) -> anyhow::Result<(
             store.ping().await?;
             emit(&format!("sqlite://{path}: schema is up to date\n"))?;
         }
-        DatabaseUrl::SqlServer { .. } => {
-            anyhow::bail!(
-                "deck migrate for SQL Server is not available yet\n  help: `deck serve` creates \
-                 the schema itself while store.auto_create_schema is true (the default)"
-            );
+        DatabaseUrl::SqlServer { connection } => {
+            use deck_engine::store::sqlserver;
+            if args.print {
+                // Printing needs no connection: a DBA can review it anywhere.
+                return emit(&sqlserver::migration_script(&settings.store.schema)?);
+            }
+            let report = sqlserver::migrate(&connection, &settings.store).await?;
+            let applied = if report.applied.is_empty() {
+                "nothing to apply".to_string()
+            } else {
+                format!("applied version(s) {:?}", report.applied)
+            };
+            emit(&format!(
+                "SQL Server schema [{}] is at version {} ({applied})\n",
+                report.schema, report.version
+            ))?;
         }
     }
     Ok(())

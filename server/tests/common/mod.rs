@@ -133,10 +133,11 @@ impl Server {
     /// SIGTERM, then wait for the exit status.
     pub fn terminate(&mut self) -> std::process::ExitStatus {
         let mut child = self.child.take().expect("running");
-        let status = Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
+        // The shell's builtin `kill`: no extra package needed on a fresh machine.
+        let status = Command::new("sh")
+            .args(["-c", &format!("kill -TERM {}", child.id())])
             .status()
-            .expect("kill runs");
+            .expect("sh runs");
         assert!(status.success());
         child.wait().expect("deck exits")
     }

@@ -300,7 +300,10 @@ async fn one_failing_command_in_a_group_rolls_back_only_itself() {
 async fn sqlite_hot_path_throughput() {
     let dir = tempfile::tempdir().unwrap();
     let s = store(&dir).await;
-    let total = 100_000;
+    let total: usize = std::env::var("DECK_BENCH_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
     let batch = 500;
     let t = Instant::now();
     for _ in 0..total / 5_000 {
@@ -309,15 +312,23 @@ async fn sqlite_hot_path_throughput() {
             .unwrap();
     }
     let enqueue = t.elapsed();
+    println!("enqueued {total} in {enqueue:?}");
     let t = Instant::now();
     let mut done = 0;
+    let (mut t_claim, mut t_mark, mut t_complete) =
+        (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     loop {
+        let step = Instant::now();
         let jobs = s.claim_batch(claim_req("w", batch)).await.unwrap();
+        t_claim += step.elapsed();
         if jobs.is_empty() {
             break;
         }
         let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
+        let step = Instant::now();
         let started = s.mark_processing("w", &ids).await.unwrap();
+        t_mark += step.elapsed();
+        let step = Instant::now();
         let completions = started
             .into_iter()
             .map(|id| Completion::Succeeded {
@@ -327,7 +338,9 @@ async fn sqlite_hot_path_throughput() {
             })
             .collect();
         done += s.complete("w", completions).await.unwrap().len();
+        t_complete += step.elapsed();
     }
+    println!("claim {t_claim:?}, mark {t_mark:?}, complete {t_complete:?}");
     let drain = t.elapsed();
     assert_eq!(done, total);
     println!(
@@ -335,4 +348,47 @@ async fn sqlite_hot_path_throughput() {
         total as f64 / enqueue.as_secs_f64(),
         total as f64 / drain.as_secs_f64()
     );
+}
+
+/// The hot paths must stay index seeks however the planner's statistics look: a plan that
+/// scans the hot table made claims quadratic once (the planner put `jobs` outside `lim`).
+#[tokio::test]
+async fn hot_path_statements_never_scan_the_hot_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir).await;
+    s.enqueue_batch((0..2000).map(|_| req("bench")).collect())
+        .await
+        .unwrap();
+    let conn = rusqlite::Connection::open(dir.path().join("deck.db")).unwrap();
+    let claim = format!("{}id", super::workers::CLAIM_SQL);
+    let statements = [
+        claim.as_str(),
+        "UPDATE jobs SET status = 2 WHERE id IN (SELECT value FROM json_each(?1)) AND status = 1 AND worker_id = ?2",
+        "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))",
+        "SELECT j.id FROM json_each(?1) AS c CROSS JOIN jobs AS j ON j.id = c.value ->> 'id' WHERE j.status = 2 AND j.worker_id = ?2",
+        "SELECT id FROM jobs WHERE idempotency_key = ?1",
+        "SELECT id FROM archive WHERE (finished_at, id) < (?1, ?2) ORDER BY finished_at DESC, id DESC LIMIT 5",
+    ];
+    for sql in statements {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let n = stmt.parameter_count();
+        let rows: Vec<String> = stmt
+            .query_map(
+                rusqlite::params_from_iter((0..n).map(|_| rusqlite::types::Value::Null)),
+                |r| r.get(3),
+            )
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        for line in &rows {
+            assert!(
+                !matches!(
+                    line.split_whitespace().take(2).collect::<Vec<_>>()[..],
+                    ["SCAN", "jobs" | "j" | "p" | "archive"]
+                ),
+                "{sql}\n  {}",
+                rows.join("\n  ")
+            );
+        }
+    }
 }
