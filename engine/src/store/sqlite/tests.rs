@@ -294,6 +294,23 @@ async fn one_failing_command_in_a_group_rolls_back_only_itself() {
     assert!(s.get_job(good.id).await.unwrap().is_some());
 }
 
+/// CPU seconds this process has used (user + system), from /proc: the machine is shared, so
+/// wall time alone says little.
+fn cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 /// Store-level throughput: `cargo test -p deck-engine --release sqlite_hot_path -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "micro-benchmark; run by hand"]
@@ -306,14 +323,19 @@ async fn sqlite_hot_path_throughput() {
         .unwrap_or(100_000);
     let batch = 500;
     let t = Instant::now();
+    let cpu = cpu_secs();
     for _ in 0..total / 5_000 {
         s.enqueue_batch((0..5_000).map(|_| req("bench")).collect())
             .await
             .unwrap();
     }
     let enqueue = t.elapsed();
-    println!("enqueued {total} in {enqueue:?}");
+    println!(
+        "enqueued {total} in {enqueue:?} ({:.2} s CPU)",
+        cpu_secs() - cpu
+    );
     let t = Instant::now();
+    let cpu = cpu_secs();
     let mut done = 0;
     let (mut t_claim, mut t_mark, mut t_complete) =
         (Duration::ZERO, Duration::ZERO, Duration::ZERO);
@@ -340,7 +362,10 @@ async fn sqlite_hot_path_throughput() {
         done += s.complete("w", completions).await.unwrap().len();
         t_complete += step.elapsed();
     }
-    println!("claim {t_claim:?}, mark {t_mark:?}, complete {t_complete:?}");
+    println!(
+        "claim {t_claim:?}, mark {t_mark:?}, complete {t_complete:?} ({:.2} s CPU)",
+        cpu_secs() - cpu
+    );
     let drain = t.elapsed();
     assert_eq!(done, total);
     println!(
