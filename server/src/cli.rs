@@ -165,6 +165,8 @@ pub enum BenchCommand {
     Drain(DrainArgs),
     /// Enqueue jobs one at a time at a fixed rate and measure enqueue→start
     Latency(LatencyArgs),
+    /// Enqueue-and-wait round trips over the Rust API and over HTTP (p50/p99)
+    Roundtrip(RoundtripArgs),
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]
@@ -204,6 +206,24 @@ pub struct LatencyArgs {
     /// Enqueues per second
     #[arg(long, default_value_t = 200)]
     pub rate: u32,
+    #[arg(long, default_value_t = 10)]
+    pub workers: u32,
+    /// SQLite durability
+    #[arg(long, value_enum, default_value_t = Synchronous::Full)]
+    pub synchronous: Synchronous,
+}
+
+#[derive(Debug, Args, Clone)]
+pub struct RoundtripArgs {
+    /// Database [default: a fresh temporary SQLite file]
+    #[arg(long, value_name = "URL")]
+    pub database: Option<String>,
+    /// Round trips per API (Rust, then HTTP)
+    #[arg(long, default_value_t = 1_000)]
+    pub jobs: u32,
+    /// Clients enqueueing and waiting at the same time
+    #[arg(long, default_value_t = 1)]
+    pub concurrency: u32,
     #[arg(long, default_value_t = 10)]
     pub workers: u32,
     /// SQLite durability

@@ -11,7 +11,7 @@ pub fn router(state: AppState) -> Router {
     Router::new()
         .merge(crate::health::router(state.clone()))
         .merge(crate::metrics::router(state.clone()))
-        // JSON API (/api/v1): .merge(crate::api::router(state.clone()))
+        .merge(crate::api::router(state.clone()))
         // Console: replaces the placeholder below.
         .merge(placeholder(state))
 }

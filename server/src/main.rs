@@ -1,6 +1,7 @@
 //! `deck`: the engine, the console and the JSON API in one binary, plus the operator's
 //! command-line tools (migrate, stats, enqueue, bench).
 
+mod api;
 mod bench;
 mod cli;
 mod commands;

@@ -3,6 +3,7 @@
 
 mod drain;
 mod latency;
+mod roundtrip;
 
 use std::sync::Arc;
 
@@ -16,6 +17,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
     let report = match cmd {
         BenchCommand::Drain(args) => drain::run(args).await?,
         BenchCommand::Latency(args) => latency::run(args).await?,
+        BenchCommand::Roundtrip(args) => roundtrip::run(args).await?,
     };
     crate::commands::emit(&format!("{report}\n"))
 }
