@@ -44,6 +44,7 @@ macro_rules! store_conformance_tests {
             enqueue::envelope_limits_are_inclusive,
             enqueue::enqueue_batch_keeps_request_order,
             enqueue::enqueue_batch_is_all_or_nothing_on_a_bad_item,
+            enqueue::the_largest_batch_goes_through_every_path,
             enqueue::duplicate_idempotency_key_returns_the_active_job,
             enqueue::duplicate_idempotency_key_inside_one_batch,
             enqueue::idempotency_key_is_free_again_once_the_job_finished,
@@ -69,6 +70,7 @@ macro_rules! store_conformance_tests {
             transitions::resurrect_brings_a_dead_job_back_with_edits,
             transitions::resurrect_of_a_job_not_in_the_dlq_is_not_found,
             transitions::resurrect_drops_a_key_an_active_job_now_holds,
+            transitions::bulk_resurrect_of_jobs_sharing_a_key_keeps_one_key,
             transitions::edit_job_changes_pending_and_dead_jobs,
             transitions::edit_job_refuses_fetched_processing_and_archived,
             transitions::purge_deletes_from_each_pillar,
@@ -79,6 +81,7 @@ macro_rules! store_conformance_tests {
             transitions::finished_jobs_returns_only_finished_ones,
             ownership::wrong_worker_changes_nothing,
             ownership::completion_requires_processing,
+            ownership::one_batch_finishing_a_job_twice_applies_the_first,
             reads::list_jobs_filters_each_pillar,
             reads::list_jobs_pages_every_sort_both_ways,
             reads::list_jobs_pages_archive_and_dlq_by_finish_time,
@@ -104,9 +107,11 @@ macro_rules! store_conformance_tests {
             admin::audit_appends_and_pages_newest_first,
             concurrency::many_claimers_never_share_a_job,
             concurrency::racing_completions_apply_once,
+            concurrency::racing_enqueues_of_one_key_create_one_job,
             concurrency::stale_buffered_job_never_runs,
             concurrency::zombie_then_late_success_is_rejected,
             concurrency::bulkhead_holds_under_concurrent_claimers,
+            concurrency::operator_sweeper_and_worker_races_have_one_outcome,
         );
     };
 }

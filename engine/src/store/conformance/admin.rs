@@ -62,6 +62,16 @@ pub async fn instances_heartbeat_list_and_deregister(f: StoreFactory) {
     );
     assert_eq!(trunc_ms(listed[0].started_at), first.started_at);
 
+    let_clock_advance().await;
+    assert!(
+        store
+            .list_instances(Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty(),
+        "max_age bounds the heartbeat age"
+    );
+
     store.deregister_instance("inst-a").await.unwrap();
     let listed = store.list_instances(hour).await.unwrap();
     assert_eq!(
@@ -69,6 +79,7 @@ pub async fn instances_heartbeat_list_and_deregister(f: StoreFactory) {
         vec!["inst-b"]
     );
     store.deregister_instance("never-registered").await.unwrap();
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn settings_default_then_round_trip(f: StoreFactory) {
@@ -100,6 +111,7 @@ pub async fn settings_default_then_round_trip(f: StoreFactory) {
     };
     store.save_settings(&again).await.unwrap();
     assert_eq!(store.load_settings().await.unwrap(), again);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn audit_appends_and_pages_newest_first(f: StoreFactory) {
@@ -162,6 +174,8 @@ pub async fn audit_appends_and_pages_newest_first(f: StoreFactory) {
             .unwrap()
             .is_empty()
     );
+    assert!(store.list_audit(None, 0).await.unwrap().is_empty());
     let everything = f.connect().await.list_audit(None, 100).await.unwrap();
     assert_eq!(everything.len(), 5);
+    assert_counters_match_rows(&*store).await;
 }

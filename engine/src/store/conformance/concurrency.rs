@@ -11,6 +11,21 @@ use crate::model::{Applied, ClaimRequest, Completion, FailureReason, JobId, JobS
 
 const CLAIMERS: usize = 8;
 
+/// Run a store call the way the runtime does under contention: a transient fault (busy
+/// database, deadlock, throttling) changed nothing and is tried again; anything else fails
+/// the test.
+macro_rules! retrying {
+    ($call:expr) => {
+        loop {
+            match $call {
+                Ok(value) => break value,
+                Err(e) if e.is_transient() => tokio::task::yield_now().await,
+                Err(e) => panic!("store call failed: {e}"),
+            }
+        }
+    };
+}
+
 pub async fn many_claimers_never_share_a_job(f: StoreFactory) {
     let store = f.store();
     let total = 2_000;
@@ -29,25 +44,22 @@ pub async fn many_claimers_never_share_a_job(f: StoreFactory) {
             let mut mine = Vec::new();
             start_line.wait().await;
             loop {
-                let jobs = handle
-                    .claim_batch(ClaimRequest {
-                        worker_id: worker.clone(),
-                        limit: 25,
-                        queues: None,
-                    })
-                    .await
-                    .expect("claim");
+                let claim = ClaimRequest {
+                    worker_id: worker.clone(),
+                    limit: 25,
+                    queues: None,
+                };
+                let jobs = retrying!(handle.claim_batch(claim.clone()).await);
                 if jobs.is_empty() {
                     return (worker, mine);
                 }
                 let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
                 assert!(jobs.iter().all(|j| j.worker_id.as_deref() == Some(&worker)));
-                let started = handle.mark_processing(&worker, &ids).await.expect("mark");
+                let started = retrying!(handle.mark_processing(&worker, &ids).await);
                 assert_eq!(started.len(), ids.len(), "{worker} starts what it claimed");
-                let done = handle
-                    .complete(&worker, ids.iter().map(|id| succeeded(*id, None)).collect())
-                    .await
-                    .expect("complete");
+                let completions: Vec<Completion> =
+                    ids.iter().map(|id| succeeded(*id, None)).collect();
+                let done = retrying!(handle.complete(&worker, completions.clone()).await);
                 assert!(
                     done.iter().all(|a| a.is_applied()),
                     "{worker} owns its jobs"
@@ -84,6 +96,7 @@ pub async fn many_claimers_never_share_a_job(f: StoreFactory) {
         assert_eq!(j.worker_id.as_ref(), owner.get(id));
         assert_eq!(j.attempt, 1, "ran once");
     }
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn racing_completions_apply_once(f: StoreFactory) {
@@ -107,10 +120,7 @@ pub async fn racing_completions_apply_once(f: StoreFactory) {
                         retry_at: now_ms() + secs(3600),
                     },
                 };
-                let applied = handle
-                    .complete("w1", vec![c.clone()])
-                    .await
-                    .expect("complete");
+                let applied = retrying!(handle.complete("w1", vec![c.clone()]).await);
                 (c, applied[0])
             }));
         }
@@ -152,6 +162,7 @@ pub async fn racing_completions_apply_once(f: StoreFactory) {
         s.succeeded + s.dlq,
         "one metric per applied completion"
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn stale_buffered_job_never_runs(f: StoreFactory) {
@@ -213,7 +224,7 @@ pub async fn stale_buffered_job_never_runs(f: StoreFactory) {
         let handle = f.connect().await;
         let worker = if n == 0 { "owner" } else { "impostor" };
         tasks.push(tokio::spawn(async move {
-            handle.mark_processing(worker, &[id]).await.unwrap().len()
+            retrying!(handle.mark_processing(worker, &[id]).await).len()
         }));
     }
     let mut started = 0;
@@ -222,6 +233,7 @@ pub async fn stale_buffered_job_never_runs(f: StoreFactory) {
     }
     assert_eq!(started, 1);
     assert_eq!(job(&*store, id).await.attempt, 1);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn zombie_then_late_success_is_rejected(f: StoreFactory) {
@@ -268,6 +280,7 @@ pub async fn zombie_then_late_success_is_rejected(f: StoreFactory) {
         state(&*store, id).await,
         Some(JobState::Dead(FailureReason::Zombie))
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn bulkhead_holds_under_concurrent_claimers(f: StoreFactory) {
@@ -299,7 +312,15 @@ pub async fn bulkhead_holds_under_concurrent_claimers(f: StoreFactory) {
             let mut done = 0usize;
             let mut idle = 0;
             while idle < 50 {
-                let ids = claim(&*handle, &worker, 10).await;
+                let claim = ClaimRequest {
+                    worker_id: worker.clone(),
+                    limit: 10,
+                    queues: None,
+                };
+                let ids: Vec<JobId> = retrying!(handle.claim_batch(claim.clone()).await)
+                    .into_iter()
+                    .map(|j| j.id)
+                    .collect();
                 if ids.is_empty() {
                     idle += 1;
                     tokio::task::yield_now().await;
@@ -310,12 +331,11 @@ pub async fn bulkhead_holds_under_concurrent_claimers(f: StoreFactory) {
                     in_flight.fetch_add(ids.len() as i64, Ordering::SeqCst) + ids.len() as i64;
                 peak.fetch_max(now, Ordering::SeqCst);
                 assert!(now <= i64::from(limit), "{now} jobs of the queue in flight");
-                handle.mark_processing(&worker, &ids).await.unwrap();
+                retrying!(handle.mark_processing(&worker, &ids).await);
                 in_flight.fetch_sub(ids.len() as i64, Ordering::SeqCst);
-                let applied = handle
-                    .complete(&worker, ids.iter().map(|id| succeeded(*id, None)).collect())
-                    .await
-                    .unwrap();
+                let completions: Vec<Completion> =
+                    ids.iter().map(|id| succeeded(*id, None)).collect();
+                let applied = retrying!(handle.complete(&worker, completions.clone()).await);
                 done += applied.iter().filter(|a| a.is_applied()).count();
             }
             done
@@ -331,4 +351,122 @@ pub async fn bulkhead_holds_under_concurrent_claimers(f: StoreFactory) {
     assert_eq!(s.succeeded + s.pending, total as u64);
     assert!(s.succeeded > 0);
     assert!(peak.load(Ordering::SeqCst) <= i64::from(limit));
+    assert_counters_match_rows(&*store).await;
+}
+
+/// Operators, sweepers and workers on different connections racing for the same jobs:
+/// whoever wins, the job ends in exactly one consistent state and the losers report it.
+pub async fn operator_sweeper_and_worker_races_have_one_outcome(f: StoreFactory) {
+    use crate::model::CancelOutcome;
+
+    let store = f.store();
+    let operator = f.connect().await;
+    let sweeper = f.connect().await;
+    for round in 0..12 {
+        // Cancel of a buffered job against its start.
+        let id = enqueue(&*store, req("race", "t")).await;
+        assert_eq!(claim(&*store, "w1", 1).await, vec![id]);
+        let ids = [id];
+        let (cancel, started) =
+            tokio::join!(operator.cancel(id), store.mark_processing("w1", &ids));
+        let (cancel, started) = (cancel.unwrap(), started.unwrap());
+        let j = job(&*store, id).await;
+        match cancel {
+            CancelOutcome::Cancelled => {
+                assert!(
+                    started.is_empty(),
+                    "round {round}: a cancelled job never starts"
+                );
+                assert_eq!(j.state, JobState::Dead(FailureReason::Cancelled));
+            }
+            CancelOutcome::Requested => {
+                assert_eq!(started, vec![id]);
+                assert_eq!((j.state, j.cancel_requested), (JobState::Processing, true));
+                assert!(complete_one(&*store, "w1", succeeded(id, None)).await);
+            }
+            CancelOutcome::NotFound => panic!("round {round}: the job exists"),
+        }
+
+        // The zombie sweep against a completion.
+        let id = processing_job(&*store, req("race", "t"), "w1").await;
+        let_clock_advance().await;
+        let policy = zero_timeouts();
+        let (report, applied) = tokio::join!(
+            sweeper.rescue(&policy),
+            store.complete("w1", vec![succeeded(id, None)])
+        );
+        let (report, applied) = (report.unwrap(), applied.unwrap());
+        match (report.zombies, applied[0]) {
+            (1, Applied::NotApplied) => assert_eq!(
+                state(&*store, id).await,
+                Some(JobState::Dead(FailureReason::Zombie))
+            ),
+            (0, Applied::Applied) => {
+                assert_eq!(state(&*store, id).await, Some(JobState::Succeeded))
+            }
+            other => panic!("round {round}: both or neither applied: {other:?}"),
+        }
+
+        // Resurrect against purge of a dead job.
+        let id = dead_job(&*store, req("race", "t"), FailureReason::Fatal, "x").await;
+        let ids = [id];
+        let (resurrected, purged) = tokio::join!(
+            operator.resurrect(id, None),
+            sweeper.purge(crate::model::Pillar::Dlq, &ids)
+        );
+        match (resurrected, purged.unwrap()) {
+            (Ok(Applied::Applied), 0) => {
+                assert_eq!(state(&*store, id).await, Some(JobState::Pending));
+                assert_eq!(
+                    store.purge(crate::model::Pillar::Hot, &[id]).await.unwrap(),
+                    1
+                );
+            }
+            (Err(crate::error::StoreError::JobNotFound(_)), 1) => {
+                assert_eq!(state(&*store, id).await, None)
+            }
+            other => panic!("round {round}: resurrect and purge both or neither: {other:?}"),
+        }
+    }
+    assert_counters_match_rows(&*store).await;
+}
+
+/// Producers in different processes enqueueing the same key at once: one job, one id.
+pub async fn racing_enqueues_of_one_key_create_one_job(f: StoreFactory) {
+    let store = f.store();
+    for round in 0..5 {
+        let key = format!("order-{round}");
+        let start_line = Arc::new(tokio::sync::Barrier::new(CLAIMERS));
+        let mut tasks = Vec::new();
+        for n in 0..CLAIMERS {
+            let handle = f.connect().await;
+            let start_line = start_line.clone();
+            let key = key.clone();
+            tasks.push(tokio::spawn(async move {
+                let r = crate::model::EnqueueRequest {
+                    idempotency_key: Some(key.clone()),
+                    ..req("keyed", "t")
+                };
+                start_line.wait().await;
+                if n % 2 == 0 {
+                    retrying!(handle.enqueue(r.clone()).await)
+                } else {
+                    retrying!(handle.enqueue_batch(vec![r.clone()]).await)[0]
+                }
+            }));
+        }
+        let mut outcomes = Vec::new();
+        for t in tasks {
+            outcomes.push(t.await.unwrap());
+        }
+        let created = outcomes.iter().filter(|o| o.created).count();
+        assert_eq!(
+            created, 1,
+            "round {round}: exactly one producer created the job"
+        );
+        let ids: HashSet<JobId> = outcomes.iter().map(|o| o.id).collect();
+        assert_eq!(ids.len(), 1, "round {round}: everyone got the same id");
+    }
+    assert_eq!(summary(&*store).await.pending, 5);
+    assert_counters_match_rows(&*store).await;
 }

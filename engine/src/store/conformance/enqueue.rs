@@ -92,12 +92,14 @@ pub async fn enqueue_round_trips_every_field(f: StoreFactory) {
         delay >= secs(3599) && delay <= secs(3601),
         "a one-hour delay schedules one hour after creation, got {delay}"
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn empty_payload_is_stored_as_null(f: StoreFactory) {
     let store = f.store();
     let id = enqueue(&*store, EnqueueRequest::new("q", "t", "")).await;
     assert_eq!(job(&*store, id).await.payload, "null");
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn invalid_requests_write_nothing(f: StoreFactory) {
@@ -173,6 +175,7 @@ pub async fn invalid_requests_write_nothing(f: StoreFactory) {
         queues.iter().all(|q| q.name != "bad"),
         "a rejected request creates no queue row: {queues:?}"
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn enqueue_batch_keeps_request_order(f: StoreFactory) {
@@ -198,6 +201,7 @@ pub async fn enqueue_batch_keeps_request_order(f: StoreFactory) {
     assert_eq!(ids.len(), 20, "every job has its own id");
     assert_eq!(summary(&*store).await.pending, 20);
     assert!(store.enqueue_batch(vec![]).await.unwrap().is_empty());
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn enqueue_batch_is_all_or_nothing_on_a_bad_item(f: StoreFactory) {
@@ -212,6 +216,7 @@ pub async fn enqueue_batch_is_all_or_nothing_on_a_bad_item(f: StoreFactory) {
             .await
             .is_empty()
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 fn keyed(key: &str, payload: &str) -> EnqueueRequest {
@@ -260,6 +265,7 @@ pub async fn duplicate_idempotency_key_returns_the_active_job(f: StoreFactory) {
     assert!(outs[1].created);
     let s = summary(&*store).await;
     assert_eq!((s.pending, s.processing), (1, 1), "two jobs in all");
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn duplicate_idempotency_key_inside_one_batch(f: StoreFactory) {
@@ -293,6 +299,7 @@ pub async fn duplicate_idempotency_key_inside_one_batch(f: StoreFactory) {
     );
     assert_eq!(job(&*store, outs[0].id).await.payload, r#"{"n":1}"#);
     assert_eq!(summary(&*store).await.pending, 3);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn idempotency_key_is_free_again_once_the_job_finished(f: StoreFactory) {
@@ -317,6 +324,7 @@ pub async fn idempotency_key_is_free_again_once_the_job_finished(f: StoreFactory
     assert!(third.created);
     assert!(third.id != first.id && third.id != second.id);
     assert_eq!(job(&*store, first.id).await.state, JobState::Succeeded);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn enqueue_creates_the_queue_settings_row(f: StoreFactory) {
@@ -329,6 +337,7 @@ pub async fn enqueue_creates_the_queue_settings_row(f: StoreFactory) {
         .expect("enqueue creates the queue row");
     assert!(!q.paused && !q.hidden);
     assert_eq!(q.max_workers, None);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn envelope_limits_are_inclusive(f: StoreFactory) {
@@ -352,4 +361,64 @@ pub async fn envelope_limits_are_inclusive(f: StoreFactory) {
     assert_eq!(j.tags, tags);
     let row = &list_all(&*store, Pillar::Hot, JobFilter::default()).await[0];
     assert_eq!(row.tags, tags);
+    assert_counters_match_rows(&*store).await;
+}
+
+pub async fn the_largest_batch_goes_through_every_path(f: StoreFactory) {
+    use crate::query::BulkAction;
+    use crate::validation::MAX_BATCH;
+
+    let store = f.store();
+    let too_many: Vec<EnqueueRequest> = (0..=MAX_BATCH).map(|_| req("q", "t")).collect();
+    assert!(is_invalid(store.enqueue_batch(too_many).await));
+    let reqs: Vec<EnqueueRequest> = (0..MAX_BATCH)
+        .map(|i| EnqueueRequest {
+            idempotency_key: Some(format!("key-{i}")),
+            ..req("q", "t")
+        })
+        .collect();
+    let outs = store.enqueue_batch(reqs).await.unwrap();
+    assert_eq!(outs.len(), MAX_BATCH);
+    assert!(outs.iter().all(|o| o.created));
+    let ids: Vec<_> = outs.iter().map(|o| o.id).collect();
+    assert_eq!(summary(&*store).await.pending, MAX_BATCH as u64);
+
+    // Large id lists through the worker and operator paths (parameter limits, chunking).
+    let claimed = claim(&*store, "w1", 5_000).await;
+    assert_eq!(claimed.len(), 5_000);
+    assert_eq!(
+        store.mark_processing("w1", &claimed).await.unwrap().len(),
+        5_000
+    );
+    assert_eq!(
+        store.heartbeat("w1", &claimed).await.unwrap().alive.len(),
+        5_000
+    );
+    let applied = store
+        .complete(
+            "w1",
+            claimed.iter().map(|id| succeeded(*id, None)).collect(),
+        )
+        .await
+        .unwrap();
+    assert!(applied.iter().all(|a| a.is_applied()));
+    assert_eq!(store.finished_jobs(&ids).await.unwrap().len(), 5_000);
+    assert_eq!(
+        store
+            .bulk_by_ids(BulkAction::Cancel, Pillar::Hot, &ids)
+            .await
+            .unwrap(),
+        5_000
+    );
+    assert_eq!(
+        store
+            .bulk_by_ids(BulkAction::Resurrect, Pillar::Dlq, &ids)
+            .await
+            .unwrap(),
+        5_000
+    );
+    assert_eq!(store.purge(Pillar::Hot, &ids).await.unwrap(), 5_000);
+    assert_eq!(store.purge(Pillar::Archive, &ids).await.unwrap(), 5_000);
+    assert_eq!(counts(&summary(&*store).await), [0; 6]);
+    assert_counters_match_rows(&*store).await;
 }

@@ -26,6 +26,7 @@ pub async fn rescue_with_default_policy_leaves_fresh_work_alone(f: StoreFactory)
     assert_eq!(state(&*store, pending).await, Some(JobState::Pending));
     assert_eq!(state(&*store, fetched).await, Some(JobState::Fetched));
     assert_eq!(state(&*store, running).await, Some(JobState::Processing));
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn rescue_releases_stale_fetched_jobs(f: StoreFactory) {
@@ -59,12 +60,14 @@ pub async fn rescue_releases_stale_fetched_jobs(f: StoreFactory) {
             .is_empty()
     );
     assert_eq!(claim(&*store, "alive", 5).await.len(), 3);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn rescue_dead_letters_zombies(f: StoreFactory) {
     let store = f.store();
     let zombie = processing_job(&*store, req("q", "t"), "w1").await;
     let_clock_advance().await;
+    let started = chrono::Utc::now();
     let report = store.rescue(&zero_timeouts()).await.unwrap();
     assert_eq!(report.zombies, 1);
     let j = job(&*store, zombie).await;
@@ -76,7 +79,8 @@ pub async fn rescue_dead_letters_zombies(f: StoreFactory) {
     assert_eq!(j.attempt, 1);
     let s = summary(&*store).await;
     assert_eq!(counts(&s), [0, 0, 0, 0, 0, 1]);
-    assert_eq!(s.failed_1m, 1);
+    assert_eq!(s.failed_5m, 1);
+    assert_last_minute(s.failed_1m, 1, started, "failed in the last minute");
     let groups = store.top_errors(5).await.unwrap();
     assert_eq!(groups.len(), 1);
     assert_eq!(
@@ -88,6 +92,7 @@ pub async fn rescue_dead_letters_zombies(f: StoreFactory) {
         store.heartbeat("w1", &[zombie]).await.unwrap().lost,
         vec![zombie]
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn rescue_honours_the_queue_zombie_timeout(f: StoreFactory) {
@@ -130,6 +135,7 @@ pub async fn rescue_honours_the_queue_zombie_timeout(f: StoreFactory) {
     assert_eq!(hb.alive, vec![strict]);
     assert_eq!(store.rescue(&long_timeouts()).await.unwrap().zombies, 0);
     assert_eq!(state(&*store, strict).await, Some(JobState::Processing));
+    assert_counters_match_rows(&*store).await;
 }
 
 fn instance(id: &str) -> InstanceInfo {
@@ -203,6 +209,7 @@ pub async fn rescue_handles_dead_and_deregistered_instances(f: StoreFactory) {
         Some(JobState::Dead(FailureReason::Zombie))
     );
     assert_eq!(state(&*store, other).await, Some(JobState::Processing));
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn prune_removes_old_finished_rows(f: StoreFactory) {
@@ -293,4 +300,5 @@ pub async fn prune_removes_old_finished_rows(f: StoreFactory) {
         .map(|b| b.succeeded)
         .sum();
     assert_eq!(done, 0);
+    assert_counters_match_rows(&*store).await;
 }

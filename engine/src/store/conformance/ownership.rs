@@ -99,6 +99,7 @@ pub async fn wrong_worker_changes_nothing(f: StoreFactory) {
             .unwrap(),
         vec![Applied::NotApplied]
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn completion_requires_processing(f: StoreFactory) {
@@ -112,4 +113,58 @@ pub async fn completion_requires_processing(f: StoreFactory) {
     assert!(store.heartbeat("w1", &[id]).await.unwrap().alive.is_empty());
     assert_eq!(state(&*store, id).await, Some(JobState::Fetched));
     assert_eq!(counts(&summary(&*store).await), [0, 0, 1, 0, 0, 0]);
+    assert_counters_match_rows(&*store).await;
+}
+
+pub async fn one_batch_finishing_a_job_twice_applies_the_first(f: StoreFactory) {
+    let store = f.store();
+    let a = processing_job(&*store, req("q", "t"), "w1").await;
+    let b = processing_job(&*store, req("q2", "t"), "w1").await;
+    // A timeout and the late success of one job can meet in one group commit.
+    let applied = store
+        .complete(
+            "w1",
+            vec![
+                succeeded(a, Some("1")),
+                dead(a, FailureReason::Timeout, "too slow"),
+                dead(b, FailureReason::Fatal, "first"),
+                succeeded(b, None),
+                succeeded(a, Some("2")),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        applied,
+        vec![
+            Applied::Applied,
+            Applied::NotApplied,
+            Applied::Applied,
+            Applied::NotApplied,
+            Applied::NotApplied,
+        ]
+    );
+    let ja = job(&*store, a).await;
+    assert_eq!(
+        (ja.state, ja.result.as_deref()),
+        (JobState::Succeeded, Some("1"))
+    );
+    assert_eq!(
+        state(&*store, b).await,
+        Some(JobState::Dead(FailureReason::Fatal))
+    );
+    assert_eq!(counts(&summary(&*store).await), [0, 0, 0, 0, 1, 1]);
+    // The same for starts and releases: an id given twice moves once.
+    let c = enqueue(&*store, req("q3", "t")).await;
+    assert_eq!(claim(&*store, "w1", 1).await, vec![c]);
+    assert_eq!(store.mark_processing("w1", &[c, c]).await.unwrap(), vec![c]);
+    assert_eq!(job(&*store, c).await.attempt, 1);
+    let d = enqueue(&*store, req("q4", "t")).await;
+    assert_eq!(claim(&*store, "w1", 1).await, vec![d]);
+    assert_eq!(store.release("w1", &[d, d], None).await.unwrap(), 1);
+    assert!(
+        claim(&*store, "w1", 0).await.is_empty(),
+        "a zero limit claims nothing"
+    );
+    assert_counters_match_rows(&*store).await;
 }

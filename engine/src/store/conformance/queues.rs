@@ -35,6 +35,7 @@ pub async fn paused_queue_is_not_claimed_until_resumed(f: StoreFactory) {
     let cfg = other.update_queue("held", pause(false)).await.unwrap();
     assert!(!cfg.paused);
     assert_eq!(claim(&*store, "w1", 10).await, vec![held]);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn queue_settings_round_trip(f: StoreFactory) {
@@ -124,6 +125,7 @@ pub async fn queue_settings_round_trip(f: StoreFactory) {
         vec!["another".to_string(), "reports".to_string()],
         "by name"
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn invalid_queue_patch_changes_nothing(f: StoreFactory) {
@@ -156,6 +158,7 @@ pub async fn invalid_queue_patch_changes_nothing(f: StoreFactory) {
     assert!(is_invalid(store.update_queue("", pause(true)).await));
     assert!(is_invalid(store.update_queue(" padded", pause(true)).await));
     assert_eq!(store.list_queues().await.unwrap(), before);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn bulkhead_holds_inside_one_batch(f: StoreFactory) {
@@ -184,6 +187,7 @@ pub async fn bulkhead_holds_inside_one_batch(f: StoreFactory) {
     );
     let s = summary(&*store).await;
     assert_eq!((s.pending, s.fetched), (18, 3));
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn bulkhead_counts_processing_jobs_and_frees_on_finish(f: StoreFactory) {
@@ -227,6 +231,7 @@ pub async fn bulkhead_counts_processing_jobs_and_frees_on_finish(f: StoreFactory
         1,
         "the last pending job"
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn bulkhead_holds_across_handles(f: StoreFactory) {
@@ -241,4 +246,5 @@ pub async fn bulkhead_holds_across_handles(f: StoreFactory) {
         "cluster-wide limit"
     );
     assert!(claim(&*other, "w3", 10).await.is_empty());
+    assert_counters_match_rows(&*store).await;
 }

@@ -259,6 +259,7 @@ pub async fn list_jobs_pages_every_sort_both_ways(f: StoreFactory) {
         .await
         .unwrap();
     assert!(empty.items.is_empty() && empty.prev.is_none() && empty.next.is_none());
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn list_jobs_pages_archive_and_dlq_by_finish_time(f: StoreFactory) {
@@ -295,6 +296,7 @@ pub async fn list_jobs_pages_archive_and_dlq_by_finish_time(f: StoreFactory) {
             check_paging(&*store, Pillar::Dlq, &JobFilter::default(), sort, &dead).await;
         }
     }
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn list_jobs_ties_break_on_id(f: StoreFactory) {
@@ -331,6 +333,7 @@ pub async fn list_jobs_ties_break_on_id(f: StoreFactory) {
         desc.reverse();
         assert_eq!(asc, desc, "{column}: descending is ascending reversed");
     }
+    assert_counters_match_rows(&*store).await;
 }
 
 async fn list_all_sorted(
@@ -442,6 +445,7 @@ pub async fn cursors_round_trip_through_text(f: StoreFactory) {
     assert_eq!(seen, expected);
     assert_eq!(seen.len(), 16, "every row once");
     assert!("not-a-uuid~123".parse::<Cursor>().is_err());
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn list_jobs_filters_each_pillar(f: StoreFactory) {
@@ -709,4 +713,62 @@ pub async fn list_jobs_filters_each_pillar(f: StoreFactory) {
         .await,
         sorted(vec![d2, d3])
     );
+
+    // Quotes and escapes in a search are just characters.
+    for odd in [
+        "O'Brien",
+        "\"quoted\"",
+        "back\\slash",
+        "semi;colon --",
+        "[x]",
+    ] {
+        assert!(hot(text(odd)).await.is_empty(), "{odd}");
+        assert!(dlq(text(odd)).await.is_empty(), "{odd}");
+    }
+
+    // A long error is cut for the list row, not for the job.
+    let long = format!("{} end", "word ".repeat(400));
+    let wordy = dead_job(
+        &*store,
+        tagged("dl", "wordy", &[]),
+        FailureReason::Failed,
+        &long,
+    )
+    .await;
+
+    // Every row of every list says what the job itself says.
+    for pillar in Pillar::ALL {
+        for row in list_all(&*store, pillar, JobFilter::default()).await {
+            let full = job(&*store, row.id).await;
+            let expected = JobSummary::from(&full);
+            let cut = row.last_error.clone();
+            assert_eq!(
+                JobSummary {
+                    last_error: None,
+                    ..row
+                },
+                JobSummary {
+                    last_error: None,
+                    ..expected
+                }
+            );
+            let message = full.last_error().map(|e| e.message.clone());
+            match (cut, message) {
+                (None, None) => {}
+                (Some(cut), Some(message)) => {
+                    assert!(
+                        message.starts_with(&cut),
+                        "{cut:?} is a prefix of the error"
+                    );
+                    assert!(!cut.is_empty());
+                    assert!(cut.chars().count() <= 1000, "a few hundred characters");
+                    if full.id == wordy {
+                        assert!(cut.len() < long.len(), "a long error is cut");
+                    }
+                }
+                other => panic!("last error of {}: {other:?}", full.id),
+            }
+        }
+    }
+    assert_counters_match_rows(&*store).await;
 }

@@ -101,6 +101,7 @@ pub async fn failed_archive_insert_rolls_back_the_whole_completion_batch(f: Stor
     // The store still works, and the same completions apply once the fault is gone.
     assert!(complete_one(&*store, "w1", succeeded(good, None)).await);
     assert_eq!(summary(&*store).await.succeeded, 2);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn failed_dlq_insert_rolls_back_dead_letter_and_cancel(f: StoreFactory) {
@@ -132,6 +133,7 @@ pub async fn failed_dlq_insert_rolls_back_dead_letter_and_cancel(f: StoreFactory
     assert_eq!(snapshot(&*store).await, before);
     assert_eq!(state(&*store, pending).await, Some(JobState::Pending));
     assert_eq!(state(&*store, running).await, Some(JobState::Processing));
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn failed_continuation_insert_rolls_back_the_parent(f: StoreFactory) {
@@ -167,6 +169,7 @@ pub async fn failed_continuation_insert_rolls_back_the_parent(f: StoreFactory) {
         .await;
     assert!(result.is_err(), "{result:?}");
     assert_eq!(snapshot(&*store).await, before);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn failed_insert_rolls_back_enqueue_batch(f: StoreFactory) {
@@ -195,6 +198,7 @@ pub async fn failed_insert_rolls_back_enqueue_batch(f: StoreFactory) {
         .await
         .unwrap();
     assert!(out.created);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn failed_insert_rolls_back_resurrect_and_rescue(f: StoreFactory) {
@@ -214,4 +218,5 @@ pub async fn failed_insert_rolls_back_resurrect_and_rescue(f: StoreFactory) {
         Some(JobState::Dead(FailureReason::Fatal))
     );
     assert_eq!(state(&*store, zombie).await, Some(JobState::Processing));
+    assert_counters_match_rows(&*store).await;
 }

@@ -46,6 +46,7 @@ pub async fn future_jobs_are_not_claimable_until_due(f: StoreFactory) {
     assert_eq!(claimed, sorted(vec![past, immediate, zero_delay]));
     assert_eq!(state(&*store, future).await, Some(JobState::Pending));
     assert_eq!(state(&*store, delayed).await, Some(JobState::Pending));
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn claim_order_is_priority_then_due_time_then_id(f: StoreFactory) {
@@ -98,6 +99,7 @@ pub async fn claim_order_is_priority_then_due_time_then_id(f: StoreFactory) {
     let mut expected_batch = high_ids.clone();
     expected_batch.push(low_ids[0]);
     assert_eq!(batch, sorted(expected_batch));
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn expired_jobs_are_not_claimed_and_rescue_dead_letters_them(f: StoreFactory) {
@@ -131,6 +133,7 @@ pub async fn expired_jobs_are_not_claimed_and_rescue_dead_letters_them(f: StoreF
     // The expired job moved once; a second sweep finds nothing.
     let again = store.rescue(&long_timeouts()).await.unwrap();
     assert_eq!(again.expired, 0);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn claim_honours_the_queue_filter(f: StoreFactory) {
@@ -153,4 +156,5 @@ pub async fn claim_honours_the_queue_filter(f: StoreFactory) {
             .is_empty()
     );
     assert_eq!(claim(&*store, "w2", 10).await, vec![a]);
+    assert_counters_match_rows(&*store).await;
 }

@@ -324,3 +324,101 @@ pub fn counts(s: &Summary) -> [u64; 6] {
 pub fn since(t: Timestamp) -> TimeDelta {
     Utc::now() - t
 }
+
+/// Every job is in exactly one pillar, and the maintained counters agree with the rows: the
+/// overview counts, every queue's archive and DLQ counters and the DLQ error groups, each
+/// against a committed scan. Called at the end of every case, so no path can let a counter
+/// drift.
+pub async fn assert_counters_match_rows(store: &dyn Store) {
+    use std::collections::HashMap;
+
+    use crate::model::HotStatus;
+
+    let hot = list_all(store, Pillar::Hot, JobFilter::default()).await;
+    let archive = list_all(store, Pillar::Archive, JobFilter::default()).await;
+    let dlq = list_all(store, Pillar::Dlq, JobFilter::default()).await;
+    let mut pillar_of: HashMap<JobId, Pillar> = HashMap::new();
+    for (pillar, rows) in [
+        (Pillar::Hot, &hot),
+        (Pillar::Archive, &archive),
+        (Pillar::Dlq, &dlq),
+    ] {
+        for row in rows.iter() {
+            if let Some(other) = pillar_of.insert(row.id, pillar) {
+                panic!("job {} is in both {other} and {pillar}", row.id);
+            }
+        }
+    }
+    let s = summary(store).await;
+    let status = |st: JobState| hot.iter().filter(|j| j.state == st).count() as u64;
+    assert_eq!(
+        s.pending + s.scheduled,
+        status(HotStatus::Pending.into()),
+        "pending + scheduled = pending rows"
+    );
+    assert_eq!(s.fetched, status(JobState::Fetched), "fetched rows");
+    assert_eq!(
+        s.processing,
+        status(JobState::Processing),
+        "processing rows"
+    );
+    assert_eq!(
+        s.succeeded,
+        archive.len() as u64,
+        "archive counter = archive rows"
+    );
+    assert_eq!(s.dlq, dlq.len() as u64, "DLQ counter = DLQ rows");
+
+    let mut per_queue: HashMap<&str, (u64, u64)> = HashMap::new();
+    for j in &archive {
+        per_queue.entry(&j.queue).or_default().0 += 1;
+    }
+    for j in &dlq {
+        per_queue.entry(&j.queue).or_default().1 += 1;
+    }
+    let stats = store.queue_stats().await.expect("queue stats");
+    for q in &stats {
+        let rows = per_queue.get(q.queue.as_str()).copied().unwrap_or_default();
+        assert_eq!(
+            (q.succeeded, q.failed),
+            rows,
+            "queue {}: counters (succeeded, failed) = rows",
+            q.queue
+        );
+    }
+    for (queue, rows) in &per_queue {
+        assert!(
+            stats.iter().any(|q| q.queue == *queue),
+            "queue {queue} holds finished rows {rows:?} but has no stats row"
+        );
+    }
+
+    let groups = store.top_errors(10_000).await.expect("top errors");
+    let mut by_reason: HashMap<FailureReason, u64> = HashMap::new();
+    for g in &groups {
+        *by_reason.entry(g.reason).or_default() += g.count;
+    }
+    by_reason.retain(|_, n| *n > 0);
+    let mut rows_by_reason: HashMap<FailureReason, u64> = HashMap::new();
+    for j in &dlq {
+        if let JobState::Dead(reason) = j.state {
+            *rows_by_reason.entry(reason).or_default() += 1;
+        }
+    }
+    assert_eq!(
+        by_reason, rows_by_reason,
+        "error groups add up to the DLQ rows per reason"
+    );
+}
+
+/// A count over "the last minute" comes from per-minute buckets, so work finished just
+/// before a minute boundary may drop out of it just after. `started` is taken before the
+/// work: if the minute turned since, the count may be lower, never higher.
+pub fn assert_last_minute(count: u64, expected: u64, started: Timestamp, what: &str) {
+    let minute = |t: Timestamp| t.timestamp().div_euclid(60);
+    if minute(started) == minute(Utc::now()) {
+        assert_eq!(count, expected, "{what}");
+    } else {
+        assert!(count <= expected, "{what}: {count} > {expected}");
+    }
+}

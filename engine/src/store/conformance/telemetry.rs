@@ -8,6 +8,7 @@ use crate::telemetry::{ERROR_PREFIX_CHARS, Summary};
 
 pub async fn summary_counts_each_state(f: StoreFactory) {
     let store = f.store();
+    let started = Utc::now();
     assert_eq!(
         summary(&*store).await,
         Summary::default(),
@@ -53,8 +54,14 @@ pub async fn summary_counts_each_state(f: StoreFactory) {
     );
 
     let s = summary(&*store).await;
+    assert_last_minute(s.succeeded_1m, 1, started, "succeeded in the last minute");
+    assert_last_minute(s.failed_1m, 1, started, "failed in the last minute");
     assert_eq!(
-        s,
+        Summary {
+            succeeded_1m: 1,
+            failed_1m: 1,
+            ..s.clone()
+        },
         Summary {
             pending: 2,
             scheduled: 2,
@@ -70,7 +77,8 @@ pub async fn summary_counts_each_state(f: StoreFactory) {
         }
     );
     // Every handle sees the same committed counts.
-    assert_eq!(summary(&*f.connect().await).await, s);
+    assert_eq!(counts(&summary(&*f.connect().await).await), counts(&s));
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn queue_stats_counts_and_lag(f: StoreFactory) {
@@ -189,6 +197,7 @@ pub async fn queue_stats_counts_and_lag(f: StoreFactory) {
     names.sort();
     names.dedup();
     assert_eq!(names.len(), stats.len(), "one row per queue");
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn throughput_buckets_fill_missing_minutes(f: StoreFactory) {
@@ -256,6 +265,7 @@ pub async fn throughput_buckets_fill_missing_minutes(f: StoreFactory) {
     );
     assert_eq!(store.throughput(1, None).await.unwrap().len(), 1);
     assert_eq!(store.throughput(60, None).await.unwrap().len(), 60);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn top_errors_groups_by_reason_and_prefix(f: StoreFactory) {
@@ -309,4 +319,5 @@ pub async fn top_errors_groups_by_reason_and_prefix(f: StoreFactory) {
         .find(|g| g.reason == FailureReason::Timeout)
         .unwrap();
     assert_eq!(group.message_prefix, "é".repeat(ERROR_PREFIX_CHARS));
+    assert_counters_match_rows(&*store).await;
 }

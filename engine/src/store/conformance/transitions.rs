@@ -10,6 +10,7 @@ use crate::query::{BulkAction, JobFilter};
 
 pub async fn success_moves_the_job_to_the_archive(f: StoreFactory) {
     let store = f.store();
+    let started = chrono::Utc::now();
     let id = enqueue(&*store, req("mail", "send")).await;
     let claimed = claim_jobs(&*store, "w1", 5, None).await;
     assert_eq!(claimed.len(), 1);
@@ -55,7 +56,8 @@ pub async fn success_moves_the_job_to_the_archive(f: StoreFactory) {
 
     let s = summary(&*store).await;
     assert_eq!(counts(&s), [0, 0, 0, 0, 1, 0]);
-    assert_eq!((s.succeeded_1m, s.succeeded_5m), (1, 1));
+    assert_eq!(s.succeeded_5m, 1);
+    assert_last_minute(s.succeeded_1m, 1, started, "succeeded in the last minute");
     let q = store.queue_stats().await.unwrap();
     let mail = q.iter().find(|q| q.queue == "mail").unwrap();
     assert_eq!((mail.succeeded, mail.pending, mail.processing), (1, 0, 0));
@@ -71,6 +73,7 @@ pub async fn success_moves_the_job_to_the_archive(f: StoreFactory) {
     // Finished for good: a second completion is refused.
     assert!(!complete_one(&*store, "w1", succeeded(id, None)).await);
     assert_eq!(summary(&*store).await.succeeded, 1);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn retry_puts_the_job_back_with_its_error(f: StoreFactory) {
@@ -177,10 +180,12 @@ pub async fn retry_puts_the_job_back_with_its_error(f: StoreFactory) {
         .map(|e| (e.attempt, e.message.as_str()))
         .collect();
     assert_eq!(messages, vec![(1, "first"), (2, "second")]);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn dead_letter_moves_the_job_to_the_dlq(f: StoreFactory) {
     let store = f.store();
+    let started = chrono::Utc::now();
     let id = processing_job(&*store, req("q", "poison"), "w1").await;
     assert!(
         complete_one(
@@ -199,7 +204,8 @@ pub async fn dead_letter_moves_the_job_to_the_dlq(f: StoreFactory) {
     assert_eq!(j.result, None);
     let s = summary(&*store).await;
     assert_eq!(counts(&s), [0, 0, 0, 0, 0, 1]);
-    assert_eq!((s.failed_1m, s.failed_5m), (1, 1));
+    assert_eq!(s.failed_5m, 1);
+    assert_last_minute(s.failed_1m, 1, started, "failed in the last minute");
     let q = store.queue_stats().await.unwrap();
     assert_eq!(q.iter().find(|q| q.queue == "q").unwrap().failed, 1);
     let failed: u64 = store
@@ -216,6 +222,7 @@ pub async fn dead_letter_moves_the_job_to_the_dlq(f: StoreFactory) {
     assert_eq!(groups[0].message_prefix, "bad payload: no id");
     assert_eq!(groups[0].count, 1);
     assert!(!complete_one(&*store, "w1", succeeded(id, None)).await);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn release_returns_fetched_jobs_without_spending_an_attempt(f: StoreFactory) {
@@ -242,6 +249,7 @@ pub async fn release_returns_fetched_jobs_without_spending_an_attempt(f: StoreFa
     assert_eq!(state(&*store, ids[2]).await, Some(JobState::Processing));
     let s = summary(&*store).await;
     assert_eq!((s.pending, s.fetched, s.processing), (0, 2, 1));
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn release_with_run_at_defers_the_job(f: StoreFactory) {
@@ -255,6 +263,7 @@ pub async fn release_with_run_at_defers_the_job(f: StoreFactory) {
     assert_eq!(trunc_ms(j.scheduled_at), run_at);
     assert!(claim(&*store, "w1", 1).await.is_empty());
     assert_eq!(summary(&*store).await.scheduled, 1);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn cancel_of_pending_or_fetched_dead_letters_at_once(f: StoreFactory) {
@@ -288,6 +297,7 @@ pub async fn cancel_of_pending_or_fetched_dead_letters_at_once(f: StoreFactory) 
     );
     let s = summary(&*store).await;
     assert_eq!(counts(&s), [0, 0, 0, 0, 0, 2]);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn cancel_of_processing_is_requested_through_the_heartbeat(f: StoreFactory) {
@@ -318,6 +328,7 @@ pub async fn cancel_of_processing_is_requested_through_the_heartbeat(f: StoreFac
         state(&*store, id).await,
         Some(JobState::Dead(FailureReason::Cancelled))
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn cancel_of_finished_or_unknown_is_not_found(f: StoreFactory) {
@@ -336,6 +347,7 @@ pub async fn cancel_of_finished_or_unknown_is_not_found(f: StoreFactory) {
         Some(JobState::Dead(FailureReason::Fatal))
     );
     assert_eq!(counts(&summary(&*store).await), [0, 0, 0, 0, 1, 1]);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn resurrect_brings_a_dead_job_back_with_edits(f: StoreFactory) {
@@ -415,6 +427,7 @@ pub async fn resurrect_brings_a_dead_job_back_with_edits(f: StoreFactory) {
         state(&*store, stays).await,
         Some(JobState::Dead(FailureReason::Failed))
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn resurrect_of_a_job_not_in_the_dlq_is_not_found(f: StoreFactory) {
@@ -429,6 +442,7 @@ pub async fn resurrect_of_a_job_not_in_the_dlq_is_not_found(f: StoreFactory) {
     }
     assert_eq!(state(&*store, archived).await, Some(JobState::Succeeded));
     assert_eq!(counts(&summary(&*store).await), [1, 0, 0, 0, 1, 0]);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn resurrect_drops_a_key_an_active_job_now_holds(f: StoreFactory) {
@@ -468,6 +482,7 @@ pub async fn resurrect_drops_a_key_an_active_job_now_holds(f: StoreFactory) {
         job(&*store, lone).await.idempotency_key.as_deref(),
         Some("lone")
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn edit_job_changes_pending_and_dead_jobs(f: StoreFactory) {
@@ -571,6 +586,7 @@ pub async fn edit_job_changes_pending_and_dead_jobs(f: StoreFactory) {
         job(&*store, id).await.tags,
         vec!["x".to_string(), "y".to_string()]
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn edit_job_refuses_fetched_processing_and_archived(f: StoreFactory) {
@@ -600,6 +616,7 @@ pub async fn edit_job_refuses_fetched_processing_and_archived(f: StoreFactory) {
         store.edit_job(JobId::new(), edit).await,
         Err(StoreError::JobNotFound(_))
     ));
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn purge_deletes_from_each_pillar(f: StoreFactory) {
@@ -654,6 +671,7 @@ pub async fn purge_deletes_from_each_pillar(f: StoreFactory) {
             .iter()
             .all(|g| g.count == 0)
     );
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn bulk_by_ids_applies_each_action(f: StoreFactory) {
@@ -729,6 +747,7 @@ pub async fn bulk_by_ids_applies_each_action(f: StoreFactory) {
         2
     );
     assert_eq!(counts(&summary(&*store).await), [0; 6]);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn bulk_preview_counts_and_samples(f: StoreFactory) {
@@ -771,6 +790,7 @@ pub async fn bulk_preview_counts_and_samples(f: StoreFactory) {
     assert_eq!((none.matching, none.sample.len()), (0, 0));
     // A preview is a read: nothing moved.
     assert_eq!(summary(&*store).await.dlq, 10);
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn bulk_by_filter_respects_filter_and_cap(f: StoreFactory) {
@@ -838,6 +858,7 @@ pub async fn bulk_by_filter_respects_filter_and_cap(f: StoreFactory) {
         .unwrap();
     assert_eq!(none, 0);
     assert_eq!(summary(&*store).await.dlq, 50);
+    assert_counters_match_rows(&*store).await;
 }
 
 fn with_continuation(trigger: ContinuationTrigger) -> EnqueueRequest {
@@ -954,6 +975,7 @@ pub async fn continuations_follow_their_trigger(f: StoreFactory) {
     let found = continuations_of(&*store, id).await;
     assert_eq!(found.len(), 1);
     assert_eq!(found[0]["reason"], "Zombie");
+    assert_counters_match_rows(&*store).await;
 }
 
 pub async fn finished_jobs_returns_only_finished_ones(f: StoreFactory) {
@@ -972,4 +994,72 @@ pub async fn finished_jobs_returns_only_finished_ones(f: StoreFactory) {
     let a = got.iter().find(|j| j.id == archived).unwrap();
     assert_eq!(a.result.as_deref(), Some(r#"{"ok":true}"#));
     assert!(store.finished_jobs(&[]).await.unwrap().is_empty());
+    assert_counters_match_rows(&*store).await;
+}
+
+pub async fn bulk_resurrect_of_jobs_sharing_a_key_keeps_one_key(f: StoreFactory) {
+    let store = f.store();
+    let keyed = || EnqueueRequest {
+        idempotency_key: Some("nightly-export".into()),
+        ..req("q", "t")
+    };
+    // Two generations of the same keyed job, both dead.
+    let mut dead = Vec::new();
+    for _ in 0..2 {
+        let out = store.enqueue(keyed()).await.unwrap();
+        assert!(out.created);
+        assert_eq!(
+            store.cancel(out.id).await.unwrap(),
+            CancelOutcome::Cancelled
+        );
+        dead.push(out.id);
+    }
+    assert_eq!(
+        store
+            .bulk_by_ids(BulkAction::Resurrect, Pillar::Dlq, &dead)
+            .await
+            .unwrap(),
+        2,
+        "both come back; only one may keep the key"
+    );
+    let mut keys = Vec::new();
+    for id in &dead {
+        let j = job(&*store, *id).await;
+        assert_eq!(j.state, JobState::Pending);
+        keys.push(j.idempotency_key);
+    }
+    keys.sort();
+    assert_eq!(keys, vec![None, Some("nightly-export".to_string())]);
+    let dup = store.enqueue(keyed()).await.unwrap();
+    assert!(!dup.created && dead.contains(&dup.id));
+
+    // The same through the filter path.
+    for id in &dead {
+        store.cancel(*id).await.unwrap();
+    }
+    let third = store.enqueue(keyed()).await.unwrap();
+    assert!(third.created);
+    assert_eq!(
+        store
+            .bulk_by_filter(BulkAction::Resurrect, Pillar::Dlq, &filter_queue("q"), 100)
+            .await
+            .unwrap(),
+        2
+    );
+    for id in &dead {
+        assert_eq!(
+            job(&*store, *id).await.idempotency_key,
+            None,
+            "{id}: the active job keeps it"
+        );
+    }
+    assert_eq!(
+        job(&*store, third.id).await.idempotency_key.as_deref(),
+        Some("nightly-export")
+    );
+
+    // Purging the holder frees the key.
+    assert_eq!(store.purge(Pillar::Hot, &[third.id]).await.unwrap(), 1);
+    assert!(store.enqueue(keyed()).await.unwrap().created);
+    assert_counters_match_rows(&*store).await;
 }

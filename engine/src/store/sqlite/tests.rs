@@ -294,30 +294,63 @@ async fn one_failing_command_in_a_group_rolls_back_only_itself() {
     assert!(s.get_job(good.id).await.unwrap().is_some());
 }
 
+/// CPU seconds this process has used (user + system), from /proc: the machine is shared, so
+/// wall time alone says little.
+fn cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 /// Store-level throughput: `cargo test -p deck-engine --release sqlite_hot_path -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "micro-benchmark; run by hand"]
 async fn sqlite_hot_path_throughput() {
     let dir = tempfile::tempdir().unwrap();
     let s = store(&dir).await;
-    let total = 100_000;
+    let total: usize = std::env::var("DECK_BENCH_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
     let batch = 500;
     let t = Instant::now();
+    let cpu = cpu_secs();
     for _ in 0..total / 5_000 {
         s.enqueue_batch((0..5_000).map(|_| req("bench")).collect())
             .await
             .unwrap();
     }
     let enqueue = t.elapsed();
+    println!(
+        "enqueued {total} in {enqueue:?} ({:.2} s CPU)",
+        cpu_secs() - cpu
+    );
     let t = Instant::now();
+    let cpu = cpu_secs();
     let mut done = 0;
+    let (mut t_claim, mut t_mark, mut t_complete) =
+        (Duration::ZERO, Duration::ZERO, Duration::ZERO);
     loop {
+        let step = Instant::now();
         let jobs = s.claim_batch(claim_req("w", batch)).await.unwrap();
+        t_claim += step.elapsed();
         if jobs.is_empty() {
             break;
         }
         let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
+        let step = Instant::now();
         let started = s.mark_processing("w", &ids).await.unwrap();
+        t_mark += step.elapsed();
+        let step = Instant::now();
         let completions = started
             .into_iter()
             .map(|id| Completion::Succeeded {
@@ -327,7 +360,12 @@ async fn sqlite_hot_path_throughput() {
             })
             .collect();
         done += s.complete("w", completions).await.unwrap().len();
+        t_complete += step.elapsed();
     }
+    println!(
+        "claim {t_claim:?}, mark {t_mark:?}, complete {t_complete:?} ({:.2} s CPU)",
+        cpu_secs() - cpu
+    );
     let drain = t.elapsed();
     assert_eq!(done, total);
     println!(
@@ -335,4 +373,47 @@ async fn sqlite_hot_path_throughput() {
         total as f64 / enqueue.as_secs_f64(),
         total as f64 / drain.as_secs_f64()
     );
+}
+
+/// The hot paths must stay index seeks however the planner's statistics look: a plan that
+/// scans the hot table made claims quadratic once (the planner put `jobs` outside `lim`).
+#[tokio::test]
+async fn hot_path_statements_never_scan_the_hot_table() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir).await;
+    s.enqueue_batch((0..2000).map(|_| req("bench")).collect())
+        .await
+        .unwrap();
+    let conn = rusqlite::Connection::open(dir.path().join("deck.db")).unwrap();
+    let claim = format!("{}id", super::workers::CLAIM_SQL);
+    let statements = [
+        claim.as_str(),
+        "UPDATE jobs SET status = 2 WHERE id IN (SELECT value FROM json_each(?1)) AND status = 1 AND worker_id = ?2",
+        "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))",
+        "SELECT j.id FROM json_each(?1) AS c CROSS JOIN jobs AS j ON j.id = c.value ->> 'id' WHERE j.status = 2 AND j.worker_id = ?2",
+        "SELECT id FROM jobs WHERE idempotency_key = ?1",
+        "SELECT id FROM archive WHERE (finished_at, id) < (?1, ?2) ORDER BY finished_at DESC, id DESC LIMIT 5",
+    ];
+    for sql in statements {
+        let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
+        let n = stmt.parameter_count();
+        let rows: Vec<String> = stmt
+            .query_map(
+                rusqlite::params_from_iter((0..n).map(|_| rusqlite::types::Value::Null)),
+                |r| r.get(3),
+            )
+            .unwrap()
+            .map(|r| r.unwrap())
+            .collect();
+        for line in &rows {
+            assert!(
+                !matches!(
+                    line.split_whitespace().take(2).collect::<Vec<_>>()[..],
+                    ["SCAN", "jobs" | "j" | "p" | "archive"]
+                ),
+                "{sql}\n  {}",
+                rows.join("\n  ")
+            );
+        }
+    }
 }

@@ -25,10 +25,14 @@ use super::moves::{
 /// order (bounded by the limit, read from the per-queue claim index), ranked per queue so
 /// that fetched + processing + rank stays within the queue's `max_workers` (cluster-wide,
 /// and inside this batch), then the best `limit` of them overall are marked fetched.
-const CLAIM_SQL: &str = "WITH lim AS ( \
+/// `CROSS JOIN` pins the queues as the outer loop, so each queue's candidate subquery runs
+/// once; with a plain JOIN the planner re-ran it for every job row (a claim of 100 out of
+/// 10,000 pending jobs took 1.3 s instead of 6 ms).
+pub(crate) const CLAIM_SQL: &str = "WITH lim AS ( \
          SELECT q.name, CASE WHEN q.max_workers IS NULL THEN ?2 \
-             ELSE q.max_workers - (SELECT count(*) FROM jobs a \
-                                   WHERE a.queue = q.name AND a.status IN (1, 2)) END AS free \
+             ELSE q.max_workers \
+                  - (SELECT count(*) FROM jobs a WHERE a.queue = q.name AND a.status = 1) \
+                  - (SELECT count(*) FROM jobs a WHERE a.queue = q.name AND a.status = 2) END AS free \
          FROM queues q \
          WHERE q.paused = 0 AND (?3 IS NULL OR q.name IN (SELECT value FROM json_each(?3))) \
      ), \
@@ -37,7 +41,7 @@ const CLAIM_SQL: &str = "WITH lim AS ( \
              SELECT j.rowid AS rid, j.priority, j.scheduled_at, j.id, l.free, \
                  row_number() OVER (PARTITION BY j.queue \
                                     ORDER BY j.priority DESC, j.scheduled_at, j.id) AS rn \
-             FROM lim l JOIN jobs j ON j.rowid IN ( \
+             FROM lim l CROSS JOIN jobs j ON j.rowid IN ( \
                  SELECT p.rowid FROM jobs p \
                  WHERE p.queue = l.name AND p.status = 0 AND p.scheduled_at <= ?1 \
                    AND (p.expires_at IS NULL OR p.expires_at > ?1) \
@@ -114,10 +118,12 @@ pub(crate) fn mark_processing(
             Value::Text(worker_id.to_string()),
         ],
     )?;
+    // An id given twice starts (and is reported) once, so it can never run twice.
+    let mut started: std::collections::HashSet<JobId> = started.into_iter().collect();
     Ok(ids
         .iter()
         .copied()
-        .filter(|id| started.contains(id))
+        .filter(|id| started.remove(id))
         .collect())
 }
 

@@ -1,13 +1,304 @@
-//! The SQL Server store (placeholder until the backend lands).
+//! The SQL Server store (SQL Server 2017+ and Azure SQL) on tiberius (rustls) and a bb8 pool.
+//!
+//! - `connection`: ADO strings, `mssql://` URLs and the schema name.
+//! - `migrations`: the versioned schema, its bootstrap under `sp_getapplock`, its verification.
+//! - `queries`: every fixed SQL statement with its consistency class; `job_lists`: the
+//!   console's dynamic list statements.
+//! - `pool`: connections, transient faults and retries; `rows`: row and parameter mapping.
+//! - `store`: `trait Store`.
+
 use std::sync::Arc;
+use std::time::Duration;
+
+pub mod connection;
+pub mod job_lists;
+pub mod migrations;
+pub mod pool;
+pub mod queries;
+pub mod rows;
+pub mod store;
+
+use connection::{SchemaName, parse_connection, redacted};
+use migrations::CatalogState;
+use pool::{Fault, Manager, PooledConn, Repeat};
 
 use crate::error::{StoreError, StoreResult};
 use crate::store::{Store, StoreOptions};
 
-pub async fn open(connection: &str, _options: &StoreOptions) -> StoreResult<Arc<dyn Store>> {
-    Err(StoreError::Unavailable {
-        url: connection.into(),
-        cause: "not built yet".into(),
-        help: String::new(),
+pub use store::SqlServerStore;
+
+/// How long one statement may take before its connection is dropped and the fault counted
+/// as transient. Sweeps and bulk actions work in bounded batches well inside it.
+const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long to wait for a pooled connection (and for the first login).
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// What `migrate` did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MigrationReport {
+    pub schema: String,
+    /// Versions applied by this run (empty when the schema was already current).
+    pub applied: Vec<i32>,
+    /// The schema version now in place.
+    pub version: i32,
+}
+
+/// The full DDL for a DBA (`deck migrate --print`).
+pub fn migration_script(schema: &str) -> StoreResult<String> {
+    let schema = SchemaName::parse(schema)?;
+    Ok(migrations::script(&schema))
+}
+
+/// Apply missing migrations (`deck migrate`), then verify the result against the catalog.
+pub async fn migrate(connection: &str, options: &StoreOptions) -> StoreResult<MigrationReport> {
+    let store = connect(connection, options)?;
+    probe(connection).await?;
+    let before = read_versions(&store, connection).await?;
+    apply_script(&store).await?;
+    verify(&store).await?;
+    let after = read_versions(&store, connection).await?;
+    Ok(MigrationReport {
+        schema: store.schema().to_string(),
+        applied: after
+            .iter()
+            .copied()
+            .filter(|v| !before.contains(v))
+            .collect(),
+        version: after.iter().copied().max().unwrap_or(0),
     })
 }
+
+/// Open the store: connect, bootstrap or verify the schema as the options say.
+pub async fn open(connection: &str, options: &StoreOptions) -> StoreResult<Arc<dyn Store>> {
+    let store = connect(connection, options)?;
+    probe(connection).await?;
+    let applied = read_versions(&store, connection).await?;
+    let current = migrations::MIGRATIONS
+        .iter()
+        .all(|m| applied.contains(&m.version));
+    if !current && options.auto_create_schema {
+        tracing::info!(
+            event = "store.sqlserver.migrate",
+            schema = %store.schema(),
+            "applying missing schema migrations"
+        );
+        apply_script(&store).await?;
+    }
+    verify(&store).await?;
+    Ok(Arc::new(store))
+}
+
+/// Check the server answers and the login works, with one direct connection, so a wrong
+/// host, password or database is reported at once with the driver's own words.
+async fn probe(connection: &str) -> StoreResult<()> {
+    let config = parse_connection(connection)?;
+    let manager = Manager::new(config);
+    let attempt = tokio::time::timeout(CONNECT_TIMEOUT, bb8::ManageConnection::connect(&manager));
+    let cause = match attempt.await {
+        Ok(Ok(conn)) => {
+            drop(conn);
+            return Ok(());
+        }
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
+    };
+    Err(StoreError::Unavailable {
+        url: redacted(connection),
+        cause,
+        help: CONNECT_HELP.into(),
+    })
+}
+
+const CONNECT_HELP: &str = "check that the server is reachable on its port, the login and \
+    password, TrustServerCertificate=true for a self-signed certificate, and that the database \
+    exists (deck creates only its schema)";
+
+fn connect(connection: &str, options: &StoreOptions) -> StoreResult<SqlServerStore> {
+    let schema = SchemaName::parse(&options.schema)?;
+    let config = parse_connection(connection)?;
+    if options.pool_size == 0 {
+        return Err(StoreError::Config {
+            url: redacted(connection),
+            cause: "pool_size is 0".into(),
+            help: "give the SQL Server pool at least 1 connection (default 10)".into(),
+        });
+    }
+    let last_connect_error = pool::LastConnectError::default();
+    // build_unchecked: the pool starts empty, so constructing it never needs the server.
+    let pool = bb8::Pool::builder()
+        .max_size(options.pool_size)
+        .connection_timeout(CONNECT_TIMEOUT)
+        .error_sink(Box::new(last_connect_error.clone()))
+        .build_unchecked(Manager::new(config));
+    Ok(SqlServerStore::new(
+        pool,
+        last_connect_error,
+        schema,
+        COMMAND_TIMEOUT,
+    ))
+}
+
+fn unreachable(connection: &str, err: StoreError) -> StoreError {
+    match err {
+        StoreError::Database {
+            message, transient, ..
+        } if transient || message.contains("no database connection") => StoreError::Unavailable {
+            url: redacted(connection),
+            cause: message,
+            help: CONNECT_HELP.into(),
+        },
+        StoreError::Database { message, .. } => StoreError::Unavailable {
+            url: redacted(connection),
+            cause: message,
+            help: "check the login's permissions on the database (see the README section \
+                   \"SQL Server\")"
+                .into(),
+        },
+        other => other,
+    }
+}
+
+async fn read_versions(store: &SqlServerStore, connection: &str) -> StoreResult<Vec<i32>> {
+    let sql = store.sql(queries::SCHEMA_VERSIONS);
+    let sql = &sql;
+    store
+        .run(
+            "read schema version",
+            Repeat::Always,
+            move |mut conn: PooledConn| async move {
+                let result: Result<Vec<i32>, Fault> = async {
+                    let rows = conn
+                        .client
+                        .simple_query(sql.as_str())
+                        .await?
+                        .into_first_result()
+                        .await?;
+                    rows.iter()
+                        .map(|r| Ok(i32::try_from(rows::req_int(r, "version")?).unwrap_or(0)))
+                        .collect()
+                }
+                .await;
+                (conn, result)
+            },
+        )
+        .await
+        .map_err(|e| unreachable(connection, e))
+}
+
+/// Run the whole migration script (one batch, one transaction, under the application lock).
+/// Safe to repeat: every migration is guarded by its recorded version.
+async fn apply_script(store: &SqlServerStore) -> StoreResult<()> {
+    let script = migrations::script(store.schema());
+    let script = &script;
+    store
+        .run(
+            "apply schema migrations",
+            Repeat::Always,
+            move |mut conn: PooledConn| async move {
+                let result: Result<(), Fault> = async {
+                    conn.client
+                        .simple_query(script.as_str())
+                        .await?
+                        .into_results()
+                        .await?;
+                    Ok(())
+                }
+                .await;
+                (conn, result)
+            },
+        )
+        .await
+        .map_err(|e| match e {
+            StoreError::Database { message, .. } => StoreError::Schema {
+                problem: format!("applying the schema failed: {message}"),
+                help: format!(
+                    "the login needs CREATE SCHEMA (or an existing schema [{}] it owns), \
+                     CREATE TABLE and ALTER on the schema; or {}",
+                    store.schema(),
+                    migrations::FIX_HELP
+                ),
+            },
+            other => other,
+        })
+}
+
+/// Compare the catalog with the schema this version needs; fail with every difference.
+async fn verify(store: &SqlServerStore) -> StoreResult<()> {
+    let catalog = store.sql(queries::CATALOG);
+    let versions = store.sql(queries::SCHEMA_VERSIONS);
+    let schema = store.schema().to_string();
+    let (catalog, versions, schema) = (&catalog, &versions, &schema);
+    let state = store
+        .run(
+            "verify schema",
+            Repeat::Always,
+            move |mut conn: PooledConn| async move {
+                let result: Result<CatalogState, Fault> = async {
+                    let client = &mut conn.client;
+                    let sets = client
+                        .query(catalog.as_str(), &[schema])
+                        .await?
+                        .into_results()
+                        .await?;
+                    let mut state = CatalogState::default();
+                    let mut sets = sets.into_iter();
+                    for row in sets.next().unwrap_or_default() {
+                        let length = rows::req_int(&row, "max_length")?;
+                        let type_name = rows::req_str(&row, "type_name")?;
+                        let column = migrations::ColumnShape {
+                            length: match type_name.as_str() {
+                                "nvarchar" | "binary" | "varbinary" => i32::try_from(length).ok(),
+                                _ => None,
+                            },
+                            scale: match type_name.as_str() {
+                                "datetime2" => i32::try_from(rows::req_int(&row, "scale")?).ok(),
+                                _ => None,
+                            },
+                            nullable: rows::req_bool(&row, "is_nullable")?,
+                            type_name,
+                        };
+                        state
+                            .shape
+                            .tables
+                            .entry(rows::req_str(&row, "table_name")?)
+                            .or_default()
+                            .insert(rows::req_str(&row, "column_name")?, column);
+                    }
+                    for row in sets.next().unwrap_or_default() {
+                        state.shape.indexes.insert((
+                            rows::req_str(&row, "table_name")?,
+                            rows::req_str(&row, "index_name")?,
+                        ));
+                    }
+                    for row in sets.next().unwrap_or_default() {
+                        state.compression.insert(
+                            rows::req_str(&row, "table_name")?,
+                            rows::req_str(&row, "compression")?,
+                        );
+                    }
+                    if let Some(row) = sets.next().unwrap_or_default().first() {
+                        state.compatibility_level =
+                            i32::try_from(rows::req_int(row, "compatibility_level")?).unwrap_or(0);
+                    }
+                    let version_rows = client
+                        .simple_query(versions.as_str())
+                        .await?
+                        .into_first_result()
+                        .await?;
+                    for row in &version_rows {
+                        state
+                            .applied_versions
+                            .push(i32::try_from(rows::req_int(row, "version")?).unwrap_or(0));
+                    }
+                    Ok(state)
+                }
+                .await;
+                (conn, result)
+            },
+        )
+        .await?;
+    migrations::check(store.schema(), &state)
+}
+
+#[cfg(test)]
+mod tests;

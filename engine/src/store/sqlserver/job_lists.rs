@@ -1,0 +1,475 @@
+//! Console job lists, bulk previews and bulk-by-filter selections: the only statements
+//! assembled at run time. They are built from fixed fragments — table and column names come
+//! from `match`es over enums (the sort whitelist), every value is a bound parameter — and read
+//! committed data (no hints): an operator decides on what these show.
+//!
+//! Paging is keyset: `(sort key, id)` compared against the cursor row, `TOP (n + 1)` to learn
+//! whether another page exists. Each list is answered by one of the `(column, id)` indexes.
+
+use chrono::{DateTime, NaiveDateTime};
+use tiberius::ToSql;
+
+use super::connection::SchemaName;
+use super::queries;
+use super::rows::{id_hex, to_sql_time};
+use crate::error::{StoreError, StoreResult};
+use crate::model::Pillar;
+use crate::query::{
+    Cursor, JobFilter, JobQuery, JobSummary, PagePosition, SortColumn, SortDirection,
+};
+use crate::validation::ValidationError;
+
+/// A bound value of a dynamic statement.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Param {
+    Text(String),
+    Int(i64),
+    Time(NaiveDateTime),
+}
+
+impl Param {
+    pub fn as_sql(&self) -> &dyn ToSql {
+        match self {
+            Param::Text(v) => v,
+            Param::Int(v) => v,
+            Param::Time(v) => v,
+        }
+    }
+}
+
+/// A statement and its parameters (`@P1` … in order).
+#[derive(Debug, Clone, Default)]
+pub struct Built {
+    pub sql: String,
+    pub params: Vec<Param>,
+}
+
+impl Built {
+    fn bind(&mut self, value: Param) -> String {
+        self.params.push(value);
+        format!("@P{}", self.params.len())
+    }
+
+    pub fn sql_params(&self) -> Vec<&dyn ToSql> {
+        self.params.iter().map(Param::as_sql).collect()
+    }
+}
+
+pub fn table(pillar: Pillar) -> &'static str {
+    match pillar {
+        Pillar::Hot => "jobs_hot",
+        Pillar::Archive => "jobs_archive",
+        Pillar::Dlq => "jobs_dlq",
+    }
+}
+
+pub fn read_columns(pillar: Pillar) -> &'static str {
+    match pillar {
+        Pillar::Hot => queries::LIST_HOT_COLUMNS,
+        Pillar::Archive => queries::LIST_ARCHIVE_COLUMNS,
+        Pillar::Dlq => queries::LIST_DLQ_COLUMNS,
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum KeyKind {
+    Time,
+    Int,
+    Text,
+}
+
+/// The whitelist: sort column → (SQL column, key kind).
+fn sort_column(pillar: Pillar, column: SortColumn) -> (&'static str, KeyKind) {
+    match column {
+        SortColumn::CreatedAt => ("created_at", KeyKind::Time),
+        SortColumn::ScheduledAt => ("scheduled_at", KeyKind::Time),
+        SortColumn::FinishedAt if pillar == Pillar::Hot => ("created_at", KeyKind::Time),
+        SortColumn::FinishedAt => ("finished_at", KeyKind::Time),
+        SortColumn::Priority => ("priority", KeyKind::Int),
+        SortColumn::Attempt => ("attempt", KeyKind::Int),
+        SortColumn::Queue => ("queue", KeyKind::Text),
+        SortColumn::JobType => ("job_type", KeyKind::Text),
+    }
+}
+
+/// The cursor of a row for a sort column (timestamps as microseconds since the epoch).
+pub fn cursor_for(job: &JobSummary, pillar: Pillar, column: SortColumn) -> Cursor {
+    let key = match (column, pillar) {
+        (SortColumn::CreatedAt, _) | (SortColumn::FinishedAt, Pillar::Hot) => {
+            job.created_at.timestamp_micros().to_string()
+        }
+        (SortColumn::ScheduledAt, _) => job.scheduled_at.timestamp_micros().to_string(),
+        (SortColumn::FinishedAt, _) => job
+            .finished_at
+            .unwrap_or(job.created_at)
+            .timestamp_micros()
+            .to_string(),
+        (SortColumn::Priority, _) => job.priority.to_string(),
+        (SortColumn::Attempt, _) => job.attempt.to_string(),
+        (SortColumn::Queue, _) => job.queue.clone(),
+        (SortColumn::JobType, _) => job.job_type.clone(),
+    };
+    Cursor { key, id: job.id }
+}
+
+fn bad_cursor(cursor: &Cursor) -> StoreError {
+    StoreError::Invalid(ValidationError::new(
+        "cursor",
+        format!("{cursor} does not fit this sort"),
+        "start again from the first page",
+    ))
+}
+
+fn key_param(kind: KeyKind, cursor: &Cursor) -> StoreResult<Param> {
+    match kind {
+        KeyKind::Time => {
+            let micros: i64 = cursor.key.parse().map_err(|_| bad_cursor(cursor))?;
+            let t = DateTime::from_timestamp_micros(micros).ok_or_else(|| bad_cursor(cursor))?;
+            Ok(Param::Time(to_sql_time(t)))
+        }
+        KeyKind::Int => Ok(Param::Int(
+            cursor.key.parse().map_err(|_| bad_cursor(cursor))?,
+        )),
+        KeyKind::Text => Ok(Param::Text(cursor.key.clone())),
+    }
+}
+
+/// `LIKE` pattern for a substring, with the pattern characters escaped (escape char `\`).
+pub fn like_pattern(text: &str) -> String {
+    let mut out = String::from("%");
+    for c in text.chars() {
+        if matches!(c, '\\' | '%' | '_' | '[') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
+}
+
+/// WHERE predicates for a filter on one pillar (joined with AND; `1 = 1` when empty).
+/// Filters that do not apply to the pillar (status outside the hot table, reason outside the
+/// DLQ, finish times on the hot table) are ignored, as the filter's documentation says.
+pub fn filter_predicates(built: &mut Built, pillar: Pillar, filter: &JobFilter) -> String {
+    let mut parts: Vec<String> = vec!["1 = 1".into()];
+    if let Some(queue) = &filter.queue {
+        let p = built.bind(Param::Text(queue.clone()));
+        parts.push(format!("queue = {p}"));
+    }
+    if let Some(job_type) = &filter.job_type {
+        let p = built.bind(Param::Text(job_type.clone()));
+        parts.push(format!("job_type = {p}"));
+    }
+    if pillar == Pillar::Hot
+        && let Some(status) = filter.status
+    {
+        // A literal, so the filtered indexes (status = 0/1/2) can match.
+        parts.push(format!("status = {}", status.code()));
+    }
+    if pillar == Pillar::Dlq
+        && let Some(reason) = filter.reason
+    {
+        parts.push(format!("reason = {}", reason.code()));
+    }
+    if let Some(tag) = &filter.tag {
+        let p = built.bind(Param::Text(tag.clone()));
+        // Tags are exact, like queue names, whatever the database collation.
+        parts.push(format!(
+            "CHARINDEX(N',' + {p} + N',', tags COLLATE Latin1_General_100_BIN2) > 0"
+        ));
+    }
+    if let Some(text) = filter
+        .text
+        .as_deref()
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+    {
+        let p = built.bind(Param::Text(like_pattern(&text.to_lowercase())));
+        let hex = built.bind(Param::Text(like_pattern(
+            &text.replace('-', "").to_ascii_uppercase(),
+        )));
+        parts.push(format!(
+            "(CONVERT(CHAR(32), id, 2) LIKE {hex} ESCAPE N'\\' \
+             OR LOWER(job_type) LIKE {p} ESCAPE N'\\' \
+             OR LOWER(tags) LIKE {p} ESCAPE N'\\' \
+             OR LOWER(last_error) LIKE {p} ESCAPE N'\\')"
+        ));
+    }
+    if let Some(from) = filter.created_from {
+        let p = built.bind(Param::Time(to_sql_time(from)));
+        parts.push(format!("created_at >= {p}"));
+    }
+    if let Some(to) = filter.created_to {
+        let p = built.bind(Param::Time(to_sql_time(to)));
+        parts.push(format!("created_at <= {p}"));
+    }
+    if pillar != Pillar::Hot {
+        if let Some(from) = filter.finished_from {
+            let p = built.bind(Param::Time(to_sql_time(from)));
+            parts.push(format!("finished_at >= {p}"));
+        }
+        if let Some(to) = filter.finished_to {
+            let p = built.bind(Param::Time(to_sql_time(to)));
+            parts.push(format!("finished_at <= {p}"));
+        }
+    }
+    parts.join("\n  AND ")
+}
+
+/// A list page. `fetch` = page size + 1. When `reversed`, rows come back in the opposite of
+/// the display order (paging backwards, or the last page) and the caller flips them.
+pub struct ListStatement {
+    pub built: Built,
+    pub reversed: bool,
+}
+
+pub fn list_statement(
+    schema: &SchemaName,
+    query: &JobQuery,
+    fetch: u32,
+) -> StoreResult<ListStatement> {
+    let pillar = query.source;
+    let (column, kind) = sort_column(pillar, query.sort.column);
+    let (cursor, reversed) = match &query.position {
+        PagePosition::First => (None, false),
+        PagePosition::Last => (None, true),
+        PagePosition::After(c) => (Some(c), false),
+        PagePosition::Before(c) => (Some(c), true),
+    };
+    let direction = if reversed {
+        query.sort.direction.reversed()
+    } else {
+        query.sort.direction
+    };
+    let (dir, cmp) = match direction {
+        SortDirection::Asc => ("ASC", ">"),
+        SortDirection::Desc => ("DESC", "<"),
+    };
+    let mut built = Built::default();
+    let top = built.bind(Param::Int(i64::from(fetch)));
+    let mut predicates = filter_predicates(&mut built, pillar, &query.filter);
+    if let Some(cursor) = cursor {
+        let k = built.bind(key_param(kind, cursor)?);
+        let id = built.bind(Param::Text(id_hex(cursor.id)));
+        predicates.push_str(&format!(
+            "\n  AND ({column} {cmp} {k} OR ({column} = {k} AND id {cmp} CONVERT(BINARY(16), {id}, 2)))"
+        ));
+    }
+    built.sql = format!(
+        "SELECT TOP ({top}) {columns}\nFROM [{schema}].[{table}]\nWHERE {predicates}\nORDER BY {column} {dir}, id {dir};",
+        columns = read_columns(pillar),
+        table = table(pillar),
+        schema = schema.as_str(),
+    );
+    Ok(ListStatement { built, reversed })
+}
+
+/// Count and newest sample of a filter's matches (two result sets).
+pub fn preview_statement(
+    schema: &SchemaName,
+    pillar: Pillar,
+    filter: &JobFilter,
+    sample: u32,
+) -> Built {
+    let mut built = Built::default();
+    let top = built.bind(Param::Int(i64::from(sample)));
+    let predicates = filter_predicates(&mut built, pillar, filter);
+    let newest = if pillar == Pillar::Hot {
+        "created_at"
+    } else {
+        "finished_at"
+    };
+    built.sql = format!(
+        "SELECT COUNT_BIG(*) AS matching\nFROM [{schema}].[{table}]\nWHERE {predicates};\n\
+         SELECT TOP ({top}) {columns}\nFROM [{schema}].[{table}]\nWHERE {predicates}\n\
+         ORDER BY {newest} DESC, id DESC;",
+        columns = read_columns(pillar),
+        table = table(pillar),
+        schema = schema.as_str(),
+    );
+    built
+}
+
+/// The next ids (in id order, after `after`) that a bulk action over a filter may touch.
+pub fn bulk_ids_statement(
+    schema: &SchemaName,
+    pillar: Pillar,
+    filter: &JobFilter,
+    only_pending: bool,
+    after: Option<&str>,
+    batch: u32,
+) -> Built {
+    let mut built = Built::default();
+    let top = built.bind(Param::Int(i64::from(batch)));
+    let mut predicates = filter_predicates(&mut built, pillar, filter);
+    if only_pending {
+        predicates.push_str("\n  AND status = 0");
+    }
+    if let Some(after) = after {
+        let p = built.bind(Param::Text(after.to_string()));
+        predicates.push_str(&format!("\n  AND id > CONVERT(BINARY(16), {p}, 2)"));
+    }
+    built.sql = format!(
+        "SELECT TOP ({top}) CONVERT(CHAR(32), id, 2) AS id\nFROM [{schema}].[{table}]\nWHERE {predicates}\nORDER BY id;",
+        table = table(pillar),
+        schema = schema.as_str(),
+    );
+    built
+}
+
+/// Every shape of dynamic statement, for the policy tests.
+#[cfg(test)]
+pub fn all_shapes(schema: &SchemaName) -> Vec<String> {
+    use crate::model::{FailureReason, HotStatus, JobId};
+    use crate::query::JobSort;
+    let full = JobFilter {
+        queue: Some("q".into()),
+        job_type: Some("t".into()),
+        status: Some(HotStatus::Pending),
+        reason: Some(FailureReason::Fatal),
+        tag: Some("x".into()),
+        text: Some("boom".into()),
+        created_from: Some(chrono::Utc::now()),
+        created_to: Some(chrono::Utc::now()),
+        finished_from: Some(chrono::Utc::now()),
+        finished_to: Some(chrono::Utc::now()),
+    };
+    let mut out = Vec::new();
+    for pillar in Pillar::ALL {
+        for column in SortColumn::ALL {
+            for direction in [SortDirection::Asc, SortDirection::Desc] {
+                let key = match sort_column(pillar, column).1 {
+                    KeyKind::Time => "1700000000000000".to_string(),
+                    KeyKind::Int => "3".to_string(),
+                    KeyKind::Text => "q".to_string(),
+                };
+                let cursor = Cursor {
+                    key,
+                    id: JobId::new(),
+                };
+                for position in [
+                    PagePosition::First,
+                    PagePosition::Last,
+                    PagePosition::After(cursor.clone()),
+                    PagePosition::Before(cursor),
+                ] {
+                    let query = JobQuery {
+                        source: pillar,
+                        filter: full.clone(),
+                        sort: JobSort { column, direction },
+                        position,
+                        page_size: 50,
+                    };
+                    out.push(list_statement(schema, &query, 51).unwrap().built.sql);
+                }
+            }
+        }
+        out.push(preview_statement(schema, pillar, &full, 10).sql);
+        out.push(bulk_ids_statement(schema, pillar, &full, true, Some("00"), 200).sql);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::JobId;
+    use crate::query::JobSort;
+
+    fn deck() -> SchemaName {
+        SchemaName::parse("deck").unwrap()
+    }
+
+    #[test]
+    fn like_patterns_escape_wildcards() {
+        assert_eq!(like_pattern("50%_off[x]"), "%50\\%\\_off\\[x]%");
+        assert_eq!(like_pattern("a\\b"), "%a\\\\b%");
+    }
+
+    #[test]
+    fn values_are_parameters_and_columns_come_from_the_whitelist() {
+        let query = JobQuery {
+            source: Pillar::Dlq,
+            filter: JobFilter {
+                queue: Some("x'; DROP TABLE jobs_dlq; --".into()),
+                ..Default::default()
+            },
+            sort: JobSort {
+                column: SortColumn::Priority,
+                direction: SortDirection::Desc,
+            },
+            position: PagePosition::After(Cursor {
+                key: "7".into(),
+                id: JobId::new(),
+            }),
+            page_size: 20,
+        };
+        let stmt = list_statement(&deck(), &query, 21).unwrap();
+        let sql = &stmt.built.sql;
+        assert!(!sql.contains("DROP"), "{sql}");
+        assert!(sql.contains("FROM [deck].[jobs_dlq]"));
+        assert!(sql.contains("ORDER BY priority DESC, id DESC"), "{sql}");
+        assert!(
+            sql.contains(
+                "(priority < @P3 OR (priority = @P3 AND id < CONVERT(BINARY(16), @P4, 2)))"
+            ),
+            "{sql}"
+        );
+        assert_eq!(stmt.built.params[0], Param::Int(21));
+        assert_eq!(stmt.built.params[2], Param::Int(7));
+        assert!(!stmt.reversed);
+    }
+
+    #[test]
+    fn paging_backwards_flips_the_order() {
+        let mut query = JobQuery::new(Pillar::Archive);
+        query.position = PagePosition::Before(Cursor {
+            key: "1700000000000000".into(),
+            id: JobId::new(),
+        });
+        let stmt = list_statement(&deck(), &query, 51).unwrap();
+        assert!(stmt.reversed);
+        assert!(
+            stmt.built.sql.contains("ORDER BY created_at ASC, id ASC"),
+            "{}",
+            stmt.built.sql
+        );
+        assert!(
+            stmt.built.sql.contains("created_at > @P2"),
+            "{}",
+            stmt.built.sql
+        );
+        query.position = PagePosition::Last;
+        assert!(list_statement(&deck(), &query, 51).unwrap().reversed);
+    }
+
+    #[test]
+    fn a_cursor_from_another_sort_is_refused() {
+        let mut query = JobQuery::new(Pillar::Hot);
+        query.position = PagePosition::After(Cursor {
+            key: "emails".into(),
+            id: JobId::new(),
+        });
+        let err = list_statement(&deck(), &query, 51)
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(err.contains("first page"), "{err}");
+    }
+
+    #[test]
+    fn status_is_a_literal_for_the_filtered_indexes() {
+        let mut built = Built::default();
+        let filter = JobFilter {
+            status: Some(crate::model::HotStatus::Fetched),
+            reason: Some(crate::model::FailureReason::Zombie),
+            finished_from: Some(chrono::Utc::now()),
+            ..Default::default()
+        };
+        let hot = filter_predicates(&mut built, Pillar::Hot, &filter);
+        assert!(hot.contains("status = 1"));
+        assert!(!hot.contains("reason") && !hot.contains("finished_at"));
+        let dlq = filter_predicates(&mut built, Pillar::Dlq, &filter);
+        assert!(dlq.contains("reason = 5") && !dlq.contains("status"));
+    }
+}

@@ -1,0 +1,520 @@
+//! The versioned schema (`migrations/sqlserver/NNNN_name.sql`): the script a DBA applies,
+//! what auto-create runs, and the shape the store verifies at startup.
+//!
+//! The script is one batch and one transaction holding the application lock
+//! `deck:ddl:{schema}` (`sp_getapplock`, owner `Transaction`), so concurrent instances queue up
+//! instead of racing through the existence checks; each migration runs only if its version
+//! is not recorded yet, so running the script again is harmless.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use super::connection::SchemaName;
+use crate::error::{StoreError, StoreResult};
+
+/// One schema migration, embedded in the binary.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    pub version: i32,
+    pub name: &'static str,
+    pub file: &'static str,
+    pub sql: &'static str,
+}
+
+/// Every migration, in version order. Add new files here; never edit an applied one.
+pub const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "initial",
+    file: "0001_initial.sql",
+    sql: include_str!("../../../../migrations/sqlserver/0001_initial.sql"),
+}];
+
+pub fn latest_version() -> i32 {
+    MIGRATIONS.last().map_or(0, |m| m.version)
+}
+
+/// The version table, created by the script itself before any migration runs.
+const SCHEMA_VERSION_TABLE: &str = "CREATE TABLE [{schema}].[schema_version] (
+    [version]    INT           NOT NULL,
+    [name]       NVARCHAR(200) NOT NULL,
+    [applied_at] DATETIME2(6)  NOT NULL,
+    CONSTRAINT [PK_schema_version] PRIMARY KEY CLUSTERED ([version])
+);";
+
+/// The command a message should point a DBA at.
+pub const FIX_HELP: &str = "run `deck migrate` with a login allowed to create tables in this \
+    database, or give the output of `deck migrate --print` to a DBA, or start deck with \
+    auto_create_schema = true";
+
+fn render(sql: &str, schema: &SchemaName) -> String {
+    sql.replace("{schema}", schema.as_str())
+}
+
+/// The full DDL for `schema`: safe to run again, serialised by the application lock.
+pub fn script(schema: &SchemaName) -> String {
+    let s = schema.as_str();
+    let mut out = String::new();
+    out.push_str(&format!(
+        "-- The Deck: schema [{s}], migrations 1 to {latest}.\n\
+         -- Run as a login allowed to CREATE SCHEMA and CREATE TABLE in the target database\n\
+         -- (for example with sqlcmd -d <database> -I -i deck.sql). Running it again is harmless:\n\
+         -- applied migrations are skipped, and concurrent runs wait for each other on the\n\
+         -- application lock 'deck:ddl:{s}'. It is a single batch; do not split it.\n\
+         SET ANSI_NULLS ON;\nSET ANSI_PADDING ON;\nSET ANSI_WARNINGS ON;\nSET ARITHABORT ON;\n\
+         SET CONCAT_NULL_YIELDS_NULL ON;\nSET QUOTED_IDENTIFIER ON;\nSET NUMERIC_ROUNDABORT OFF;\n\
+         SET XACT_ABORT ON;\n\
+         BEGIN TRY\n\
+         BEGIN TRANSACTION;\n\
+         DECLARE @lock INT;\n\
+         EXEC @lock = sys.sp_getapplock @Resource = N'deck:ddl:{s}', @LockMode = N'Exclusive',\n\
+         \x20   @LockOwner = N'Transaction', @LockTimeout = 120000;\n\
+         IF @lock < 0\n\
+         \x20   THROW 50001, N'deck: could not take the application lock deck:ddl:{s} within 120 s; another instance may be migrating', 1;\n\
+         IF SCHEMA_ID(N'{s}') IS NULL\n\
+         \x20   EXEC(N'CREATE SCHEMA [{s}]');\n\
+         IF OBJECT_ID(N'[{s}].[schema_version]', N'U') IS NULL\n",
+        latest = latest_version(),
+    ));
+    out.push_str(&render(SCHEMA_VERSION_TABLE, schema));
+    out.push('\n');
+    for m in MIGRATIONS {
+        out.push_str(&format!(
+            "\n-- ---- migration {:04}: {} ({})\n\
+             IF NOT EXISTS (SELECT 1 FROM [{s}].[schema_version] WHERE version = {})\n\
+             BEGIN\n",
+            m.version, m.name, m.file, m.version
+        ));
+        out.push_str(&render(m.sql, schema));
+        out.push_str(&format!(
+            "\nINSERT INTO [{s}].[schema_version] (version, name, applied_at)\n\
+             VALUES ({}, N'{}', SYSUTCDATETIME());\n\
+             END\n",
+            m.version, m.name
+        ));
+    }
+    out.push_str(
+        "\nCOMMIT TRANSACTION;\n\
+         END TRY\n\
+         BEGIN CATCH\n\
+         \x20   IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION;\n\
+         \x20   THROW;\n\
+         END CATCH;\n",
+    );
+    out
+}
+
+/// A column as the catalog should show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ColumnShape {
+    pub type_name: String,
+    /// Characters for nvarchar (-1 = MAX), bytes for binary; `None` = not checked.
+    pub length: Option<i32>,
+    /// Fractional-seconds scale for datetime2.
+    pub scale: Option<i32>,
+    pub nullable: bool,
+}
+
+impl std::fmt::Display for ColumnShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.type_name)?;
+        match (self.length, self.scale) {
+            (Some(-1), _) => f.write_str("(max)")?,
+            (Some(n), _) => write!(f, "({n})")?,
+            (None, Some(s)) => write!(f, "({s})")?,
+            (None, None) => {}
+        }
+        f.write_str(if self.nullable { " NULL" } else { " NOT NULL" })
+    }
+}
+
+/// Tables (with their columns) and indexes the migrations create.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Shape {
+    pub tables: BTreeMap<String, BTreeMap<String, ColumnShape>>,
+    /// (table, index)
+    pub indexes: BTreeSet<(String, String)>,
+}
+
+fn bracketed(text: &str) -> Option<(&str, &str)> {
+    let start = text.find('[')?;
+    let end = start + text[start..].find(']')?;
+    Some((&text[start + 1..end], &text[end + 1..]))
+}
+
+/// `[{schema}].[name]` → name.
+fn object_name(text: &str) -> Option<&str> {
+    let (_, rest) = bracketed(text)?;
+    let rest = rest.strip_prefix('.')?;
+    bracketed(rest).map(|(name, _)| name)
+}
+
+fn parse_column(line: &str) -> Option<(String, ColumnShape)> {
+    let (name, rest) = bracketed(line.trim_start())?;
+    let rest = rest.trim_start();
+    let type_end = rest
+        .find(|c: char| !c.is_ascii_alphanumeric())
+        .unwrap_or(rest.len());
+    let type_name = rest[..type_end].to_ascii_lowercase();
+    let after = &rest[type_end..];
+    let args = after
+        .strip_prefix('(')
+        .and_then(|a| a.split_once(')'))
+        .map(|(a, _)| a.trim().to_ascii_lowercase());
+    let (length, scale) = match (type_name.as_str(), args) {
+        ("nvarchar" | "binary" | "varbinary", Some(a)) => {
+            (Some(if a == "max" { -1 } else { a.parse().ok()? }), None)
+        }
+        ("datetime2", Some(a)) => (None, Some(a.parse().ok()?)),
+        ("datetime2", None) => (None, Some(7)),
+        _ => (None, None),
+    };
+    let upper = line.to_ascii_uppercase();
+    let nullable = !upper.contains("NOT NULL");
+    Some((
+        name.to_string(),
+        ColumnShape {
+            type_name,
+            length,
+            scale,
+            nullable,
+        },
+    ))
+}
+
+/// Read the expected shape out of the DDL itself, so the check can never drift from it.
+pub fn expected_shape() -> Shape {
+    let mut shape = Shape::default();
+    let mut sources = vec![SCHEMA_VERSION_TABLE];
+    sources.extend(MIGRATIONS.iter().map(|m| m.sql));
+    for sql in sources {
+        let mut table: Option<String> = None;
+        for line in sql.lines() {
+            let trimmed = line.trim();
+            if trimmed.starts_with("--") {
+                continue;
+            }
+            let upper = trimmed.to_ascii_uppercase();
+            if let Some(current) = &table {
+                if upper.starts_with("CONSTRAINT") {
+                    if upper.contains("PRIMARY KEY")
+                        && let Some((pk, _)) = bracketed(trimmed)
+                    {
+                        shape.indexes.insert((current.clone(), pk.to_string()));
+                    }
+                } else if trimmed.starts_with(')') {
+                    table = None;
+                } else if trimmed.starts_with('[')
+                    && let Some((name, column)) = parse_column(trimmed)
+                {
+                    shape
+                        .tables
+                        .entry(current.clone())
+                        .or_default()
+                        .insert(name, column);
+                }
+            } else if upper.starts_with("CREATE TABLE") {
+                table = object_name(trimmed).map(str::to_string);
+            } else if upper.starts_with("CREATE") && upper.contains(" INDEX ") {
+                let Some((index, rest)) = bracketed(trimmed) else {
+                    continue;
+                };
+                let Some(on) = rest.find(" ON ") else {
+                    continue;
+                };
+                if let Some(t) = object_name(&rest[on..]) {
+                    shape.indexes.insert((t.to_string(), index.to_string()));
+                }
+            }
+        }
+    }
+    shape
+}
+
+/// What the catalog says, as read by `queries::CATALOG`.
+#[derive(Debug, Default, Clone)]
+pub struct CatalogState {
+    pub shape: Shape,
+    /// table → compression of its clustered index ("NONE", "ROW", "PAGE").
+    pub compression: BTreeMap<String, String>,
+    pub compatibility_level: i32,
+    pub applied_versions: Vec<i32>,
+}
+
+/// Compare the catalog with what the migrations create; every problem in one message.
+pub fn check(schema: &SchemaName, state: &CatalogState) -> StoreResult<()> {
+    let s = schema.as_str();
+    let mut problems = Vec::new();
+    let latest = latest_version();
+    if let Some(&newest) = state.applied_versions.iter().max()
+        && newest > latest
+    {
+        return Err(StoreError::Schema {
+            problem: format!(
+                "schema [{s}] is at version {newest}, newer than this deck knows ({latest})"
+            ),
+            help: "upgrade deck to the version that migrated this database".into(),
+        });
+    }
+    for m in MIGRATIONS {
+        if !state.applied_versions.contains(&m.version) {
+            problems.push(format!(
+                "migration {:04}_{} is not applied",
+                m.version, m.name
+            ));
+        }
+    }
+    if state.compatibility_level != 0 && state.compatibility_level < 130 {
+        problems.push(format!(
+            "the database compatibility level is {} but deck needs 130 or higher (OPENJSON); \
+             ALTER DATABASE CURRENT SET COMPATIBILITY_LEVEL = 140",
+            state.compatibility_level
+        ));
+    }
+    let expected = expected_shape();
+    for (table, columns) in &expected.tables {
+        let Some(found) = state.shape.tables.get(table) else {
+            problems.push(format!("table [{s}].[{table}] is missing"));
+            continue;
+        };
+        for (column, want) in columns {
+            match found.get(column) {
+                None => problems.push(format!(
+                    "column [{s}].[{table}].[{column}] ({want}) is missing"
+                )),
+                Some(have) => {
+                    let differs = have.type_name != want.type_name
+                        || have.nullable != want.nullable
+                        || (want.length.is_some() && have.length != want.length)
+                        || (want.scale.is_some() && have.scale != want.scale);
+                    if differs {
+                        problems.push(format!(
+                            "column [{s}].[{table}].[{column}] is {have}, expected {want}"
+                        ));
+                    }
+                }
+            }
+        }
+    }
+    for (table, index) in &expected.indexes {
+        if expected.tables.contains_key(table)
+            && state.shape.tables.contains_key(table)
+            && !state
+                .shape
+                .indexes
+                .contains(&(table.clone(), index.clone()))
+        {
+            problems.push(format!("index [{index}] on [{s}].[{table}] is missing"));
+        }
+    }
+    for table in ["jobs_archive", "jobs_dlq"] {
+        if let Some(compression) = state.compression.get(table)
+            && compression != "PAGE"
+        {
+            problems.push(format!(
+                "[{s}].[{table}] uses {compression} compression, expected PAGE"
+            ));
+        }
+    }
+    if problems.is_empty() {
+        Ok(())
+    } else {
+        Err(StoreError::Schema {
+            problem: format!(
+                "schema [{s}] does not match this deck version:\n    - {}",
+                problems.join("\n    - ")
+            ),
+            help: FIX_HELP.into(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn deck() -> SchemaName {
+        SchemaName::parse("deck").unwrap()
+    }
+
+    #[test]
+    fn migrations_are_numbered_in_order_and_named_after_their_files() {
+        let mut previous = 0;
+        for m in MIGRATIONS {
+            assert_eq!(m.version, previous + 1, "{} is out of sequence", m.file);
+            assert_eq!(m.file, format!("{:04}_{}.sql", m.version, m.name));
+            previous = m.version;
+        }
+        let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../migrations/sqlserver");
+        let mut files: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .filter(|f| f.ends_with(".sql"))
+            .collect();
+        files.sort();
+        let listed: Vec<&str> = MIGRATIONS.iter().map(|m| m.file).collect();
+        assert_eq!(
+            files, listed,
+            "every file in migrations/sqlserver is listed, in order"
+        );
+    }
+
+    #[test]
+    fn migrations_fit_inside_the_guarded_block() {
+        for m in MIGRATIONS {
+            for line in m.sql.lines().filter(|l| !l.trim_start().starts_with("--")) {
+                let upper = line.trim().to_ascii_uppercase();
+                assert_ne!(upper, "GO", "{}: no GO separators", m.file);
+                assert!(
+                    !upper.contains("CREATE SCHEMA"),
+                    "{}: the script creates the schema",
+                    m.file
+                );
+                assert!(!upper.contains("MERGE"), "{}: no MERGE", m.file);
+            }
+        }
+    }
+
+    #[test]
+    fn the_script_substitutes_the_schema_everywhere() {
+        let schema = SchemaName::parse("jobs_2").unwrap();
+        let text = script(&schema);
+        assert!(!text.contains("{schema}"));
+        assert!(text.contains("[jobs_2].[jobs_hot]"));
+        assert!(text.contains("@Resource = N'deck:ddl:jobs_2'"));
+        assert!(text.contains("@LockOwner = N'Transaction'"));
+        assert!(text.contains("SET XACT_ABORT ON"));
+        assert!(!text.contains("[deck]."));
+        // Each migration is guarded by its version and records it.
+        assert!(text.contains("WHERE version = 1)"));
+        assert!(text.contains("VALUES (1, N'initial', SYSUTCDATETIME())"));
+        // Guards come before bodies: the lock, then the schema, then the version table.
+        let lock = text.find("sp_getapplock").unwrap();
+        let schema_at = text.find("EXEC(N'CREATE SCHEMA").unwrap();
+        let version = text.find("CREATE TABLE [jobs_2].[schema_version]").unwrap();
+        let hot = text.find("CREATE TABLE [jobs_2].[jobs_hot]").unwrap();
+        assert!(lock < schema_at && schema_at < version && version < hot);
+    }
+
+    #[test]
+    fn the_expected_shape_is_read_from_the_ddl() {
+        let shape = expected_shape();
+        for table in [
+            "jobs_hot",
+            "jobs_archive",
+            "jobs_dlq",
+            "queues",
+            "queue_counters",
+            "metric_buckets",
+            "error_groups",
+            "settings",
+            "instances",
+            "audit_log",
+            "schema_version",
+        ] {
+            assert!(shape.tables.contains_key(table), "{table}");
+        }
+        let hot = &shape.tables["jobs_hot"];
+        assert_eq!(
+            hot["id"],
+            ColumnShape {
+                type_name: "binary".into(),
+                length: Some(16),
+                scale: None,
+                nullable: false
+            }
+        );
+        assert_eq!(hot["payload"].length, Some(-1));
+        assert_eq!(hot["scheduled_at"].scale, Some(6));
+        assert!(hot["worker_id"].nullable);
+        assert!(!hot.contains_key("PK_jobs_hot"));
+        assert_eq!(hot.len(), 25);
+        for index in [
+            "PK_jobs_hot",
+            "UX_jobs_hot_id",
+            "IX_jobs_hot_claim",
+            "IX_jobs_hot_fetched",
+            "IX_jobs_hot_processing",
+            "UX_jobs_hot_idempotency",
+        ] {
+            assert!(
+                shape
+                    .indexes
+                    .contains(&("jobs_hot".to_string(), index.to_string())),
+                "{index}"
+            );
+        }
+        assert!(
+            shape
+                .indexes
+                .contains(&("jobs_dlq".to_string(), "IX_jobs_dlq_reason".to_string()))
+        );
+    }
+
+    #[test]
+    fn a_complete_catalog_passes_and_a_damaged_one_names_the_problems() {
+        let expected = expected_shape();
+        let mut state = CatalogState {
+            shape: expected.clone(),
+            compression: [("jobs_archive", "PAGE"), ("jobs_dlq", "PAGE")]
+                .into_iter()
+                .map(|(t, c)| (t.to_string(), c.to_string()))
+                .collect(),
+            compatibility_level: 150,
+            applied_versions: vec![1],
+        };
+        check(&deck(), &state).unwrap();
+
+        state.shape.tables.remove("error_groups");
+        state
+            .shape
+            .tables
+            .get_mut("jobs_hot")
+            .unwrap()
+            .get_mut("priority")
+            .unwrap()
+            .nullable = true;
+        state
+            .shape
+            .indexes
+            .remove(&("jobs_hot".to_string(), "IX_jobs_hot_claim".to_string()));
+        state
+            .compression
+            .insert("jobs_dlq".to_string(), "NONE".to_string());
+        state.compatibility_level = 120;
+        let err = check(&deck(), &state).unwrap_err().to_string();
+        assert!(
+            err.contains("table [deck].[error_groups] is missing"),
+            "{err}"
+        );
+        assert!(
+            err.contains("[deck].[jobs_hot].[priority] is int NULL, expected int NOT NULL"),
+            "{err}"
+        );
+        assert!(err.contains("index [IX_jobs_hot_claim]"), "{err}");
+        assert!(err.contains("NONE compression"), "{err}");
+        assert!(err.contains("compatibility level is 120"), "{err}");
+        assert!(err.contains("deck migrate --print"), "{err}");
+    }
+
+    #[test]
+    fn an_empty_database_is_told_how_to_migrate() {
+        let err = check(&deck(), &CatalogState::default())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("migration 0001_initial is not applied"),
+            "{err}"
+        );
+        assert!(err.contains("table [deck].[jobs_hot] is missing"), "{err}");
+        assert!(err.contains("deck migrate"), "{err}");
+    }
+
+    #[test]
+    fn a_newer_schema_is_refused() {
+        let state = CatalogState {
+            applied_versions: vec![1, 99],
+            ..Default::default()
+        };
+        let err = check(&deck(), &state).unwrap_err().to_string();
+        assert!(err.contains("version 99"), "{err}");
+    }
+}

@@ -1,0 +1,284 @@
+//! Between Rust values and SQL Server rows and parameters: ids as BINARY(16) in RFC 4122
+//! byte order (hex on the wire inside JSON), UTC times as DATETIME2(6), tags as `,a,b,`.
+
+use chrono::{DateTime, NaiveDateTime, Timelike, Utc};
+use tiberius::Row;
+use uuid::Uuid;
+
+use super::pool::Fault;
+use crate::error::StoreError;
+use crate::model::{
+    AttemptError, Continuation, FailureReason, HotStatus, Job, JobId, JobState, Pillar, Timestamp,
+};
+use crate::query::JobSummary;
+
+pub fn corrupt(what: impl std::fmt::Display) -> Fault {
+    Fault::Store(StoreError::Database {
+        operation: "read row",
+        message: what.to_string(),
+        transient: false,
+    })
+}
+
+/// 32 upper-case hex digits, the form `CONVERT(BINARY(16), @x, 2)` reads.
+pub fn id_hex(id: JobId) -> String {
+    id.0.simple().to_string().to_ascii_uppercase()
+}
+
+pub fn ids_json(ids: &[JobId]) -> String {
+    let hex: Vec<String> = ids.iter().map(|id| id_hex(*id)).collect();
+    serde_json::Value::from(hex).to_string()
+}
+
+pub fn id_from_hex(text: &str) -> Result<JobId, Fault> {
+    Uuid::parse_str(text.trim())
+        .map(JobId)
+        .map_err(|e| corrupt(format!("bad job id {text:?}: {e}")))
+}
+
+pub fn id_from_bytes(bytes: &[u8]) -> Result<JobId, Fault> {
+    Uuid::from_slice(bytes)
+        .map(JobId)
+        .map_err(|e| corrupt(format!("bad job id bytes: {e}")))
+}
+
+/// Microsecond precision, the precision of the columns: what goes in comes back equal.
+pub fn to_sql_time(t: Timestamp) -> NaiveDateTime {
+    let naive = t.naive_utc();
+    let micros = naive.nanosecond() / 1_000 * 1_000;
+    naive.with_nanosecond(micros).unwrap_or(naive)
+}
+
+/// ISO 8601 without zone (UTC implied), as OPENJSON reads into DATETIME2.
+pub fn json_time(t: Timestamp) -> String {
+    to_sql_time(t).format("%Y-%m-%dT%H:%M:%S%.6f").to_string()
+}
+
+pub fn from_sql_time(t: NaiveDateTime) -> Timestamp {
+    DateTime::from_naive_utc_and_offset(t, Utc)
+}
+
+pub fn tags_to_stored(tags: &[String]) -> String {
+    if tags.is_empty() {
+        String::new()
+    } else {
+        format!(",{},", tags.join(","))
+    }
+}
+
+pub fn tags_from_stored(stored: &str) -> Vec<String> {
+    stored
+        .split(',')
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+pub fn opt_str(row: &Row, col: &str) -> Result<Option<String>, Fault> {
+    Ok(row.try_get::<&str, _>(col)?.map(str::to_string))
+}
+
+pub fn req_str(row: &Row, col: &str) -> Result<String, Fault> {
+    opt_str(row, col)?.ok_or_else(|| corrupt(format!("column {col} is NULL")))
+}
+
+/// Any integer column (TINYINT … BIGINT) as i64.
+pub fn opt_int(row: &Row, col: &str) -> Result<Option<i64>, Fault> {
+    if let Ok(v) = row.try_get::<i64, _>(col) {
+        return Ok(v);
+    }
+    if let Ok(v) = row.try_get::<i32, _>(col) {
+        return Ok(v.map(i64::from));
+    }
+    if let Ok(v) = row.try_get::<i16, _>(col) {
+        return Ok(v.map(i64::from));
+    }
+    if let Ok(v) = row.try_get::<u8, _>(col) {
+        return Ok(v.map(i64::from));
+    }
+    if let Ok(v) = row.try_get::<bool, _>(col) {
+        return Ok(v.map(i64::from));
+    }
+    Err(corrupt(format!("column {col} is not an integer")))
+}
+
+pub fn req_int(row: &Row, col: &str) -> Result<i64, Fault> {
+    opt_int(row, col)?.ok_or_else(|| corrupt(format!("column {col} is NULL")))
+}
+
+pub fn count(row: &Row, col: &str) -> Result<u64, Fault> {
+    Ok(u64::try_from(opt_int(row, col)?.unwrap_or(0)).unwrap_or(0))
+}
+
+pub fn opt_u32(row: &Row, col: &str) -> Result<Option<u32>, Fault> {
+    Ok(opt_int(row, col)?.map(|v| u32::try_from(v).unwrap_or(0)))
+}
+
+pub fn req_bool(row: &Row, col: &str) -> Result<bool, Fault> {
+    Ok(opt_int(row, col)?.unwrap_or(0) != 0)
+}
+
+pub fn opt_time(row: &Row, col: &str) -> Result<Option<Timestamp>, Fault> {
+    Ok(row.try_get::<NaiveDateTime, _>(col)?.map(from_sql_time))
+}
+
+pub fn req_time(row: &Row, col: &str) -> Result<Timestamp, Fault> {
+    opt_time(row, col)?.ok_or_else(|| corrupt(format!("column {col} is NULL")))
+}
+
+pub fn row_id(row: &Row, col: &str) -> Result<JobId, Fault> {
+    match row.try_get::<&[u8], _>(col) {
+        Ok(Some(bytes)) => id_from_bytes(bytes),
+        Ok(None) => Err(corrupt(format!("column {col} is NULL"))),
+        Err(_) => id_from_hex(&req_str(row, col)?),
+    }
+}
+
+/// A job from any pillar's read columns (`queries::*_read_columns!`).
+pub fn job(row: &Row, pillar: Pillar) -> Result<Job, Fault> {
+    let errors = match opt_str(row, "errors")? {
+        Some(text) => serde_json::from_str::<Vec<AttemptError>>(&text)
+            .map_err(|e| corrupt(format!("errors column is not an attempt list: {e}")))?,
+        None => Vec::new(),
+    };
+    let continuation = match opt_str(row, "continuation")? {
+        Some(text) => Some(
+            serde_json::from_str::<Continuation>(&text)
+                .map_err(|e| corrupt(format!("continuation column is not valid: {e}")))?,
+        ),
+        None => None,
+    };
+    let (state, cancel_requested, finished_at, result) = match pillar {
+        Pillar::Hot => {
+            let code = req_int(row, "status")?;
+            let status = HotStatus::from_code(code)
+                .ok_or_else(|| corrupt(format!("unknown hot status {code}")))?;
+            (
+                JobState::from(status),
+                req_bool(row, "cancel_requested")?,
+                None,
+                None,
+            )
+        }
+        Pillar::Archive => (
+            JobState::Succeeded,
+            false,
+            opt_time(row, "finished_at")?,
+            opt_str(row, "result")?,
+        ),
+        Pillar::Dlq => {
+            let code = req_int(row, "reason")?;
+            let reason = FailureReason::from_code(code)
+                .ok_or_else(|| corrupt(format!("unknown failure reason {code}")))?;
+            (
+                JobState::Dead(reason),
+                false,
+                opt_time(row, "finished_at")?,
+                None,
+            )
+        }
+    };
+    Ok(Job {
+        id: row_id(row, "id")?,
+        queue: req_str(row, "queue")?,
+        job_type: req_str(row, "job_type")?,
+        payload: req_str(row, "payload")?,
+        tags: tags_from_stored(&opt_str(row, "tags")?.unwrap_or_default()),
+        priority: i32::try_from(req_int(row, "priority")?).unwrap_or(0),
+        idempotency_key: opt_str(row, "idempotency_key")?,
+        correlation_id: opt_str(row, "correlation_id")?,
+        created_by: opt_str(row, "created_by")?,
+        created_at: req_time(row, "created_at")?,
+        scheduled_at: req_time(row, "scheduled_at")?,
+        started_at: opt_time(row, "started_at")?,
+        heartbeat_at: opt_time(row, "heartbeat_at")?,
+        finished_at,
+        expires_at: opt_time(row, "expires_at")?,
+        attempt: opt_u32(row, "attempt")?.unwrap_or(0),
+        max_attempts: opt_u32(row, "max_attempts")?,
+        state,
+        worker_id: opt_str(row, "worker_id")?,
+        cancel_requested,
+        errors,
+        result,
+        continuation,
+        original_payload: opt_str(row, "original_payload")?,
+    })
+}
+
+/// A job list row (`queries::LIST_*_COLUMNS`).
+pub fn summary(row: &Row, pillar: Pillar) -> Result<JobSummary, Fault> {
+    let state = match pillar {
+        Pillar::Hot => {
+            let code = req_int(row, "status")?;
+            JobState::from(
+                HotStatus::from_code(code)
+                    .ok_or_else(|| corrupt(format!("unknown hot status {code}")))?,
+            )
+        }
+        Pillar::Archive => JobState::Succeeded,
+        Pillar::Dlq => {
+            let code = req_int(row, "reason")?;
+            JobState::Dead(
+                FailureReason::from_code(code)
+                    .ok_or_else(|| corrupt(format!("unknown failure reason {code}")))?,
+            )
+        }
+    };
+    Ok(JobSummary {
+        id: row_id(row, "id")?,
+        queue: req_str(row, "queue")?,
+        job_type: req_str(row, "job_type")?,
+        state,
+        priority: i32::try_from(req_int(row, "priority")?).unwrap_or(0),
+        tags: tags_from_stored(&opt_str(row, "tags")?.unwrap_or_default()),
+        attempt: opt_u32(row, "attempt")?.unwrap_or(0),
+        created_at: req_time(row, "created_at")?,
+        scheduled_at: req_time(row, "scheduled_at")?,
+        started_at: opt_time(row, "started_at")?,
+        finished_at: if pillar == Pillar::Hot {
+            None
+        } else {
+            opt_time(row, "finished_at")?
+        },
+        worker_id: opt_str(row, "worker_id")?,
+        last_error: opt_str(row, "last_error")?.map(|e| e.chars().take(300).collect()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_travel_as_hex_in_rfc_order() {
+        let id = JobId::new();
+        let hex = id_hex(id);
+        assert_eq!(hex.len(), 32);
+        assert_eq!(id_from_hex(&hex).unwrap(), id);
+        assert_eq!(id_from_bytes(id.0.as_bytes()).unwrap(), id);
+        // RFC byte order keeps UUID v7 ids sorted by time as raw bytes.
+        let later = JobId::new();
+        assert!(id.0.as_bytes() <= later.0.as_bytes());
+        assert_eq!(ids_json(&[id]), format!("[\"{hex}\"]"));
+    }
+
+    #[test]
+    fn times_round_trip_at_microseconds() {
+        let t = Utc::now();
+        let stored = to_sql_time(t);
+        assert_eq!(stored.nanosecond() % 1_000, 0);
+        assert_eq!(to_sql_time(from_sql_time(stored)), stored);
+        assert!(json_time(t).contains('T'));
+        assert!(!json_time(t).ends_with('Z'));
+    }
+
+    #[test]
+    fn tags_are_comma_wrapped() {
+        let tags = vec!["a".to_string(), "bc".to_string()];
+        assert_eq!(tags_to_stored(&tags), ",a,bc,");
+        assert_eq!(tags_from_stored(",a,bc,"), tags);
+        assert_eq!(tags_to_stored(&[]), "");
+        assert!(tags_from_stored("").is_empty());
+    }
+}

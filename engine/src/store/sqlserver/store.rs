@@ -1,0 +1,1208 @@
+//! `trait Store` on SQL Server. Each operation is one round trip running one statement batch
+//! from `queries` (or `job_lists`), wrapped in the retry policy its safety allows.
+
+use std::collections::{HashMap, HashSet};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Serialize;
+
+use super::connection::SchemaName;
+use super::job_lists::{self, Built};
+use super::pool::{self, Fault, LastConnectError, Pool, PooledConn, Repeat, RetryPolicy};
+use super::queries;
+use super::rows::{self, count, id_from_hex, ids_json, json_time, opt_str, opt_u32, req_str};
+use crate::error::{StoreError, StoreResult};
+use crate::model::{
+    Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
+    EnqueueRequest, HeartbeatReport, HotStatus, InstanceInfo, Job, JobEdit, JobId, JobState,
+    NewAuditEntry, Pillar, PruneReport, QueueConfig, QueuePatch, RescuePolicy, RescueReport,
+    RetentionPolicy, Timestamp,
+};
+use crate::query::{BulkAction, BulkPreview, JobFilter, JobQuery, MAX_PAGE_SIZE, Page};
+use crate::store::Store;
+use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
+use crate::validation::{self, ValidationError};
+
+/// Rows per transaction for sweeps and bulk actions: short transactions, few locks.
+const SWEEP_BATCH: i32 = 500;
+const BULK_BATCH: u32 = 200;
+/// Ids per transaction for operator actions on id lists.
+const OPERATOR_CHUNK: usize = 500;
+/// Upper bound on sweep rounds per call, so one call cannot run for ever under churn.
+const MAX_ROUNDS: usize = 200;
+
+/// Hand the connection to an attempt and take it back with the result (see `pool::run`).
+macro_rules! attempt {
+    (|$client:ident| $body:expr) => {
+        move |mut conn: PooledConn| async move {
+            let result: Result<_, Fault> = async {
+                let $client = &mut conn.client;
+                $body
+            }
+            .await;
+            (conn, result)
+        }
+    };
+}
+
+pub struct SqlServerStore {
+    pool: Pool,
+    last_connect_error: LastConnectError,
+    schema: SchemaName,
+    retry: RetryPolicy,
+    command_timeout: Duration,
+}
+
+fn secs(d: Duration) -> i32 {
+    i32::try_from(d.as_secs()).unwrap_or(i32::MAX)
+}
+
+fn to_i32(v: u32) -> i32 {
+    i32::try_from(v).unwrap_or(i32::MAX)
+}
+
+#[derive(Serialize)]
+struct EnqueueRow<'a> {
+    ord: usize,
+    id: String,
+    queue: &'a str,
+    job_type: &'a str,
+    payload: &'a str,
+    tags: String,
+    priority: i32,
+    idempotency_key: Option<&'a str>,
+    correlation_id: Option<&'a str>,
+    created_by: Option<&'a str>,
+    scheduled_at: Option<String>,
+    delay_ms: Option<u64>,
+    expires_at: Option<String>,
+    max_attempts: Option<u32>,
+    continuation: Option<String>,
+}
+
+#[derive(Serialize)]
+struct CompletionRow {
+    id: String,
+    kind: &'static str,
+    result: Option<String>,
+    duration_ms: Option<u64>,
+    reason: Option<i64>,
+    error: Option<String>,
+    message: Option<String>,
+    retry_at: Option<String>,
+}
+
+fn to_json<T: Serialize>(value: &T) -> StoreResult<String> {
+    serde_json::to_string(value).map_err(|e| StoreError::database("encode parameters", e, false))
+}
+
+impl SqlServerStore {
+    pub fn new(
+        pool: Pool,
+        last_connect_error: LastConnectError,
+        schema: SchemaName,
+        command_timeout: Duration,
+    ) -> Self {
+        SqlServerStore {
+            pool,
+            last_connect_error,
+            schema,
+            retry: RetryPolicy::default(),
+            command_timeout,
+        }
+    }
+
+    pub fn schema(&self) -> &SchemaName {
+        &self.schema
+    }
+
+    pub fn sql(&self, template: &str) -> String {
+        template.replace("{schema}", self.schema.as_str())
+    }
+
+    pub async fn run<T, F, Fut>(
+        &self,
+        operation: &'static str,
+        repeat: Repeat,
+        attempt: F,
+    ) -> StoreResult<T>
+    where
+        F: FnMut(PooledConn) -> Fut,
+        Fut: std::future::Future<Output = (PooledConn, Result<T, Fault>)>,
+    {
+        pool::run(
+            &self.pool,
+            &self.last_connect_error,
+            operation,
+            repeat,
+            false,
+            self.retry,
+            self.command_timeout,
+            attempt,
+        )
+        .await
+    }
+
+    /// Run a statement with parameters and collect every result set.
+    async fn results(
+        &self,
+        operation: &'static str,
+        repeat: Repeat,
+        sql: &str,
+        params: &[&dyn tiberius::ToSql],
+    ) -> StoreResult<Vec<Vec<tiberius::Row>>> {
+        self.run(
+            operation,
+            repeat,
+            attempt!(|client| Ok(client.query(sql, params).await?.into_results().await?)),
+        )
+        .await
+    }
+
+    async fn first_rows(
+        &self,
+        operation: &'static str,
+        repeat: Repeat,
+        sql: &str,
+        params: &[&dyn tiberius::ToSql],
+    ) -> StoreResult<Vec<tiberius::Row>> {
+        Ok(self
+            .results(operation, repeat, sql, params)
+            .await?
+            .into_iter()
+            .next()
+            .unwrap_or_default())
+    }
+
+    /// A single-row, single-count answer (`SELECT … AS name`).
+    async fn count_of(
+        &self,
+        operation: &'static str,
+        repeat: Repeat,
+        sql: &str,
+        params: &[&dyn tiberius::ToSql],
+        column: &'static str,
+    ) -> StoreResult<u64> {
+        let rows = self.first_rows(operation, repeat, sql, params).await?;
+        match rows.first() {
+            Some(row) => count(row, column).map_err(|f| self.fault(operation, f)),
+            None => Ok(0),
+        }
+    }
+
+    fn fault(&self, operation: &'static str, fault: Fault) -> StoreError {
+        pool::into_store_error(operation, fault, pool::Transience::Permanent)
+    }
+
+    fn built_params(built: &Built) -> Vec<&dyn tiberius::ToSql> {
+        built.sql_params()
+    }
+
+    /// Operator actions on id lists run in transactions of `OPERATOR_CHUNK` ids: short
+    /// transactions, well below the 5,000 locks at which SQL Server escalates to a table lock
+    /// that would stall every worker.
+    async fn by_ids(
+        &self,
+        operation: &'static str,
+        template: &str,
+        column: &'static str,
+        ids: &[JobId],
+    ) -> StoreResult<u64> {
+        let sql = self.sql(template);
+        let mut total = 0;
+        for chunk in ids.chunks(OPERATOR_CHUNK) {
+            let json = ids_json(chunk);
+            total += self
+                .count_of(operation, Repeat::IfNotApplied, &sql, &[&json], column)
+                .await?;
+        }
+        Ok(total)
+    }
+
+    async fn cancel_ids(&self, ids: &[JobId]) -> StoreResult<(u64, u64)> {
+        let sql = self.sql(queries::CANCEL);
+        let (mut cancelled, mut requested) = (0, 0);
+        for chunk in ids.chunks(OPERATOR_CHUNK) {
+            let json = ids_json(chunk);
+            let rows = self
+                .first_rows("cancel", Repeat::IfNotApplied, &sql, &[&json])
+                .await?;
+            if let Some(row) = rows.first() {
+                cancelled += count(row, "cancelled").map_err(|f| self.fault("cancel", f))?;
+                requested += count(row, "requested").map_err(|f| self.fault("cancel", f))?;
+            }
+        }
+        Ok((cancelled, requested))
+    }
+
+    async fn resurrect_ids(&self, ids: &[JobId], edit: Option<&JobEdit>) -> StoreResult<u64> {
+        let sql = self.sql(queries::RESURRECT);
+        let payload: Option<String> = edit
+            .and_then(|e| e.payload.as_deref())
+            .map(|p| validation::normalize_payload(p).to_string());
+        let tags: Option<String> = edit
+            .and_then(|e| e.tags.as_deref())
+            .map(rows::tags_to_stored);
+        let priority: Option<i32> = edit.and_then(|e| e.priority);
+        let queue: Option<String> = edit.and_then(|e| e.queue.clone());
+        let mut total = 0;
+        for chunk in ids.chunks(OPERATOR_CHUNK) {
+            let json = ids_json(chunk);
+            total += self
+                .count_of(
+                    "resurrect",
+                    Repeat::IfNotApplied,
+                    &sql,
+                    &[&json, &payload, &tags, &priority, &queue],
+                    "resurrected",
+                )
+                .await?;
+        }
+        Ok(total)
+    }
+
+    async fn purge_ids(&self, source: Pillar, ids: &[JobId]) -> StoreResult<u64> {
+        let template = match source {
+            Pillar::Hot => queries::PURGE_HOT,
+            Pillar::Archive => queries::PURGE_ARCHIVE,
+            Pillar::Dlq => queries::PURGE_DLQ,
+        };
+        self.by_ids("purge", template, "purged", ids).await
+    }
+
+    /// Run a sweep statement until it comes back short of a full batch.
+    async fn sweep(
+        &self,
+        operation: &'static str,
+        template: &str,
+        params: &[&dyn tiberius::ToSql],
+        column: &'static str,
+        batch: i64,
+    ) -> StoreResult<u64> {
+        let sql = self.sql(template);
+        let mut total = 0;
+        for _ in 0..MAX_ROUNDS {
+            let n = self
+                .count_of(operation, Repeat::Always, &sql, params, column)
+                .await?;
+            total += n;
+            if i64::try_from(n).unwrap_or(i64::MAX) < batch {
+                break;
+            }
+        }
+        Ok(total)
+    }
+
+    fn queue_config(row: &tiberius::Row) -> Result<QueueConfig, Fault> {
+        Ok(QueueConfig {
+            name: req_str(row, "name")?,
+            paused: rows::req_bool(row, "paused")?,
+            hidden: rows::req_bool(row, "hidden")?,
+            max_workers: opt_u32(row, "max_workers")?,
+            zombie_timeout_secs: opt_u32(row, "zombie_timeout_secs")?,
+            execution_timeout_secs: opt_u32(row, "execution_timeout_secs")?,
+            lag_warn_secs: opt_u32(row, "lag_warn_secs")?,
+            lag_crit_secs: opt_u32(row, "lag_crit_secs")?,
+            updated_at: rows::opt_time(row, "updated_at")?,
+        })
+    }
+
+    fn instance(row: &tiberius::Row) -> Result<InstanceInfo, Fault> {
+        Ok(InstanceInfo {
+            id: req_str(row, "id")?,
+            host: req_str(row, "host")?,
+            pid: opt_u32(row, "pid")?.unwrap_or(0),
+            version: req_str(row, "version")?,
+            started_at: rows::req_time(row, "started_at")?,
+            heartbeat_at: rows::req_time(row, "heartbeat_at")?,
+            workers_total: opt_u32(row, "workers_total")?.unwrap_or(0),
+            workers_busy: opt_u32(row, "workers_busy")?.unwrap_or(0),
+        })
+    }
+
+    fn audit(row: &tiberius::Row) -> Result<AuditEntry, Fault> {
+        Ok(AuditEntry {
+            id: rows::req_int(row, "id")?,
+            at: rows::req_time(row, "at")?,
+            actor: req_str(row, "actor")?,
+            action: req_str(row, "action")?,
+            target: req_str(row, "target")?,
+            count: count(row, "count")?,
+            detail: opt_str(row, "detail")?,
+        })
+    }
+
+    fn map_rows<T>(
+        &self,
+        operation: &'static str,
+        rows: &[tiberius::Row],
+        f: impl Fn(&tiberius::Row) -> Result<T, Fault>,
+    ) -> StoreResult<Vec<T>> {
+        rows.iter()
+            .map(|r| f(r).map_err(|e| self.fault(operation, e)))
+            .collect()
+    }
+}
+
+fn wrong_source(action: BulkAction, source: Pillar) -> StoreError {
+    StoreError::Invalid(ValidationError::new(
+        "source",
+        format!("cannot {} jobs in the {source} list", action.as_str()),
+        "resurrect works on the DLQ, cancel on active jobs, purge on any list",
+    ))
+}
+
+#[async_trait]
+impl Store for SqlServerStore {
+    fn backend(&self) -> &'static str {
+        "sqlserver"
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        let sql = self.sql(queries::PING);
+        self.first_rows("ping", Repeat::Always, &sql, &[]).await?;
+        Ok(())
+    }
+
+    async fn enqueue(&self, req: EnqueueRequest) -> StoreResult<EnqueueOutcome> {
+        let outcomes = self.enqueue_batch(vec![req]).await?;
+        outcomes.into_iter().next().ok_or_else(|| {
+            StoreError::database("enqueue", "the database returned no outcome", false)
+        })
+    }
+
+    async fn enqueue_batch(&self, reqs: Vec<EnqueueRequest>) -> StoreResult<Vec<EnqueueOutcome>> {
+        validation::validate_batch(&reqs)?;
+        if reqs.is_empty() {
+            return Ok(Vec::new());
+        }
+        // Ids are fixed before the first attempt: a retry after an ambiguous failure finds
+        // the rows it already wrote instead of writing them twice.
+        let mut rows = Vec::with_capacity(reqs.len());
+        for (ord, r) in reqs.iter().enumerate() {
+            rows.push(EnqueueRow {
+                ord,
+                id: rows::id_hex(JobId::new()),
+                queue: &r.queue,
+                job_type: &r.job_type,
+                payload: validation::normalize_payload(&r.payload),
+                tags: rows::tags_to_stored(&r.tags),
+                priority: r.priority,
+                idempotency_key: r.idempotency_key.as_deref(),
+                correlation_id: r.correlation_id.as_deref(),
+                created_by: r.created_by.as_deref(),
+                scheduled_at: r.scheduled_at.map(json_time),
+                // DATEADD takes an int of seconds: cap delays at ~63 years.
+                delay_ms: r.delay_ms.map(|d| d.min(2_000_000_000_000)),
+                expires_at: r.expires_at.map(json_time),
+                max_attempts: r.max_attempts,
+                continuation: r.continuation.as_ref().map(to_json).transpose()?,
+            });
+        }
+        let json = to_json(&rows)?;
+        let sql = self.sql(queries::ENQUEUE);
+        let (json, sql) = (&json, &sql);
+        let answer = pool::run(
+            &self.pool,
+            &self.last_connect_error,
+            "enqueue",
+            Repeat::Always,
+            true,
+            self.retry,
+            self.command_timeout,
+            attempt!(|client| Ok(client
+                .query(sql.as_str(), &[json])
+                .await?
+                .into_first_result()
+                .await?)),
+        )
+        .await?;
+        let mut outcomes = vec![None; reqs.len()];
+        for row in &answer {
+            let parsed = (|| -> Result<(usize, EnqueueOutcome), Fault> {
+                let ord = usize::try_from(rows::req_int(row, "ord")?).unwrap_or(usize::MAX);
+                let id = id_from_hex(&req_str(row, "id")?)?;
+                let created = rows::req_bool(row, "created")?;
+                Ok((ord, EnqueueOutcome { id, created }))
+            })()
+            .map_err(|f| self.fault("enqueue", f))?;
+            if let Some(slot) = outcomes.get_mut(parsed.0) {
+                *slot = Some(parsed.1);
+            }
+        }
+        outcomes
+            .into_iter()
+            .map(|o| {
+                o.ok_or_else(|| {
+                    StoreError::database("enqueue", "the database skipped a request", false)
+                })
+            })
+            .collect()
+    }
+
+    async fn claim_batch(&self, req: ClaimRequest) -> StoreResult<Vec<Job>> {
+        if req.limit == 0 || req.queues.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(Vec::new());
+        }
+        validation::validate_name("worker_id", &req.worker_id)?;
+        let sql = self.sql(queries::CLAIM);
+        let limit = to_i32(req.limit.min(10_000));
+        let queues: Option<String> = req.queues.as_ref().map(to_json).transpose()?;
+        let rows = self
+            .first_rows(
+                "claim_batch",
+                Repeat::Always,
+                &sql,
+                &[&limit, &req.worker_id, &queues],
+            )
+            .await?;
+        let mut jobs = self.map_rows("claim_batch", &rows, |r| rows::job(r, Pillar::Hot))?;
+        // OUTPUT has no order; hand the batch over in claim order.
+        jobs.sort_by(|a, b| {
+            b.priority
+                .cmp(&a.priority)
+                .then(a.scheduled_at.cmp(&b.scheduled_at))
+                .then(a.id.cmp(&b.id))
+        });
+        Ok(jobs)
+    }
+
+    async fn mark_processing(&self, worker_id: &str, ids: &[JobId]) -> StoreResult<Vec<JobId>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = self.sql(queries::MARK_PROCESSING);
+        let json = ids_json(ids);
+        // Not repeated after an ambiguous failure: a second run would find the rows already
+        // processing and report them as not started, so their user code would never run.
+        let rows = self
+            .first_rows(
+                "mark_processing",
+                Repeat::IfNotApplied,
+                &sql,
+                &[&worker_id, &json],
+            )
+            .await?;
+        let started: HashSet<JobId> = self
+            .map_rows("mark_processing", &rows, |r| {
+                id_from_hex(&req_str(r, "id")?)
+            })?
+            .into_iter()
+            .collect();
+        let mut reported = HashSet::new();
+        Ok(ids
+            .iter()
+            .copied()
+            .filter(|id| started.contains(id) && reported.insert(*id))
+            .collect())
+    }
+
+    async fn heartbeat(&self, worker_id: &str, ids: &[JobId]) -> StoreResult<HeartbeatReport> {
+        if ids.is_empty() {
+            return Ok(HeartbeatReport::default());
+        }
+        let sql = self.sql(queries::HEARTBEAT);
+        let json = ids_json(ids);
+        let rows = self
+            .first_rows("heartbeat", Repeat::Always, &sql, &[&worker_id, &json])
+            .await?;
+        let owned: HashMap<JobId, bool> = self
+            .map_rows("heartbeat", &rows, |r| {
+                Ok((
+                    id_from_hex(&req_str(r, "id")?)?,
+                    rows::req_bool(r, "cancel_requested")?,
+                ))
+            })?
+            .into_iter()
+            .collect();
+        let mut report = HeartbeatReport::default();
+        let mut seen = HashSet::new();
+        for id in ids.iter().filter(|id| seen.insert(**id)) {
+            match owned.get(id) {
+                Some(cancel) => {
+                    report.alive.push(*id);
+                    if *cancel {
+                        report.cancel_requested.push(*id);
+                    }
+                }
+                None => report.lost.push(*id),
+            }
+        }
+        Ok(report)
+    }
+
+    async fn release(
+        &self,
+        worker_id: &str,
+        ids: &[JobId],
+        run_at: Option<Timestamp>,
+    ) -> StoreResult<u64> {
+        if ids.is_empty() {
+            return Ok(0);
+        }
+        let sql = self.sql(queries::RELEASE);
+        let json = ids_json(ids);
+        let run_at = run_at.map(rows::to_sql_time);
+        self.count_of(
+            "release",
+            Repeat::Always,
+            &sql,
+            &[&worker_id, &json, &run_at],
+            "released",
+        )
+        .await
+    }
+
+    async fn complete(
+        &self,
+        worker_id: &str,
+        completions: Vec<Completion>,
+    ) -> StoreResult<Vec<Applied>> {
+        if completions.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut seen = HashSet::new();
+        let mut payload = Vec::with_capacity(completions.len());
+        for c in &completions {
+            if !seen.insert(c.id()) {
+                continue; // a second completion of the same job in one call cannot apply
+            }
+            payload.push(match c {
+                Completion::Succeeded {
+                    id,
+                    result,
+                    duration_ms,
+                } => CompletionRow {
+                    id: rows::id_hex(*id),
+                    kind: "s",
+                    result: result.clone(),
+                    duration_ms: Some(*duration_ms),
+                    reason: None,
+                    error: None,
+                    message: None,
+                    retry_at: None,
+                },
+                Completion::Retry {
+                    id,
+                    error,
+                    retry_at,
+                } => CompletionRow {
+                    id: rows::id_hex(*id),
+                    kind: "r",
+                    result: None,
+                    duration_ms: None,
+                    reason: None,
+                    error: Some(to_json(error)?),
+                    message: Some(error.message.clone()),
+                    retry_at: Some(json_time(*retry_at)),
+                },
+                Completion::DeadLetter {
+                    id,
+                    reason,
+                    error,
+                    duration_ms,
+                } => CompletionRow {
+                    id: rows::id_hex(*id),
+                    kind: "d",
+                    result: None,
+                    duration_ms: Some(*duration_ms),
+                    reason: Some(reason.code()),
+                    error: Some(to_json(error)?),
+                    message: Some(error.message.clone()),
+                    retry_at: None,
+                },
+            });
+        }
+        let json = to_json(&payload)?;
+        let sql = self.sql(queries::COMPLETE);
+        let rows = self
+            .first_rows("complete", Repeat::IfNotApplied, &sql, &[&worker_id, &json])
+            .await?;
+        let applied: HashSet<JobId> = self
+            .map_rows("complete", &rows, |r| id_from_hex(&req_str(r, "id")?))?
+            .into_iter()
+            .collect();
+        let mut answered = HashSet::new();
+        Ok(completions
+            .iter()
+            .map(|c| {
+                if applied.contains(&c.id()) && answered.insert(c.id()) {
+                    Applied::Applied
+                } else {
+                    Applied::NotApplied
+                }
+            })
+            .collect())
+    }
+
+    async fn cancel(&self, id: JobId) -> StoreResult<CancelOutcome> {
+        let (cancelled, requested) = self.cancel_ids(&[id]).await?;
+        Ok(if cancelled > 0 {
+            CancelOutcome::Cancelled
+        } else if requested > 0 {
+            CancelOutcome::Requested
+        } else {
+            CancelOutcome::NotFound
+        })
+    }
+
+    async fn resurrect(&self, id: JobId, edit: Option<JobEdit>) -> StoreResult<Applied> {
+        if let Some(edit) = &edit {
+            validation::validate_edit(edit)?;
+        }
+        match self.resurrect_ids(&[id], edit.as_ref()).await? {
+            0 => Err(StoreError::JobNotFound(id)),
+            _ => Ok(Applied::Applied),
+        }
+    }
+
+    async fn edit_job(&self, id: JobId, edit: JobEdit) -> StoreResult<Job> {
+        validation::validate_edit(&edit)?;
+        let sql = self.sql(queries::EDIT_JOB);
+        let hex = rows::id_hex(id);
+        let payload: Option<String> = edit
+            .payload
+            .as_deref()
+            .map(|p| validation::normalize_payload(p).to_string());
+        let tags: Option<String> = edit.tags.as_deref().map(rows::tags_to_stored);
+        let rows = self
+            .first_rows(
+                "edit_job",
+                Repeat::IfNotApplied,
+                &sql,
+                &[&hex, &payload, &tags, &edit.priority, &edit.queue],
+            )
+            .await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| StoreError::database("edit_job", "no answer", false))?;
+        let changed = opt_str(row, "changed").map_err(|f| self.fault("edit_job", f))?;
+        if changed.is_none() {
+            let hot = rows::opt_int(row, "hot_status").map_err(|f| self.fault("edit_job", f))?;
+            let archived =
+                rows::req_bool(row, "archived").map_err(|f| self.fault("edit_job", f))?;
+            let state = match hot.and_then(HotStatus::from_code) {
+                Some(status) => JobState::from(status),
+                None if archived => JobState::Succeeded,
+                None => return Err(StoreError::JobNotFound(id)),
+            };
+            return Err(StoreError::InvalidState {
+                id,
+                state,
+                action: "edit",
+            });
+        }
+        self.get_job(id).await?.ok_or(StoreError::JobNotFound(id))
+    }
+
+    async fn purge(&self, source: Pillar, ids: &[JobId]) -> StoreResult<u64> {
+        self.purge_ids(source, ids).await
+    }
+
+    async fn bulk_by_ids(
+        &self,
+        action: BulkAction,
+        source: Pillar,
+        ids: &[JobId],
+    ) -> StoreResult<u64> {
+        match (action, source) {
+            (BulkAction::Resurrect, Pillar::Dlq) => self.resurrect_ids(ids, None).await,
+            (BulkAction::Cancel, Pillar::Hot) => {
+                let (cancelled, requested) = self.cancel_ids(ids).await?;
+                Ok(cancelled + requested)
+            }
+            (BulkAction::Purge, _) => self.purge_ids(source, ids).await,
+            _ => Err(wrong_source(action, source)),
+        }
+    }
+
+    async fn bulk_preview(
+        &self,
+        source: Pillar,
+        filter: &JobFilter,
+        sample: u32,
+    ) -> StoreResult<BulkPreview> {
+        let built =
+            job_lists::preview_statement(&self.schema, source, filter, sample.min(MAX_PAGE_SIZE));
+        let params = Self::built_params(&built);
+        let sets = self
+            .results("bulk_preview", Repeat::Always, &built.sql, &params)
+            .await?;
+        let mut sets = sets.into_iter();
+        let matching = match sets.next().and_then(|rows| rows.into_iter().next()) {
+            Some(row) => count(&row, "matching").map_err(|f| self.fault("bulk_preview", f))?,
+            None => 0,
+        };
+        let sample_rows = sets.next().unwrap_or_default();
+        let sample = self.map_rows("bulk_preview", &sample_rows, |r| rows::summary(r, source))?;
+        Ok(BulkPreview { matching, sample })
+    }
+
+    async fn bulk_by_filter(
+        &self,
+        action: BulkAction,
+        source: Pillar,
+        filter: &JobFilter,
+        cap: u32,
+    ) -> StoreResult<u64> {
+        match (action, source) {
+            (BulkAction::Resurrect, Pillar::Dlq)
+            | (BulkAction::Cancel, Pillar::Hot)
+            | (BulkAction::Purge, _) => {}
+            _ => return Err(wrong_source(action, source)),
+        }
+        let only_pending = action == BulkAction::Purge && source == Pillar::Hot;
+        let mut affected = 0;
+        let mut selected: u32 = 0;
+        let mut after: Option<String> = None;
+        while selected < cap {
+            let batch = BULK_BATCH.min(cap - selected);
+            let built = job_lists::bulk_ids_statement(
+                &self.schema,
+                source,
+                filter,
+                only_pending,
+                after.as_deref(),
+                batch,
+            );
+            let params = Self::built_params(&built);
+            let rows = self
+                .first_rows("bulk_by_filter", Repeat::Always, &built.sql, &params)
+                .await?;
+            let hex: Vec<String> = self.map_rows("bulk_by_filter", &rows, |r| req_str(r, "id"))?;
+            if hex.is_empty() {
+                break;
+            }
+            let ids = hex
+                .iter()
+                .map(|h| id_from_hex(h))
+                .collect::<Result<Vec<_>, _>>()
+                .map_err(|f| self.fault("bulk_by_filter", f))?;
+            selected += u32::try_from(ids.len()).unwrap_or(u32::MAX);
+            after = hex.last().cloned();
+            affected += self.bulk_by_ids(action, source, &ids).await?;
+            if u32::try_from(ids.len()).unwrap_or(u32::MAX) < batch {
+                break;
+            }
+        }
+        Ok(affected)
+    }
+
+    async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>> {
+        let sql = self.sql(queries::LIST_QUEUES);
+        let rows = self
+            .first_rows("list_queues", Repeat::Always, &sql, &[])
+            .await?;
+        self.map_rows("list_queues", &rows, Self::queue_config)
+    }
+
+    async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {
+        validation::validate_name("queue", name)?;
+        validation::validate_queue_patch(&patch)?;
+        let sql = self.sql(queries::UPDATE_QUEUE);
+        let set = |o: &Option<Option<u32>>| o.is_some();
+        let val = |o: &Option<Option<u32>>| o.flatten().map(to_i32);
+        let (p_set, p_val) = (patch.paused.is_some(), patch.paused.unwrap_or(false));
+        let (h_set, h_val) = (patch.hidden.is_some(), patch.hidden.unwrap_or(false));
+        let (mw_set, mw) = (set(&patch.max_workers), val(&patch.max_workers));
+        let (zt_set, zt) = (
+            set(&patch.zombie_timeout_secs),
+            val(&patch.zombie_timeout_secs),
+        );
+        let (et_set, et) = (
+            set(&patch.execution_timeout_secs),
+            val(&patch.execution_timeout_secs),
+        );
+        let (lw_set, lw) = (set(&patch.lag_warn_secs), val(&patch.lag_warn_secs));
+        let (lc_set, lc) = (set(&patch.lag_crit_secs), val(&patch.lag_crit_secs));
+        let rows = self
+            .first_rows(
+                "update_queue",
+                Repeat::Always,
+                &sql,
+                &[
+                    &name, &p_set, &p_val, &h_set, &h_val, &mw_set, &mw, &zt_set, &zt, &et_set,
+                    &et, &lw_set, &lw, &lc_set, &lc,
+                ],
+            )
+            .await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| StoreError::database("update_queue", "no row came back", false))?;
+        Self::queue_config(row).map_err(|f| self.fault("update_queue", f))
+    }
+
+    async fn load_settings(&self) -> StoreResult<EngineSettings> {
+        let sql = self.sql(queries::LOAD_SETTINGS);
+        let rows = self
+            .first_rows("load_settings", Repeat::Always, &sql, &[])
+            .await?;
+        match rows.first() {
+            None => Ok(EngineSettings::default()),
+            Some(row) => {
+                let text = req_str(row, "value").map_err(|f| self.fault("load_settings", f))?;
+                serde_json::from_str(&text).map_err(|e| StoreError::Schema {
+                    problem: format!("the saved engine settings cannot be read: {e}"),
+                    help: "save the settings again from the console".into(),
+                })
+            }
+        }
+    }
+
+    async fn save_settings(&self, settings: &EngineSettings) -> StoreResult<()> {
+        let sql = self.sql(queries::SAVE_SETTINGS);
+        let json = to_json(settings)?;
+        self.results("save_settings", Repeat::Always, &sql, &[&json])
+            .await?;
+        Ok(())
+    }
+
+    async fn rescue(&self, policy: &RescuePolicy) -> StoreResult<RescueReport> {
+        let fetched = secs(policy.fetched_timeout);
+        let zombie = secs(policy.default_zombie_timeout);
+        let dead = secs(policy.dead_instance_timeout);
+        let batch = SWEEP_BATCH;
+        let released = self
+            .sweep(
+                "rescue",
+                queries::RESCUE_FETCHED,
+                &[&fetched, &dead, &batch],
+                "released",
+                batch.into(),
+            )
+            .await?;
+        let zombies = self
+            .sweep(
+                "rescue",
+                queries::RESCUE_ZOMBIES,
+                &[&zombie, &dead, &batch],
+                "zombies",
+                batch.into(),
+            )
+            .await?;
+        let expired = self
+            .sweep(
+                "rescue",
+                queries::RESCUE_EXPIRED,
+                &[&batch],
+                "expired",
+                batch.into(),
+            )
+            .await?;
+        let sql = self.sql(queries::RESCUE_INSTANCES);
+        let dead_instances = self
+            .count_of("rescue", Repeat::Always, &sql, &[], "deleted")
+            .await?;
+        Ok(RescueReport {
+            released,
+            zombies,
+            expired,
+            dead_instances,
+        })
+    }
+
+    async fn prune(&self, policy: &RetentionPolicy) -> StoreResult<PruneReport> {
+        let batch = to_i32(policy.batch_size.max(1));
+        let archive_age = secs(policy.archive);
+        let dlq_age = secs(policy.dlq);
+        let metrics_age = secs(policy.metrics);
+        // The audit log is kept as long as the metrics (as on SQLite).
+        let audit_age = metrics_age;
+        Ok(PruneReport {
+            archive: self
+                .sweep(
+                    "prune",
+                    queries::PRUNE_ARCHIVE,
+                    &[&archive_age, &batch],
+                    "deleted",
+                    batch.into(),
+                )
+                .await?,
+            dlq: self
+                .sweep(
+                    "prune",
+                    queries::PRUNE_DLQ,
+                    &[&dlq_age, &batch],
+                    "deleted",
+                    batch.into(),
+                )
+                .await?,
+            metric_buckets: self
+                .sweep(
+                    "prune",
+                    queries::PRUNE_METRICS,
+                    &[&metrics_age, &batch],
+                    "deleted",
+                    batch.into(),
+                )
+                .await?,
+            audit: self
+                .sweep(
+                    "prune",
+                    queries::PRUNE_AUDIT,
+                    &[&audit_age, &batch],
+                    "deleted",
+                    batch.into(),
+                )
+                .await?,
+        })
+    }
+
+    async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<()> {
+        validation::validate_name("instance id", &info.id)?;
+        let sql = self.sql(queries::HEARTBEAT_INSTANCE);
+        // Columns are NVARCHAR(255) / NVARCHAR(100): trim rather than fail the heartbeat.
+        let host: String = info.host.chars().take(255).collect();
+        let version: String = info.version.chars().take(100).collect();
+        let pid = i64::from(info.pid);
+        let started = rows::to_sql_time(info.started_at);
+        let total = to_i32(info.workers_total);
+        let busy = to_i32(info.workers_busy);
+        self.results(
+            "heartbeat_instance",
+            Repeat::Always,
+            &sql,
+            &[&info.id, &host, &pid, &version, &started, &total, &busy],
+        )
+        .await?;
+        Ok(())
+    }
+
+    async fn deregister_instance(&self, id: &str) -> StoreResult<()> {
+        let sql = self.sql(queries::DEREGISTER_INSTANCE);
+        self.results("deregister_instance", Repeat::Always, &sql, &[&id])
+            .await?;
+        Ok(())
+    }
+
+    async fn list_instances(&self, max_age: Duration) -> StoreResult<Vec<InstanceInfo>> {
+        let sql = self.sql(queries::LIST_INSTANCES);
+        let ms = i64::try_from(max_age.as_millis())
+            .unwrap_or(i64::MAX)
+            .min(60 * 365 * 86_400_000); // DATEADD(SECOND, …) takes an int
+        let rows = self
+            .first_rows("list_instances", Repeat::Always, &sql, &[&ms])
+            .await?;
+        self.map_rows("list_instances", &rows, Self::instance)
+    }
+
+    async fn append_audit(&self, entry: NewAuditEntry) -> StoreResult<AuditEntry> {
+        validation::validate_name("actor", &entry.actor)?;
+        validation::validate_name("action", &entry.action)?;
+        let sql = self.sql(queries::APPEND_AUDIT);
+        let count = i64::try_from(entry.count).unwrap_or(i64::MAX);
+        let target: String = entry.target.chars().take(4000).collect();
+        let rows = self
+            .first_rows(
+                "append_audit",
+                Repeat::IfNotApplied,
+                &sql,
+                &[&entry.actor, &entry.action, &target, &count, &entry.detail],
+            )
+            .await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| StoreError::database("append_audit", "no row came back", false))?;
+        Self::audit(row).map_err(|f| self.fault("append_audit", f))
+    }
+
+    async fn list_audit(&self, before_id: Option<i64>, limit: u32) -> StoreResult<Vec<AuditEntry>> {
+        let sql = self.sql(queries::LIST_AUDIT);
+        let limit = i64::from(limit.min(MAX_PAGE_SIZE * 2));
+        let rows = self
+            .first_rows("list_audit", Repeat::Always, &sql, &[&limit, &before_id])
+            .await?;
+        self.map_rows("list_audit", &rows, Self::audit)
+    }
+
+    async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>> {
+        let sql = self.sql(queries::GET_JOB);
+        let hex = rows::id_hex(id);
+        let sets = self
+            .results("get_job", Repeat::Always, &sql, &[&hex])
+            .await?;
+        for (rows_of, pillar) in sets.iter().zip(Pillar::ALL) {
+            if let Some(row) = rows_of.first() {
+                return rows::job(row, pillar)
+                    .map(Some)
+                    .map_err(|f| self.fault("get_job", f));
+            }
+        }
+        Ok(None)
+    }
+
+    async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let sql = self.sql(queries::FINISHED_JOBS);
+        let json = ids_json(ids);
+        let sets = self
+            .results("finished_jobs", Repeat::Always, &sql, &[&json])
+            .await?;
+        let mut jobs = Vec::new();
+        for (rows_of, pillar) in sets.iter().zip([Pillar::Archive, Pillar::Dlq]) {
+            jobs.extend(self.map_rows("finished_jobs", rows_of, |r| rows::job(r, pillar))?);
+        }
+        Ok(jobs)
+    }
+
+    async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<crate::query::JobSummary>> {
+        let size = query.page_size.clamp(1, MAX_PAGE_SIZE);
+        let statement = job_lists::list_statement(&self.schema, query, size + 1)?;
+        let params = Self::built_params(&statement.built);
+        let rows = self
+            .first_rows("list_jobs", Repeat::Always, &statement.built.sql, &params)
+            .await?;
+        let mut items = self.map_rows("list_jobs", &rows, |r| rows::summary(r, query.source))?;
+        let more = items.len() > size as usize;
+        items.truncate(size as usize);
+        if statement.reversed {
+            items.reverse();
+        }
+        let cursor = |item: &crate::query::JobSummary| {
+            job_lists::cursor_for(item, query.source, query.sort.column)
+        };
+        use crate::query::PagePosition;
+        let (has_prev, has_next) = match &query.position {
+            PagePosition::First => (false, more),
+            PagePosition::After(_) => (true, more),
+            PagePosition::Before(_) => (more, true),
+            PagePosition::Last => (more, false),
+        };
+        Ok(Page {
+            prev: if has_prev {
+                items.first().map(cursor)
+            } else {
+                None
+            },
+            next: if has_next {
+                items.last().map(cursor)
+            } else {
+                None
+            },
+            items,
+        })
+    }
+
+    async fn summary(&self) -> StoreResult<Summary> {
+        let sql = self.sql(queries::SUMMARY);
+        let rows = self
+            .first_rows("summary", Repeat::Always, &sql, &[])
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(Summary::default());
+        };
+        (|| -> Result<Summary, Fault> {
+            Ok(Summary {
+                pending: count(row, "pending")?,
+                scheduled: count(row, "scheduled")?,
+                fetched: count(row, "fetched")?,
+                processing: count(row, "processing")?,
+                succeeded: count(row, "succeeded")?,
+                dlq: count(row, "dlq")?,
+                succeeded_1m: count(row, "succeeded_1m")?,
+                succeeded_5m: count(row, "succeeded_5m")?,
+                failed_1m: count(row, "failed_1m")?,
+                failed_5m: count(row, "failed_5m")?,
+                retried_5m: count(row, "retried_5m")?,
+            })
+        })()
+        .map_err(|f| self.fault("summary", f))
+    }
+
+    async fn queue_stats(&self) -> StoreResult<Vec<QueueStats>> {
+        let sql = self.sql(queries::QUEUE_STATS);
+        let rows = self
+            .first_rows("queue_stats", Repeat::Always, &sql, &[])
+            .await?;
+        self.map_rows("queue_stats", &rows, |r| {
+            Ok(QueueStats {
+                queue: req_str(r, "queue")?,
+                paused: rows::req_bool(r, "paused")?,
+                hidden: rows::req_bool(r, "hidden")?,
+                max_workers: opt_u32(r, "max_workers")?,
+                pending: count(r, "pending")?,
+                scheduled: count(r, "scheduled")?,
+                fetched: count(r, "fetched")?,
+                processing: count(r, "processing")?,
+                succeeded: count(r, "succeeded")?,
+                failed: count(r, "failed")?,
+                lag_avg_ms: count(r, "lag_avg_ms")?,
+                lag_max_ms: count(r, "lag_max_ms")?,
+                lag_warn_secs: opt_u32(r, "lag_warn_secs")?,
+                lag_crit_secs: opt_u32(r, "lag_crit_secs")?,
+                zombie_timeout_secs: opt_u32(r, "zombie_timeout_secs")?,
+                execution_timeout_secs: opt_u32(r, "execution_timeout_secs")?,
+            })
+        })
+    }
+
+    async fn throughput(
+        &self,
+        minutes: u32,
+        queue: Option<&str>,
+    ) -> StoreResult<Vec<ThroughputBucket>> {
+        if minutes == 0 {
+            return Ok(Vec::new());
+        }
+        let minutes = minutes.min(7 * 24 * 60);
+        let sql = self.sql(queries::THROUGHPUT);
+        let span = to_i32(minutes);
+        let sets = self
+            .results("throughput", Repeat::Always, &sql, &[&span, &queue])
+            .await?;
+        let mut sets = sets.into_iter();
+        let now = sets
+            .next()
+            .and_then(|rows| rows.into_iter().next())
+            .map(|row| rows::req_time(&row, "current_minute"))
+            .transpose()
+            .map_err(|f| self.fault("throughput", f))?
+            .ok_or_else(|| StoreError::database("throughput", "no clock came back", false))?;
+        let mut found = HashMap::new();
+        for row in sets.next().unwrap_or_default() {
+            let bucket = (|| -> Result<ThroughputBucket, Fault> {
+                Ok(ThroughputBucket {
+                    minute: rows::req_time(&row, "bucket_start")?,
+                    succeeded: count(&row, "succeeded")?,
+                    failed: count(&row, "failed")?,
+                    retried: count(&row, "retried")?,
+                    duration_sum_ms: count(&row, "duration_sum_ms")?,
+                    duration_max_ms: count(&row, "duration_max_ms")?,
+                })
+            })()
+            .map_err(|f| self.fault("throughput", f))?;
+            found.insert(bucket.minute, bucket);
+        }
+        Ok((0..i64::from(minutes))
+            .rev()
+            .map(|back| {
+                let minute = now - chrono::Duration::minutes(back);
+                found.remove(&minute).unwrap_or(ThroughputBucket {
+                    minute,
+                    ..Default::default()
+                })
+            })
+            .collect())
+    }
+
+    async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
+        let sql = self.sql(queries::TOP_ERRORS);
+        let limit = i64::from(limit.min(10_000));
+        let rows = self
+            .first_rows("top_errors", Repeat::Always, &sql, &[&limit])
+            .await?;
+        self.map_rows("top_errors", &rows, |r| {
+            let code = rows::req_int(r, "reason")?;
+            Ok(ErrorGroup {
+                reason: crate::model::FailureReason::from_code(code)
+                    .ok_or_else(|| rows::corrupt(format!("unknown failure reason {code}")))?,
+                message_prefix: req_str(r, "message_prefix")?,
+                count: count(r, "dlq_rows")?,
+                last_seen: rows::req_time(r, "last_seen")?,
+            })
+        })
+    }
+}
