@@ -1040,6 +1040,28 @@ async fn pruner_iteration_and_prune_now_use_the_saved_retention() {
 //   cargo test --release -p deck-engine --test runtime -- --ignored --nocapture bench_
 // Tune with DECK_BENCH_JOBS, DECK_BENCH_WORKERS, DECK_BENCH_PREFETCH, DECK_BENCH_RATE.
 
+/// CPU seconds per thread name of this process (Linux), to see where a benchmark spends.
+fn cpu_by_thread() -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = stat[open + 1..close].to_string();
+        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+        let ticks: f64 =
+            fields[11].parse::<f64>().unwrap_or(0.0) + fields[12].parse::<f64>().unwrap_or(0.0);
+        *out.entry(name).or_insert(0.0) += ticks / 100.0;
+    }
+    out
+}
+
 fn bench_env(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -1075,10 +1097,11 @@ async fn bench_drain_throughput() {
         prefetch,
         ..EngineConfig::default()
     };
+    let cpu_before = cpu_by_thread();
     let t = std::time::Instant::now();
     let engine = start(store.clone(), handlers, config).await;
     let mut last_report = std::time::Instant::now();
-    while engine.snapshot().counters.succeeded < jobs {
+    while engine.counters().succeeded < jobs {
         tokio::time::sleep(Duration::from_millis(2)).await;
         if last_report.elapsed() > Duration::from_secs(5) {
             let s = engine.snapshot();
@@ -1093,6 +1116,13 @@ async fn bench_drain_throughput() {
         }
     }
     let drain_secs = t.elapsed().as_secs_f64();
+    let cpu_after = cpu_by_thread();
+    for (name, secs) in &cpu_after {
+        let spent = secs - cpu_before.get(name).copied().unwrap_or(0.0);
+        if spent > 0.05 {
+            eprintln!("cpu {name}: {spent:.2} s");
+        }
+    }
     let c = engine.snapshot().counters;
     println!(
         "{{\"jobs\":{jobs},\"workers\":{workers},\"prefetch\":{prefetch},\
@@ -1131,7 +1161,7 @@ async fn bench_enqueue_to_start_latency() {
             .await
             .unwrap();
     }
-    while engine.snapshot().counters.succeeded < jobs as u64 {
+    while engine.counters().succeeded < jobs as u64 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
     let mut v = samples.lock().unwrap().clone();
@@ -1190,6 +1220,59 @@ async fn bench_store_hot_path_calls() {
             "claim {} in {claim:?}, mark in {mark:?}, complete in {:?}",
             claimed.len(),
             t.elapsed()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark"]
+async fn bench_store_single_job_round_trips() {
+    let (_dir, store) = open_store().await;
+    let mut times: [Vec<f64>; 4] = Default::default();
+    for _ in 0..200 {
+        let t = std::time::Instant::now();
+        let id = store
+            .enqueue(EnqueueRequest::new("bench", "noop", ""))
+            .await
+            .unwrap()
+            .id;
+        times[0].push(t.elapsed().as_secs_f64() * 1e3);
+        let t = std::time::Instant::now();
+        store
+            .claim_batch(deck_engine::ClaimRequest {
+                worker_id: "w".into(),
+                limit: 100,
+                queues: None,
+            })
+            .await
+            .unwrap();
+        times[1].push(t.elapsed().as_secs_f64() * 1e3);
+        let t = std::time::Instant::now();
+        store.mark_processing("w", &[id]).await.unwrap();
+        times[2].push(t.elapsed().as_secs_f64() * 1e3);
+        let t = std::time::Instant::now();
+        store
+            .complete(
+                "w",
+                vec![deck_engine::Completion::Succeeded {
+                    id,
+                    result: None,
+                    duration_ms: 0,
+                }],
+            )
+            .await
+            .unwrap();
+        times[3].push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    for (name, mut v) in ["enqueue", "claim", "mark", "complete"]
+        .into_iter()
+        .zip(times)
+    {
+        v.sort_by(f64::total_cmp);
+        eprintln!(
+            "{name}: p50 {:.3} ms p90 {:.3} ms",
+            v[v.len() / 2],
+            v[v.len() * 9 / 10]
         );
     }
 }
