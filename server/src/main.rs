@@ -1,1 +1,68 @@
-fn main() {}
+//! `deck`: the engine, the console and the JSON API in one binary, plus the operator's
+//! command-line tools (migrate, stats, enqueue, bench).
+
+mod api;
+mod bench;
+mod cli;
+mod commands;
+mod config;
+mod demo;
+mod health;
+mod http;
+mod logging;
+mod metrics;
+mod serve;
+mod state;
+mod testing;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    logging::init(match cli.command {
+        Command::Serve(_) => "info",
+        // Tools print their answer on stdout; keep stderr quiet unless asked.
+        _ => "warn",
+    });
+
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(run(cli)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            report(&e);
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Serve(args) => serve::run(cli.config, args).await,
+        Command::Migrate(args) => commands::migrate::run(cli.config, args).await,
+        Command::Stats(args) => commands::stats::run(cli.config, args).await,
+        Command::Enqueue(args) => commands::enqueue::run(cli.config, args).await,
+        Command::Bench(cmd) => bench::run(cmd).await,
+    }
+}
+
+/// Print an error and its causes the way cargo does: the headline, then each cause on its
+/// own line. Messages that already carry `help:` lines keep them.
+fn report(err: &anyhow::Error) {
+    eprintln!("error: {err}");
+    for cause in err.chain().skip(1) {
+        eprintln!("  cause: {cause}");
+    }
+}

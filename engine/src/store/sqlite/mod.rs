@@ -51,6 +51,16 @@ pub struct SqliteStore {
     readers: Arc<Readers>,
 }
 
+/// The whole schema as one SQL script, every migration in order with its version comment
+/// (`deck migrate --print`). Opening the store applies the same migrations itself.
+pub fn migration_script() -> String {
+    schema::MIGRATIONS
+        .iter()
+        .map(|(version, name, sql)| format!("-- {version:04}_{name}\n{}\n", sql.trim_end()))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// Open (creating when missing) the database file, bring its schema up to date, and start
 /// the writer thread.
 pub async fn open(path: &str, options: &StoreOptions) -> StoreResult<Arc<dyn Store>> {

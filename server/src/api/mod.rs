@@ -1,0 +1,246 @@
+//! The JSON API under `/api/v1`: enqueue (one or a batch), read jobs with long-polling,
+//! cancel, resurrect, queues, stats — and its OpenAPI document, generated from the handlers
+//! themselves so the two cannot drift apart.
+//!
+//! Errors are always `{"error": {"code", "message", "field"}}` (see `error`). Bad input is
+//! rejected before the engine sees it, so nothing is written. Reads need the viewer role,
+//! everything that changes state needs an operator (see `principal`); operator actions on
+//! existing jobs and queues are written to the audit log.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{Method, StatusCode, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use deck_engine::Engine;
+use deck_engine::validation::MAX_PAYLOAD_BYTES;
+use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+pub mod dto;
+pub mod error;
+mod extract;
+mod jobs;
+pub mod principal;
+mod queues;
+mod stats;
+#[cfg(test)]
+mod tests;
+
+use error::ApiError;
+use principal::Principal;
+
+use crate::state::AppState;
+
+/// Where the API is mounted.
+pub const PREFIX: &str = "/api/v1";
+/// Longest `?wait=` honoured; longer asks are cut to this.
+pub const MAX_WAIT: Duration = Duration::from_secs(60);
+/// Body limit for single-job requests: one maximal payload plus room for the envelope.
+pub const SINGLE_BODY_LIMIT: usize = MAX_PAYLOAD_BYTES + 256 * 1024;
+/// Body limit for batches.
+pub const BATCH_BODY_LIMIT: usize = 32 * 1024 * 1024;
+
+#[derive(Clone)]
+pub struct ApiState {
+    pub engine: Engine,
+    pub max_wait: Duration,
+    /// Authentication is off (loopback only): callers without credentials act as the
+    /// anonymous operator.
+    pub anonymous: bool,
+}
+
+impl ApiState {
+    pub fn new(engine: Engine) -> Self {
+        ApiState {
+            engine,
+            max_wait: MAX_WAIT,
+            anonymous: false,
+        }
+    }
+
+    /// Let unauthenticated callers act as the anonymous operator (`auth = none`).
+    pub fn anonymous(mut self) -> Self {
+        self.anonymous = true;
+        self
+    }
+}
+
+/// The API router of `deck serve`, paths already under `/api/v1`.
+pub fn router(app: AppState) -> Router {
+    let mut state = ApiState::new(app.engine.clone());
+    // Without an authentication middleware in front, only a loopback listener may let
+    // callers in as the anonymous operator; anywhere else every call is refused (401).
+    if listens_on_loopback(&app.settings.listen) {
+        state = state.anonymous();
+    }
+    api_router(state)
+}
+
+fn listens_on_loopback(listen: &str) -> bool {
+    listen
+        .parse::<std::net::SocketAddr>()
+        .is_ok_and(|a| a.ip().is_loopback())
+        || listen.starts_with("localhost:")
+}
+
+/// The API router over an explicit state (tests, benchmarks, embedding).
+pub fn api_router(state: ApiState) -> Router {
+    let (router, _) = routes().split_for_parts();
+    router
+        .route(
+            &format!("{PREFIX}/{{*rest}}"),
+            axum::routing::any(no_such_route),
+        )
+        .layer(middleware::map_response(json_method_not_allowed))
+        .layer(middleware::from_fn_with_state(state.clone(), guard))
+        .with_state(state)
+}
+
+/// The OpenAPI document of `router`.
+pub fn openapi() -> &'static utoipa::openapi::OpenApi {
+    static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
+    DOC.get_or_init(|| routes().split_for_parts().1)
+}
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "The Deck JSON API",
+        description = "Enqueue jobs, await their results, and operate queues. Errors are \
+                       `{\"error\": {\"code\", \"message\", \"field\"}}` with a stable code.",
+    ),
+    tags(
+        (name = "jobs", description = "Enqueue, read (with long-polling), cancel, resurrect"),
+        (name = "queues", description = "List, pause, resume, change settings"),
+        (name = "stats", description = "Summary numbers"),
+        (name = "meta", description = "This document"),
+    ),
+    modifiers(&AuthSchemes),
+    security(("bearer" = []), ("basic" = [])),
+)]
+struct ApiDoc;
+
+struct AuthSchemes;
+
+impl Modify for AuthSchemes {
+    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
+        let components = doc.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
+        );
+        components.add_security_scheme(
+            "basic",
+            SecurityScheme::Http(Http::new(HttpAuthScheme::Basic)),
+        );
+    }
+}
+
+fn routes() -> OpenApiRouter<ApiState> {
+    let single = OpenApiRouter::new()
+        .routes(routes!(jobs::enqueue))
+        .routes(routes!(jobs::resurrect))
+        .routes(routes!(queues::update_queue))
+        .layer(DefaultBodyLimit::max(SINGLE_BODY_LIMIT));
+    let batch = OpenApiRouter::new()
+        .routes(routes!(jobs::enqueue_batch))
+        .layer(DefaultBodyLimit::max(BATCH_BODY_LIMIT));
+    let rest = OpenApiRouter::new()
+        .routes(routes!(jobs::get_job))
+        .routes(routes!(jobs::cancel))
+        .routes(routes!(queues::list_queues))
+        .routes(routes!(queues::pause))
+        .routes(routes!(queues::resume))
+        .routes(routes!(stats::stats))
+        .routes(routes!(openapi_json));
+    OpenApiRouter::with_openapi(ApiDoc::openapi()).nest(PREFIX, single.merge(batch).merge(rest))
+}
+
+/// This document (OpenAPI 3.1), generated from the handlers.
+#[utoipa::path(
+    get, path = "/openapi.json", tag = "meta",
+    responses((status = 200, description = "The OpenAPI document", content_type = "application/json"))
+)]
+async fn openapi_json() -> axum::Json<&'static utoipa::openapi::OpenApi> {
+    axum::Json(openapi())
+}
+
+async fn no_such_route(method: Method, uri: axum::http::Uri) -> ApiError {
+    ApiError::not_found(
+        "no_such_route",
+        format!(
+            "{method} {} is not an API route; see {PREFIX}/openapi.json",
+            uri.path()
+        ),
+    )
+}
+
+/// axum answers a known path with the wrong method by an empty 405; give it the JSON shape.
+async fn json_method_not_allowed(response: Response) -> Response {
+    if response.status() == StatusCode::METHOD_NOT_ALLOWED
+        && !response.headers().contains_key(header::CONTENT_TYPE)
+    {
+        let allow = response.headers().get(header::ALLOW).cloned();
+        let mut fixed = ApiError::new(
+            StatusCode::METHOD_NOT_ALLOWED,
+            "method_not_allowed",
+            format!(
+                "this route does not take that method; allowed: {}",
+                allow
+                    .as_ref()
+                    .and_then(|v| v.to_str().ok())
+                    .unwrap_or("see the OpenAPI document")
+            ),
+        )
+        .into_response();
+        if let Some(allow) = allow {
+            fixed.headers_mut().insert(header::ALLOW, allow);
+        }
+        return fixed;
+    }
+    response
+}
+
+/// Runs before every API handler: refuses state changes sent by another site's page (a
+/// browser attaches cached basic credentials or cookies to those), and stands in the
+/// anonymous operator when authentication is off.
+async fn guard(State(state): State<ApiState>, mut req: Request, next: Next) -> Response {
+    let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    if !safe && is_cross_site(&req) {
+        return ApiError::forbidden(
+            "cross-site request refused: the API does not accept state changes from another \
+             site's page; call it from a server or script with credentials",
+        )
+        .into_response();
+    }
+    if state.anonymous && req.extensions().get::<Principal>().is_none() {
+        req.extensions_mut().insert(Principal::anonymous());
+    }
+    next.run(req).await
+}
+
+fn is_cross_site(req: &Request) -> bool {
+    let headers = req.headers();
+    if headers
+        .get("sec-fetch-site")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.eq_ignore_ascii_case("cross-site"))
+    {
+        return true;
+    }
+    let Some(origin) = headers.get(header::ORIGIN).and_then(|v| v.to_str().ok()) else {
+        return false;
+    };
+    let host = headers
+        .get(header::HOST)
+        .and_then(|v| v.to_str().ok())
+        .or_else(|| req.uri().authority().map(|a| a.as_str()));
+    let origin_host = origin.split_once("://").map_or(origin, |(_, rest)| rest);
+    host.is_none_or(|h| !h.eq_ignore_ascii_case(origin_host))
+}

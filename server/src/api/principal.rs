@@ -1,0 +1,70 @@
+//! Who is calling, and whether they may. The authentication middleware (shared with the
+//! console) puts a `Principal` into the request extensions; these extractors read it and
+//! enforce the role an endpoint needs, answering in the API's JSON error shape.
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+
+use super::error::ApiError;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Role {
+    /// Reads everything.
+    #[allow(dead_code)] // granted by the authentication middleware once it is mounted
+    Viewer,
+    /// Reads, enqueues and acts (cancel, resurrect, queue changes).
+    Operator,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    pub name: String,
+    pub role: Role,
+}
+
+impl Principal {
+    /// The caller when authentication is off (allowed on loopback only).
+    pub fn anonymous() -> Self {
+        Principal {
+            name: "anonymous".to_string(),
+            role: Role::Operator,
+        }
+    }
+}
+
+fn principal(parts: &Parts) -> Result<Principal, ApiError> {
+    parts.extensions.get::<Principal>().cloned().ok_or_else(|| {
+        ApiError::unauthorized(
+            "credentials required: send `Authorization: Bearer <token>` or basic auth",
+        )
+    })
+}
+
+/// Any authenticated caller (viewer or operator).
+pub struct Viewer(pub Principal);
+
+/// A caller with the operator role.
+pub struct Operator(pub Principal);
+
+impl<S: Send + Sync> FromRequestParts<S> for Viewer {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        principal(parts).map(Viewer)
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Operator {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let p = principal(parts)?;
+        if p.role < Role::Operator {
+            return Err(ApiError::forbidden(format!(
+                "{} has the viewer role; this action needs an operator",
+                p.name
+            )));
+        }
+        Ok(Operator(p))
+    }
+}

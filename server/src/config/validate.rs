@@ -1,0 +1,384 @@
+//! Semantic checks on a parsed configuration: ranges, addresses, and settings that only make
+//! sense together. Each problem says what is wrong and how to fix it.
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use deck_engine::store::open::DatabaseUrl;
+use deck_engine::validation::validate_name;
+use figment::Figment;
+
+use super::Settings;
+use super::load::describe_source;
+
+/// One thing wrong with the configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// Dotted key (`engine.poll_interval`), or the flag that carried it.
+    pub key: String,
+    pub message: String,
+    pub help: String,
+    /// Where the value came from (file path, environment variable), when known.
+    pub source: Option<String>,
+}
+
+impl Problem {
+    pub fn new(
+        key: impl Into<String>,
+        message: impl Into<String>,
+        help: impl Into<String>,
+    ) -> Self {
+        Problem {
+            key: key.into(),
+            message: message.into(),
+            help: help.into(),
+            source: None,
+        }
+    }
+
+    /// `section`: the table the error was extracted from (`extract_inner` appends it to the
+    /// end of the error's path, so it is put back in front here).
+    pub(super) fn from_figment(
+        e: &figment::Error,
+        figment: &Figment,
+        section: Option<&str>,
+    ) -> Self {
+        let mut path: Vec<&str> = e.path.iter().map(String::as_str).collect();
+        if let Some(section) = section {
+            if path.last() == Some(&section) {
+                path.pop();
+            }
+            path.insert(0, section);
+        }
+        let key = path.join(".");
+        let source = e
+            .metadata
+            .as_ref()
+            .map(|m| describe_source(m, &key))
+            .or_else(|| {
+                figment
+                    .find_metadata(&key)
+                    .map(|m| describe_source(m, &key))
+            });
+        let help = match &e.kind {
+            figment::error::Kind::InvalidType(..) | figment::error::Kind::InvalidValue(..) => {
+                "fix the value's type (README → Configuration lists each key with an example)"
+            }
+            figment::error::Kind::Message(m) if m.contains("TOML") || m.contains("parse") => {
+                "fix the file's TOML syntax"
+            }
+            figment::error::Kind::Message(_) => {
+                "fix the value (README → Configuration lists each key)"
+            }
+            _ => "see README → Configuration",
+        };
+        Problem {
+            key: if key.is_empty() {
+                "config".to_string()
+            } else {
+                key
+            },
+            message: e.kind.to_string(),
+            help: help.to_string(),
+            source,
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.key)?;
+        if let Some(source) = &self.source {
+            write!(f, " (from {source})")?;
+        }
+        write!(f, ": {}\n    help: {}", self.message, self.help)
+    }
+}
+
+const MIN_POLL: Duration = Duration::from_millis(100);
+const WARN_POLL: Duration = Duration::from_secs(10);
+const MAX_PREFETCH: u32 = 10_000;
+const MAX_WORKERS: u32 = 10_000;
+
+pub(super) fn validate(s: &Settings, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) {
+    let mut problem = |key: &str, message: String, help: String| {
+        problems.push(Problem::new(key, message, help));
+    };
+
+    if let Err(e) = DatabaseUrl::parse(&s.database) {
+        problem(
+            "database",
+            format!("{:?} is not a database URL we can use", s.database),
+            format!("{e}"),
+        );
+    }
+    if let Err(e) = s.listen.parse::<SocketAddr>() {
+        problem(
+            "listen",
+            format!("{:?} is not an IP:PORT address ({e})", s.listen),
+            "use an address such as 127.0.0.1:8080 (this machine only) or 0.0.0.0:8080 (every \
+             interface)"
+                .into(),
+        );
+    }
+
+    let e = &s.engine;
+    if e.poll_interval < MIN_POLL {
+        problem(
+            "engine.poll_interval",
+            format!(
+                "{} is below the 100ms minimum; polling that often loads the database for nothing",
+                human(e.poll_interval)
+            ),
+            "use 100ms or more (jobs enqueued by this process wake its workers at once anyway)"
+                .into(),
+        );
+    } else if e.poll_interval > WARN_POLL {
+        warnings.push(format!(
+            "engine.poll_interval = {} is over 10s: jobs enqueued by other processes may wait \
+             that long before they start",
+            human(e.poll_interval)
+        ));
+    }
+    if e.prefetch == 0 || e.prefetch > MAX_PREFETCH {
+        problem(
+            "engine.prefetch",
+            format!("{} is out of range", e.prefetch),
+            format!("use 1 to {MAX_PREFETCH} (default 100)"),
+        );
+    }
+    if let Some(w) = e.workers
+        && (w == 0 || w > MAX_WORKERS)
+    {
+        problem(
+            "engine.workers",
+            format!("{w} is out of range"),
+            format!(
+                "use 1 to {MAX_WORKERS}; to run no workers in this instance set \
+                 engine.run_workers = false (--no-workers)"
+            ),
+        );
+    }
+    if let Some(name) = &e.instance_name
+        && let Err(err) = validate_name("instance name", name)
+    {
+        problem("engine.instance_name", err.problem, err.help);
+    }
+    if let Some(queues) = &e.queues {
+        if queues.is_empty() {
+            problem(
+                "engine.queues",
+                "is an empty list, so this instance would work no queue".into(),
+                "name at least one queue, or remove the key to work every queue".into(),
+            );
+        }
+        for q in queues {
+            if let Err(err) = validate_name("queue", q) {
+                problem(
+                    "engine.queues",
+                    format!("queue {q:?} {}", err.problem),
+                    err.help,
+                );
+            }
+        }
+    }
+    for (key, value, min) in [
+        (
+            "engine.heartbeat_interval",
+            e.heartbeat_interval,
+            Duration::from_millis(100),
+        ),
+        (
+            "engine.execution_timeout",
+            e.execution_timeout,
+            Duration::from_millis(100),
+        ),
+        (
+            "engine.rescue_interval",
+            e.rescue_interval,
+            Duration::from_millis(100),
+        ),
+        (
+            "engine.retention_interval",
+            e.retention_interval,
+            Duration::from_secs(1),
+        ),
+        (
+            "engine.wait_poll_interval",
+            e.wait_poll_interval,
+            Duration::from_millis(10),
+        ),
+        (
+            "engine.instance_heartbeat_interval",
+            e.instance_heartbeat_interval,
+            Duration::from_millis(100),
+        ),
+        (
+            "engine.rescue.fetched_timeout",
+            e.rescue.fetched_timeout,
+            Duration::from_secs(1),
+        ),
+        (
+            "engine.rescue.zombie_timeout",
+            e.rescue.zombie_timeout,
+            Duration::from_secs(1),
+        ),
+        (
+            "engine.rescue.dead_instance_timeout",
+            e.rescue.dead_instance_timeout,
+            Duration::from_secs(1),
+        ),
+        (
+            "engine.breaker.window",
+            e.breaker.window,
+            Duration::from_millis(1),
+        ),
+        (
+            "engine.breaker.open_for",
+            e.breaker.open_for,
+            Duration::from_millis(1),
+        ),
+        (
+            "engine.breaker.defer",
+            e.breaker.defer,
+            Duration::from_millis(1),
+        ),
+    ] {
+        if value < min {
+            problem(
+                key,
+                format!("{} is too short", human(value)),
+                format!("use at least {}", human(min)),
+            );
+        }
+    }
+    // Heartbeats are jittered up to +20 %; a zombie timeout inside two beats would
+    // dead-letter healthy jobs whose next beat is merely late.
+    if e.rescue.zombie_timeout < e.heartbeat_interval * 2 {
+        problem(
+            "engine.rescue.zombie_timeout",
+            format!(
+                "{} is shorter than two heartbeats (engine.heartbeat_interval = {}), so running \
+                 jobs would be taken for zombies",
+                human(e.rescue.zombie_timeout),
+                human(e.heartbeat_interval)
+            ),
+            "make the zombie timeout at least twice the heartbeat interval".into(),
+        );
+    }
+    if e.rescue.dead_instance_timeout < e.instance_heartbeat_interval * 2 {
+        problem(
+            "engine.rescue.dead_instance_timeout",
+            format!(
+                "{} is shorter than two instance heartbeats (engine.instance_heartbeat_interval \
+                 = {}), so live instances would be taken for dead ones",
+                human(e.rescue.dead_instance_timeout),
+                human(e.instance_heartbeat_interval)
+            ),
+            "make it at least twice engine.instance_heartbeat_interval".into(),
+        );
+    }
+    if e.result_max_bytes == 0 || e.result_max_bytes > 16 * 1024 * 1024 {
+        problem(
+            "engine.result_max_bytes",
+            format!("{} is out of range", e.result_max_bytes),
+            "use 1 to 16777216 bytes (default 1048576 = 1 MB)".into(),
+        );
+    }
+    if e.breaker.failure_threshold == 0 {
+        problem(
+            "engine.breaker.failure_threshold",
+            "0 would open every circuit at once".into(),
+            "use 1 or more (default 5)".into(),
+        );
+    }
+
+    if s.store.pool_size == 0 {
+        problem(
+            "store.pool_size",
+            "0 connections cannot serve anything".into(),
+            "use 1 or more (default 10)".into(),
+        );
+    }
+    let schema_ok = !s.store.schema.is_empty()
+        && s.store.schema.len() <= 128
+        && s.store
+            .schema
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_')
+        && !s.store.schema.starts_with(|c: char| c.is_ascii_digit());
+    if !schema_ok {
+        problem(
+            "store.schema",
+            format!("{:?} is not a plain SQL identifier", s.store.schema),
+            "use letters, digits and underscores (up to 128, not starting with a digit), \
+             e.g. deck"
+                .into(),
+        );
+    }
+}
+
+fn human(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn check(f: impl FnOnce(&mut Settings)) -> (Vec<Problem>, Vec<String>) {
+        let mut s = Settings::default();
+        f(&mut s);
+        let (mut p, mut w) = (Vec::new(), Vec::new());
+        validate(&s, &mut p, &mut w);
+        (p, w)
+    }
+
+    #[test]
+    fn defaults_are_valid() {
+        let (p, w) = check(|_| {});
+        assert!(p.is_empty(), "{p:?}");
+        assert!(w.is_empty(), "{w:?}");
+    }
+
+    #[test]
+    fn poll_interval_below_100ms_is_rejected_and_above_10s_warned() {
+        let (p, _) = check(|s| s.engine.poll_interval = Duration::from_millis(99));
+        assert_eq!(p[0].key, "engine.poll_interval");
+        let (p, _) = check(|s| s.engine.poll_interval = Duration::from_millis(100));
+        assert!(p.is_empty());
+        let (p, w) = check(|s| s.engine.poll_interval = Duration::from_secs(11));
+        assert!(p.is_empty());
+        assert!(w[0].contains("poll_interval"), "{w:?}");
+    }
+
+    #[test]
+    fn unparsable_listen_address_is_rejected_with_an_example() {
+        let (p, _) = check(|s| s.listen = "localhost".into());
+        assert_eq!(p[0].key, "listen");
+        assert!(p[0].help.contains("127.0.0.1:8080"));
+    }
+
+    #[test]
+    fn related_timeouts_are_checked_together() {
+        let (p, _) = check(|s| {
+            s.engine.heartbeat_interval = Duration::from_secs(10);
+            s.engine.rescue.zombie_timeout = Duration::from_secs(15);
+        });
+        assert_eq!(p[0].key, "engine.rescue.zombie_timeout");
+        let (p, _) = check(|s| s.engine.rescue.dead_instance_timeout = Duration::from_secs(6));
+        assert_eq!(p[0].key, "engine.rescue.dead_instance_timeout");
+    }
+
+    #[test]
+    fn bad_database_queue_and_schema_names_are_rejected() {
+        let (p, _) = check(|s| {
+            s.database = "postgres://x".into();
+            s.engine.queues = Some(vec![" padded".into()]);
+            s.store.schema = "deck; drop".into();
+        });
+        let keys: Vec<_> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(keys, ["database", "engine.queues", "store.schema"]);
+    }
+}

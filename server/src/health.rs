@@ -1,0 +1,141 @@
+//! `/healthz` (the process answers) and `/readyz` (it can do its job: the database answers
+//! with its schema in place, the workers run, the engine is not shutting down).
+
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Serialize;
+
+use crate::state::AppState;
+
+/// A database that takes longer than this to answer a ping is treated as down.
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
+
+pub fn router(state: AppState) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .with_state(state)
+}
+
+async fn healthz() -> Response {
+    (
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        "ok\n",
+    )
+        .into_response()
+}
+
+#[derive(Debug, Serialize)]
+pub struct Readiness {
+    /// `ready` or `not_ready`.
+    pub status: &'static str,
+    pub instance: String,
+    pub backend: &'static str,
+    pub checks: Vec<Check>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Check {
+    pub name: &'static str,
+    /// `ok`, `warn` (reported, does not fail readiness) or `fail`.
+    pub status: &'static str,
+    pub detail: String,
+}
+
+impl Check {
+    fn new(name: &'static str, status: &'static str, detail: impl Into<String>) -> Self {
+        Check {
+            name,
+            status,
+            detail: detail.into(),
+        }
+    }
+}
+
+async fn readyz(State(state): State<AppState>) -> Response {
+    let store = state.store();
+    let snapshot = state.engine.snapshot();
+    let mut checks = Vec::new();
+
+    let started = Instant::now();
+    let database = match tokio::time::timeout(PING_TIMEOUT, store.ping()).await {
+        Ok(Ok(())) => Check::new(
+            "database",
+            "ok",
+            format!("answered in {} ms", started.elapsed().as_millis()),
+        ),
+        Ok(Err(e)) => Check::new("database", "fail", e.to_string()),
+        Err(_) => Check::new(
+            "database",
+            "fail",
+            format!("no answer within {} s", PING_TIMEOUT.as_secs()),
+        ),
+    };
+    checks.push(database);
+
+    checks.push(if snapshot.draining {
+        Check::new("engine", "fail", "shutting down: no new work is claimed")
+    } else {
+        Check::new("engine", "ok", "running")
+    });
+
+    checks.push(if !snapshot.run_workers {
+        Check::new(
+            "workers",
+            "ok",
+            "this instance runs no workers (producer and console only)",
+        )
+    } else if snapshot.workers_total == 0 {
+        Check::new("workers", "fail", "no worker is running")
+    } else {
+        Check::new(
+            "workers",
+            "ok",
+            format!(
+                "{} of {} busy, {} buffered",
+                snapshot.workers_busy, snapshot.workers_total, snapshot.buffered
+            ),
+        )
+    });
+
+    // Lag is reported, not failed on: taking this instance out of rotation would not make a
+    // backed-up queue drain any faster.
+    if let Ok(Ok(queues)) = tokio::time::timeout(PING_TIMEOUT, store.queue_stats()).await {
+        let lagging: Vec<String> = queues
+            .iter()
+            .filter(|q| {
+                q.lag_crit_secs
+                    .is_some_and(|crit| q.lag_max_ms > u64::from(crit) * 1000)
+            })
+            .map(|q| format!("{} ({} s)", q.queue, q.lag_max_ms / 1000))
+            .collect();
+        checks.push(if lagging.is_empty() {
+            Check::new("queue_lag", "ok", "no queue over its critical lag")
+        } else {
+            Check::new(
+                "queue_lag",
+                "warn",
+                format!("over critical lag: {}", lagging.join(", ")),
+            )
+        });
+    }
+
+    let ready = checks.iter().all(|c| c.status != "fail");
+    let body = Readiness {
+        status: if ready { "ready" } else { "not_ready" },
+        instance: snapshot.instance_id,
+        backend: store.backend(),
+        checks,
+    };
+    let code = if ready {
+        StatusCode::OK
+    } else {
+        StatusCode::SERVICE_UNAVAILABLE
+    };
+    (code, Json(body)).into_response()
+}

@@ -1,0 +1,141 @@
+//! `deck serve`: open the store, start the engine, serve HTTP, and shut down gracefully on
+//! Ctrl-C or SIGTERM (stop accepting, let the engine finish or hand back its work, exit 0).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::Context;
+use deck_engine::store::open::DatabaseUrl;
+use deck_engine::{Engine, HandlerRegistry};
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
+
+use crate::cli::ServeArgs;
+use crate::commands::{load_config, open_store};
+use crate::state::AppState;
+
+/// After the engine has stopped, open HTTP connections (live-refresh streams, long polls)
+/// get this long to finish before the process exits anyway.
+const HTTP_DRAIN: Duration = Duration::from_secs(5);
+
+pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<()> {
+    let loaded = load_config(config, |s| args.apply(s))?;
+    let settings = loaded.settings;
+    if let Some(file) = &loaded.file {
+        tracing::info!(event = "config.loaded", file = %file.display(), "configuration read from {}", file.display());
+    }
+    let engine_config = settings.engine.engine_config();
+    for warning in engine_config.validate()? {
+        tracing::warn!(event = "config.warning", "{warning}");
+    }
+
+    // Bind before anything starts, so a taken port fails fast with nothing to undo.
+    let addr: SocketAddr = settings
+        .listen
+        .parse()
+        .with_context(|| format!("listen address {:?} is not IP:PORT", settings.listen))?;
+    let listener = TcpListener::bind(addr).await.with_context(|| {
+        format!(
+            "cannot listen on {addr}\n  help: another process (another deck?) may hold the \
+             port; stop it or pass --listen 127.0.0.1:<another port>"
+        )
+    })?;
+    let local = listener.local_addr()?;
+
+    let database = DatabaseUrl::parse(&settings.database)?.redacted();
+    let store = open_store(&settings).await?;
+
+    let mut handlers = HandlerRegistry::new();
+    if settings.demo {
+        crate::demo::register(&mut handlers);
+    }
+    crate::testing::register_from_env(&mut handlers)?;
+
+    let engine = Engine::start(store, handlers, engine_config)
+        .await
+        .context("cannot start the engine")?;
+    tracing::info!(
+        event = "server.started",
+        instance = engine.instance_id(),
+        database = %database,
+        listen = %local,
+        "The Deck is running on {database}; console at http://{local}/"
+    );
+
+    let shutdown = CancellationToken::new();
+    let demo = settings.demo.then(|| {
+        tokio::spawn(
+            crate::demo::workload::run(engine.clone(), shutdown.child_token())
+                .instrument(tracing::info_span!("demo")),
+        )
+    });
+
+    let state = AppState::new(engine.clone(), settings);
+    let app = crate::http::router(state);
+    let http_stop = shutdown.clone();
+    let server = tokio::spawn(async move {
+        axum::serve(listener, app)
+            .with_graceful_shutdown(http_stop.cancelled_owned())
+            .await
+    });
+
+    wait_for_signal().await;
+    tracing::info!(
+        event = "server.shutdown",
+        "shutting down: no new requests, workers finish or hand back their jobs"
+    );
+    // A second signal means "now": leave without waiting for the grace period.
+    tokio::spawn(async {
+        wait_for_signal().await;
+        tracing::warn!(event = "server.abort", "second signal: exiting at once");
+        std::process::exit(130);
+    });
+
+    shutdown.cancel();
+    if let Some(demo) = demo {
+        let _ = demo.await;
+    }
+    engine.shutdown().await;
+    match tokio::time::timeout(HTTP_DRAIN, server).await {
+        Ok(Ok(Ok(()))) => {}
+        Ok(Ok(Err(e))) => {
+            tracing::warn!(event = "server.http_error", error = %e, "HTTP server stopped with an error")
+        }
+        Ok(Err(e)) => {
+            tracing::warn!(event = "server.http_error", error = %e, "HTTP server task failed")
+        }
+        Err(_) => tracing::info!(
+            event = "server.http_drain_timeout",
+            "open HTTP connections closed after {} s",
+            HTTP_DRAIN.as_secs()
+        ),
+    }
+    tracing::info!(event = "server.stopped", "stopped");
+    Ok(())
+}
+
+/// Ctrl-C or SIGTERM (what `docker stop`, systemd and Kubernetes send).
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = tokio::signal::ctrl_c() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            Err(e) => {
+                tracing::warn!(event = "server.signal_error", error = %e, "cannot watch SIGTERM; Ctrl-C still works");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,172 @@
+//! The `deck` command line as an operator meets it: helpful failures, a round trip through
+//! `enqueue` and `stats`, health endpoints, graceful shutdown.
+
+mod common;
+
+use common::*;
+
+fn stderr(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &std::process::Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[test]
+fn a_bad_config_fails_with_every_problem_and_its_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(
+        dir.path().join("deck.toml"),
+        "listen = \"nowhere\"\n[engine]\npoll_interval = \"10ms\"\nworkrs = 3\n",
+    )
+    .unwrap();
+    let out = run(deck(dir.path()).args(["serve"]));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("3 problems"), "{err}");
+    assert!(err.contains("listen"), "{err}");
+    assert!(err.contains("127.0.0.1:8080"), "{err}");
+    assert!(err.contains("engine.poll_interval"), "{err}");
+    assert!(err.contains("did you mean `engine.workers`"), "{err}");
+    assert!(!dir.path().join("deck.db").exists(), "nothing was created");
+}
+
+#[test]
+fn an_environment_variable_with_a_bad_value_names_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(deck(dir.path())
+        .args(["stats"])
+        .env("DECK_ENGINE__PREFETCH", "lots"));
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("DECK_ENGINE__PREFETCH"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn an_unknown_database_url_says_what_to_use() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(deck(dir.path()).args(["stats", "--database", "postgres://x"]));
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("sqlite://deck.db"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn enqueue_then_stats_round_trip() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(dir.path());
+    let out = run(deck(dir.path()).args([
+        "enqueue",
+        "--database",
+        &db,
+        "--queue",
+        "mail",
+        "--type",
+        "email.send",
+        "--payload",
+        r#"{"to":"a@b.c"}"#,
+        "--tag",
+        "x",
+        "--priority",
+        "5",
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let id = stdout(&out).trim().to_string();
+    assert!(id.parse::<deck_engine::JobId>().is_ok(), "{id:?}");
+
+    let out = run(deck(dir.path()).args([
+        "enqueue",
+        "--database",
+        &db,
+        "--queue",
+        "mail",
+        "--type",
+        "email.send",
+        "--delay",
+        "1h",
+    ]));
+    assert!(out.status.success(), "{}", stderr(&out));
+
+    let out = run(deck(dir.path()).args(["stats", "--json", "--database", &db]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let stats: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(stats["pillars"]["hot"], 2);
+    assert_eq!(stats["pillars"]["archive"], 0);
+    assert_eq!(stats["summary"]["pending"], 1);
+    assert_eq!(stats["summary"]["scheduled"], 1);
+    let queues = stats["queues"].as_array().unwrap();
+    assert_eq!(queues.len(), 1);
+    assert_eq!(queues[0]["queue"], "mail");
+}
+
+#[test]
+fn enqueue_rejects_bad_input_before_touching_the_database() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(dir.path());
+    let out = run(deck(dir.path()).args([
+        "enqueue",
+        "--database",
+        &db,
+        "--queue",
+        "q",
+        "--type",
+        "t",
+        "--payload",
+        "{nope",
+    ]));
+    assert!(!out.status.success());
+    let err = stderr(&out);
+    assert!(err.contains("payload"), "{err}");
+    assert!(err.contains("JSON"), "{err}");
+    assert!(!dir.path().join("deck.db").exists());
+}
+
+#[test]
+fn serve_answers_health_and_readiness_and_stops_cleanly_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut server = Server::start(dir.path(), "serve", &sqlite_url(dir.path()), &[], &[]);
+
+    let (code, body) = http_get(server.addr, "/healthz").unwrap();
+    assert_eq!((code, body.trim()), (200, "ok"));
+
+    let (code, body) = http_get(server.addr, "/readyz").unwrap();
+    assert_eq!(code, 200, "{body}");
+    let ready: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(ready["status"], "ready");
+    let checks = ready["checks"].as_array().unwrap();
+    assert!(
+        checks
+            .iter()
+            .any(|c| c["name"] == "database" && c["status"] == "ok")
+    );
+
+    let (code, body) = http_get(server.addr, "/metrics").unwrap();
+    assert_eq!(code, 200);
+    assert!(body.contains("deck_jobs{pillar=\"active\"} 0"), "{body}");
+    assert!(body.contains("deck_workers_total"), "{body}");
+
+    let status = server.terminate();
+    assert!(status.success(), "exit {status}:\n{}", server.log_text());
+    assert!(
+        server.log_text().contains("stopped"),
+        "{}",
+        server.log_text()
+    );
+}
+
+#[test]
+fn a_taken_port_is_reported_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = run(deck(dir.path()).args(["serve", "--listen", &addr]));
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--listen"), "{}", stderr(&out));
+}

@@ -1,0 +1,220 @@
+//! Running the real `deck` binary in tests: each child gets its own directory and port, is
+//! waited for through `/healthz` (never a sleep), and is killed when its guard drops, so a
+//! failing test leaves no process behind.
+
+#![allow(dead_code)] // each test file uses a different part of this module
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use deck_engine::{JobFilter, Pillar, Store, StoreOptions};
+
+pub const DECK: &str = env!("CARGO_BIN_EXE_deck");
+
+/// How long a test waits for something that normally takes a second or two.
+pub const PATIENCE: Duration = Duration::from_secs(120);
+
+/// A `deck` command running in `dir` with a clean environment (no `DECK_…` from the caller).
+pub fn deck(dir: &Path) -> Command {
+    let mut cmd = Command::new(DECK);
+    cmd.current_dir(dir);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("DECK_") || k == "RUST_LOG" {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("NO_COLOR", "1");
+    cmd
+}
+
+/// Run a one-shot command to the end.
+pub fn run(cmd: &mut Command) -> Output {
+    cmd.stdin(Stdio::null());
+    cmd.output().expect("deck runs")
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+/// A `deck serve` child. Killed (SIGKILL) on drop unless already stopped.
+pub struct Server {
+    pub child: Option<Child>,
+    pub addr: SocketAddr,
+    pub log: PathBuf,
+}
+
+impl Server {
+    /// Start `deck serve` on `database` in `dir`, logging to `dir/<name>.log`, and wait until
+    /// it answers `/healthz`.
+    pub fn start(
+        dir: &Path,
+        name: &str,
+        database: &str,
+        extra: &[&str],
+        env: &[(&str, &str)],
+    ) -> Server {
+        let port = free_port();
+        let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+        let log = dir.join(format!("{name}.log"));
+        let stderr = std::fs::File::create(&log).unwrap();
+        let mut cmd = deck(dir);
+        cmd.args([
+            "serve",
+            "--database",
+            database,
+            "--listen",
+            &addr.to_string(),
+        ])
+        .args(extra)
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(stderr);
+        let child = cmd.spawn().expect("deck serve starts");
+        let mut server = Server {
+            child: Some(child),
+            addr,
+            log,
+        };
+        server.wait_healthy();
+        server
+    }
+
+    fn wait_healthy(&mut self) {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Ok((200, _)) = http_get(self.addr, "/healthz") {
+                return;
+            }
+            if let Some(status) = self
+                .child
+                .as_mut()
+                .and_then(|c| c.try_wait().ok().flatten())
+            {
+                panic!(
+                    "deck serve exited with {status} before it was healthy:\n{}",
+                    self.log_text()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "deck serve never became healthy:\n{}",
+                self.log_text()
+            );
+            // Polling a port: there is no signal to wait on across processes.
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map(Child::id).expect("running")
+    }
+
+    /// SIGKILL: no shutdown code runs, as in a power cut or an OOM kill.
+    pub fn kill_hard(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// SIGTERM, then wait for the exit status.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut child = self.child.take().expect("running");
+        // The shell's builtin `kill`: no extra package needed on a fresh machine.
+        let status = Command::new("sh")
+            .args(["-c", &format!("kill -TERM {}", child.id())])
+            .status()
+            .expect("sh runs");
+        assert!(status.success());
+        child.wait().expect("deck exits")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill_hard();
+    }
+}
+
+/// A minimal HTTP/1.1 GET: status code and body.
+pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
+    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw)?;
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let code = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((code, body.to_string()))
+}
+
+pub fn sqlite_url(dir: &Path) -> String {
+    format!("sqlite://{}", dir.join("deck.db").display())
+}
+
+pub async fn open(url: &str) -> Arc<dyn Store> {
+    deck_engine::open_store(url, &StoreOptions::default())
+        .await
+        .expect("store opens")
+}
+
+/// Committed row counts of each pillar (not the maintained counters: the real rows).
+pub async fn pillar_counts(store: &Arc<dyn Store>) -> (u64, u64, u64) {
+    let mut counts = [0; 3];
+    for (i, pillar) in Pillar::ALL.into_iter().enumerate() {
+        counts[i] = store
+            .bulk_preview(pillar, &JobFilter::default(), 0)
+            .await
+            .expect("count")
+            .matching;
+    }
+    (counts[0], counts[1], counts[2])
+}
+
+/// Poll the store until no job is active (or fail after `PATIENCE`).
+pub async fn wait_until_drained(store: &Arc<dyn Store>, servers: &[&Server]) {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let (hot, _, _) = pillar_counts(store).await;
+        if hot == 0 {
+            return;
+        }
+        if Instant::now() > deadline {
+            let logs: Vec<String> = servers.iter().map(|s| s.log_text()).collect();
+            panic!(
+                "{hot} jobs still active after {PATIENCE:?}; logs:\n{}",
+                logs.join("\n-----\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The side-effect log written by the `test.record` handler: one job id per line.
+pub fn recorded_ids(path: &Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
