@@ -7,7 +7,7 @@
 //! everything that changes state needs an operator (see `principal`); operator actions on
 //! existing jobs and queues are written to the audit log.
 
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use axum::Router;
@@ -46,39 +46,40 @@ pub const SINGLE_BODY_LIMIT: usize = MAX_PAYLOAD_BYTES + 256 * 1024;
 /// Body limit for batches.
 pub const BATCH_BODY_LIMIT: usize = 32 * 1024 * 1024;
 
+/// Who sent this `Authorization` header value; `None` = not authenticated.
+pub type Authenticator = Arc<dyn Fn(Option<&str>) -> Option<Principal> + Send + Sync>;
+
 #[derive(Clone)]
 pub struct ApiState {
     pub engine: Engine,
     pub max_wait: Duration,
-    /// Authentication is off (loopback only): callers without credentials act as the
-    /// anonymous operator.
-    pub anonymous: bool,
+    pub authenticate: Authenticator,
 }
 
 impl ApiState {
-    pub fn new(engine: Engine) -> Self {
+    pub fn new(engine: Engine, authenticate: Authenticator) -> Self {
         ApiState {
             engine,
             max_wait: MAX_WAIT,
-            anonymous: false,
+            authenticate,
         }
     }
 
-    /// Let unauthenticated callers act as the anonymous operator (`auth = none`).
-    pub fn anonymous(mut self) -> Self {
-        self.anonymous = true;
-        self
+    /// Authentication off (loopback only): every caller is the anonymous operator.
+    pub fn open(engine: Engine) -> Self {
+        Self::new(engine, Arc::new(|_| Some(Principal::anonymous())))
     }
 }
 
 /// The API router of `deck serve`, paths already under `/api/v1`.
 pub fn router(app: AppState) -> Router {
-    let mut state = ApiState::new(app.engine.clone());
-    // Without an authentication middleware in front, only a loopback listener may let
-    // callers in as the anonymous operator; anywhere else every call is refused (401).
-    if listens_on_loopback(&app.settings.listen) {
-        state = state.anonymous();
-    }
+    // Until the console's users are wired in, only a loopback listener lets callers in
+    // (as the anonymous operator); anywhere else every call is refused with 401.
+    let state = if listens_on_loopback(&app.settings.listen) {
+        ApiState::open(app.engine.clone())
+    } else {
+        ApiState::new(app.engine.clone(), Arc::new(|_| None))
+    };
     api_router(state)
 }
 
@@ -208,8 +209,8 @@ async fn json_method_not_allowed(response: Response) -> Response {
 }
 
 /// Runs before every API handler: refuses state changes sent by another site's page (a
-/// browser attaches cached basic credentials or cookies to those), and stands in the
-/// anonymous operator when authentication is off.
+/// browser attaches cached basic credentials or cookies to those), and works out who the
+/// caller is from the `Authorization` header.
 async fn guard(State(state): State<ApiState>, mut req: Request, next: Next) -> Response {
     let safe = matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS);
     if !safe && is_cross_site(&req) {
@@ -219,10 +220,44 @@ async fn guard(State(state): State<ApiState>, mut req: Request, next: Next) -> R
         )
         .into_response();
     }
-    if state.anonymous && req.extensions().get::<Principal>().is_none() {
-        req.extensions_mut().insert(Principal::anonymous());
+    // A principal set by an outer layer (an embedding application's own auth) stands.
+    if req.extensions().get::<Principal>().is_none() {
+        let header = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok());
+        match (state.authenticate)(header) {
+            Some(principal) => {
+                req.extensions_mut().insert(principal);
+            }
+            None if header.is_some() => {
+                return unauthorized(ApiError::unauthorized(
+                    "the credentials were not accepted; check the token or user name and password",
+                ));
+            }
+            // No credentials: endpoints that need a role answer 401 through their extractor.
+            None => {}
+        }
     }
-    next.run(req).await
+    let response = next.run(req).await;
+    if response.status() == StatusCode::UNAUTHORIZED {
+        let mut response = response;
+        response.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            axum::http::HeaderValue::from_static("Basic realm=\"The Deck\", charset=\"UTF-8\""),
+        );
+        return response;
+    }
+    response
+}
+
+fn unauthorized(e: ApiError) -> Response {
+    let mut response = e.into_response();
+    response.headers_mut().insert(
+        header::WWW_AUTHENTICATE,
+        axum::http::HeaderValue::from_static("Basic realm=\"The Deck\", charset=\"UTF-8\""),
+    );
+    response
 }
 
 fn is_cross_site(req: &Request) -> bool {

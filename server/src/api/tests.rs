@@ -18,7 +18,7 @@ use tokio::sync::{Mutex, Semaphore, mpsc};
 use tower::ServiceExt;
 
 use super::principal::{Principal, Role};
-use super::{ApiState, api_router as router};
+use super::{ApiState, Authenticator, api_router as router};
 
 struct Harness {
     engine: Engine,
@@ -31,7 +31,7 @@ struct Harness {
 }
 
 async fn harness() -> Harness {
-    harness_with(|engine| router(ApiState::new(engine).anonymous())).await
+    harness_with(|engine| router(ApiState::open(engine))).await
 }
 
 async fn harness_with(make: impl FnOnce(Engine) -> Router) -> Harness {
@@ -839,7 +839,8 @@ fn as_user(router: Router, name: &'static str, role: Role) -> Router {
 
 #[tokio::test]
 async fn viewers_read_but_cannot_act() {
-    let h = harness_with(|e| as_user(router(ApiState::new(e)), "vic", Role::Viewer)).await;
+    let h =
+        harness_with(|e| as_user(router(ApiState::new(e, nobody())), "vic", Role::Viewer)).await;
     assert_eq!(h.get("/api/v1/stats").await.status, StatusCode::OK);
     assert_eq!(h.get("/api/v1/queues").await.status, StatusCode::OK);
     let id = JobId::new();
@@ -878,7 +879,8 @@ async fn viewers_read_but_cannot_act() {
 
 #[tokio::test]
 async fn operators_act_under_their_name() {
-    let h = harness_with(|e| as_user(router(ApiState::new(e)), "olga", Role::Operator)).await;
+    let h =
+        harness_with(|e| as_user(router(ApiState::new(e, nobody())), "olga", Role::Operator)).await;
     let r = h.post("/api/v1/queues/q/pause", json!(null)).await;
     assert_eq!(r.status, StatusCode::OK);
     let id = h.enqueue(json!({"queue": "q", "type": "echo"})).await;
@@ -893,9 +895,82 @@ async fn operators_act_under_their_name() {
     h.finish().await;
 }
 
+fn nobody() -> Authenticator {
+    Arc::new(|_| None)
+}
+
+/// Two users: a bearer token for the operator, basic credentials for the viewer.
+fn two_users() -> Authenticator {
+    Arc::new(|header: Option<&str>| match header? {
+        "Bearer operator-token-0123456789" => Some(Principal {
+            name: "olga".into(),
+            role: Role::Operator,
+        }),
+        // "vic:secret"
+        "Basic dmljOnNlY3JldA==" => Some(Principal {
+            name: "vic".into(),
+            role: Role::Viewer,
+        }),
+        _ => None,
+    })
+}
+
+fn with_auth(mut req: Request<Body>, value: &str) -> Request<Body> {
+    req.headers_mut()
+        .insert(header::AUTHORIZATION, value.parse().unwrap());
+    req
+}
+
+#[tokio::test]
+async fn credentials_decide_who_may_do_what() {
+    let h = harness_with(|e| router(ApiState::new(e, two_users()))).await;
+    let stats = || request(Method::GET, "/api/v1/stats", None);
+    let pause = || request(Method::POST, "/api/v1/queues/q/pause", None);
+
+    let r = h.send(stats()).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::UNAUTHORIZED, "unauthorized"),
+        "no credentials"
+    );
+    assert!(r.headers.contains_key(header::WWW_AUTHENTICATE));
+    let r = h
+        .send(with_auth(stats(), "Bearer wrong-token-0123456789"))
+        .await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::UNAUTHORIZED, "unauthorized"),
+        "bad token"
+    );
+    let r = h.send(with_auth(pause(), "Basic dmljOndyb25n")).await;
+    assert_eq!(r.status, StatusCode::UNAUTHORIZED, "bad password");
+
+    assert_eq!(
+        h.send(with_auth(stats(), "Basic dmljOnNlY3JldA=="))
+            .await
+            .status,
+        StatusCode::OK
+    );
+    let r = h.send(with_auth(pause(), "Basic dmljOnNlY3JldA==")).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::FORBIDDEN, "forbidden"),
+        "viewer cannot pause"
+    );
+    let r = h
+        .send(with_auth(pause(), "Bearer operator-token-0123456789"))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(
+        h.audit_actions().await,
+        vec![("olga".into(), "queue.pause".into(), "q".into())]
+    );
+    h.finish().await;
+}
+
 #[tokio::test]
 async fn no_credentials_is_401_when_auth_is_on() {
-    let h = harness_with(|e| router(ApiState::new(e))).await;
+    let h = harness_with(|e| router(ApiState::new(e, nobody()))).await;
     let r = h.get("/api/v1/stats").await;
     assert_eq!(
         (r.status, r.code()),

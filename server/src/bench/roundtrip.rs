@@ -44,7 +44,7 @@ pub async fn run(args: RoundtripArgs) -> anyhow::Result<Value> {
         .await
         .context("cannot bind 127.0.0.1:0 for the HTTP round trips")?;
     let addr = listener.local_addr()?;
-    let app = api_router(ApiState::new(engine.clone()).anonymous());
+    let app = api_router(ApiState::open(engine.clone()));
     let server = tokio::spawn(async move { axum::serve(listener, app).await });
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.concurrency as usize)

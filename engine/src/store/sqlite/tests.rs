@@ -417,3 +417,67 @@ async fn hot_path_statements_never_scan_the_hot_table() {
         }
     }
 }
+
+/// Console reads on big pillars: `cargo test -p deck-engine --release sqlite_console_reads -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "micro-benchmark; run by hand"]
+async fn sqlite_console_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir).await;
+    let conn = rusqlite::Connection::open(dir.path().join("deck.db")).unwrap();
+    // Synthetic rows straight into the pillars: 1,000,000 archived, 100,000 dead.
+    conn.execute_batch(
+        "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 1000000)
+         INSERT INTO archive (id, queue, job_type, priority, tags, attempt, created_at,
+             scheduled_at, finished_at, payload)
+         SELECT printf('00000000-0000-7000-8000-%012d', x), 'q' || (x % 5), 't' || (x % 7), 0,
+             ',demo,', 1, 1700000000000000 + x * 1000, 1700000000000000 + x * 1000,
+             1700000000000000 + x * 1000 + 500, '{\"n\":1}' FROM n;
+         WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 100000)
+         INSERT INTO dlq (id, queue, job_type, priority, tags, reason, attempt, created_at,
+             scheduled_at, finished_at, error_prefix, last_error, payload)
+         SELECT printf('00000000-0000-7000-9000-%012d', x), 'q' || (x % 5), 't' || (x % 7), 0,
+             ',demo,', 1, 3, 1700000000000000 + x * 1000, 1700000000000000 + x * 1000,
+             1700000000000000 + x * 1000 + 500, 'error ' || (x % 100),
+             'error ' || (x % 100) || ': connection refused by upstream service', '{}' FROM n;",
+    )
+    .unwrap();
+    drop(conn);
+    let time = |label: &str, t: Instant, rows: usize| {
+        println!("{label}: {rows} rows in {:?}", t.elapsed());
+    };
+    let mut q = JobQuery::new(Pillar::Archive);
+    q.sort = JobSort {
+        column: SortColumn::FinishedAt,
+        direction: SortDirection::Desc,
+    };
+    for position in [PagePosition::First, PagePosition::Last] {
+        q.position = position.clone();
+        let t = Instant::now();
+        let page = s.list_jobs(&q).await.unwrap();
+        time(&format!("archive 1M {position:?}"), t, page.items.len());
+    }
+    q.sort.column = SortColumn::CreatedAt;
+    q.filter.queue = Some("q3".into());
+    q.position = PagePosition::Last;
+    let t = Instant::now();
+    let page = s.list_jobs(&q).await.unwrap();
+    time(
+        "archive 1M queue filter, created sort, last page",
+        t,
+        page.items.len(),
+    );
+
+    let mut d = JobQuery::new(Pillar::Dlq);
+    d.filter.text = Some("error 42:".into());
+    let t = Instant::now();
+    let page = s.list_jobs(&d).await.unwrap();
+    time("dlq 100k text search", t, page.items.len());
+    let t = Instant::now();
+    let preview = s.bulk_preview(Pillar::Dlq, &d.filter, 10).await.unwrap();
+    time("dlq 100k text search count", t, preview.matching as usize);
+    d.filter.text = Some("no such text".into());
+    let t = Instant::now();
+    let page = s.list_jobs(&d).await.unwrap();
+    time("dlq 100k text search, no match", t, page.items.len());
+}
