@@ -1083,6 +1083,29 @@ async fn openapi_document_matches_the_router() {
         }
     }
     assert!(doc["components"]["schemas"]["ErrorBody"].is_object());
+    // Every schema reference resolves.
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    out.push(r.clone());
+                }
+                m.values().for_each(|x| refs(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    refs(&doc, &mut all);
+    assert!(!all.is_empty());
+    for r in all {
+        let name = r.strip_prefix("#/components/schemas/").unwrap_or(&r);
+        assert!(
+            doc["components"]["schemas"][name].is_object(),
+            "dangling {r}"
+        );
+    }
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
     h.finish().await;
 }
