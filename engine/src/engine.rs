@@ -416,7 +416,7 @@ impl Engine {
         })
     }
 
-    fn shared(&self) -> &Arc<Shared> {
+    pub(crate) fn shared(&self) -> &Arc<Shared> {
         &self.inner.shared
     }
 
@@ -590,6 +590,11 @@ impl Engine {
     /// What this instance is doing now.
     pub fn snapshot(&self) -> RuntimeSnapshot {
         snapshot::build(self.shared())
+    }
+
+    /// Just the counters: cheap enough to poll in a tight loop (benchmarks, metrics).
+    pub fn counters(&self) -> crate::runtime::RuntimeCounters {
+        snapshot::counters(self.shared())
     }
 
     pub fn subscribe_events(&self) -> broadcast::Receiver<EngineEvent> {

@@ -1033,3 +1033,246 @@ async fn pruner_iteration_and_prune_now_use_the_saved_retention() {
     assert!(store.get_job(id).await.unwrap().is_none());
     engine.shutdown().await;
 }
+
+// ---------------------------------------------------------------------------- benchmarks
+//
+// Measurements, not tests (speed is never asserted). Run in release:
+//   cargo test --release -p deck-engine --test runtime -- --ignored --nocapture bench_
+// Tune with DECK_BENCH_JOBS, DECK_BENCH_WORKERS, DECK_BENCH_PREFETCH, DECK_BENCH_RATE.
+
+/// CPU seconds per thread name of this process (Linux), to see where a benchmark spends.
+fn cpu_by_thread() -> std::collections::BTreeMap<String, f64> {
+    let mut out = std::collections::BTreeMap::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for task in tasks.flatten() {
+        let Ok(stat) = std::fs::read_to_string(task.path().join("stat")) else {
+            continue;
+        };
+        let (Some(open), Some(close)) = (stat.find('('), stat.rfind(')')) else {
+            continue;
+        };
+        let name = stat[open + 1..close].to_string();
+        let fields: Vec<&str> = stat[close + 2..].split(' ').collect();
+        let ticks: f64 =
+            fields[11].parse::<f64>().unwrap_or(0.0) + fields[12].parse::<f64>().unwrap_or(0.0);
+        *out.entry(name).or_insert(0.0) += ticks / 100.0;
+    }
+    out
+}
+
+fn bench_env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark"]
+async fn bench_drain_throughput() {
+    let jobs = bench_env("DECK_BENCH_JOBS", 100_000);
+    let workers = bench_env("DECK_BENCH_WORKERS", 200) as u32;
+    let prefetch = bench_env("DECK_BENCH_PREFETCH", 2_000) as u32;
+    let (_dir, store) = open_store().await;
+    let t = std::time::Instant::now();
+    let mut left = jobs;
+    while left > 0 {
+        let n = left.min(10_000);
+        let reqs = (0..n)
+            .map(|_| EnqueueRequest::new("bench", "noop", ""))
+            .collect();
+        store.enqueue_batch(reqs).await.unwrap();
+        left -= n;
+    }
+    let insert_secs = t.elapsed().as_secs_f64();
+
+    let mut handlers = HandlerRegistry::new();
+    handlers.register("noop", |_: JobContext, _: serde::de::IgnoredAny| async {
+        Ok(())
+    });
+    let config = EngineConfig {
+        worker_count: Some(workers),
+        prefetch,
+        ..EngineConfig::default()
+    };
+    let cpu_before = cpu_by_thread();
+    let t = std::time::Instant::now();
+    let engine = start(store.clone(), handlers, config).await;
+    let mut last_report = std::time::Instant::now();
+    while engine.counters().succeeded < jobs {
+        tokio::time::sleep(Duration::from_millis(2)).await;
+        if last_report.elapsed() > Duration::from_secs(5) {
+            let s = engine.snapshot();
+            eprintln!(
+                "busy {} buffered {} running {} counters {:?}",
+                s.workers_busy,
+                s.buffered,
+                s.running.len(),
+                s.counters
+            );
+            last_report = std::time::Instant::now();
+        }
+    }
+    let drain_secs = t.elapsed().as_secs_f64();
+    let cpu_after = cpu_by_thread();
+    for (name, secs) in &cpu_after {
+        let spent = secs - cpu_before.get(name).copied().unwrap_or(0.0);
+        if spent > 0.05 {
+            eprintln!("cpu {name}: {spent:.2} s");
+        }
+    }
+    let c = engine.snapshot().counters;
+    println!(
+        "{{\"jobs\":{jobs},\"workers\":{workers},\"prefetch\":{prefetch},\
+         \"insert_jobs_per_sec\":{:.0},\"drain_jobs_per_sec\":{:.0},\"claimed\":{},\"not_applied\":{}}}",
+        jobs as f64 / insert_secs,
+        jobs as f64 / drain_secs,
+        c.claimed,
+        c.not_applied
+    );
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark"]
+async fn bench_enqueue_to_start_latency() {
+    let jobs = bench_env("DECK_BENCH_JOBS", 5_000) as usize;
+    let rate = bench_env("DECK_BENCH_RATE", 1_000);
+    let (_dir, store) = open_store().await;
+    let base = std::time::Instant::now();
+    let samples = Arc::new(std::sync::Mutex::new(Vec::<u64>::with_capacity(jobs)));
+    let mut handlers = HandlerRegistry::new();
+    let s = samples.clone();
+    handlers.register("stamp", move |_: JobContext, sent: u64| {
+        let now = base.elapsed().as_nanos() as u64;
+        s.lock().unwrap().push(now.saturating_sub(sent));
+        async { Ok(()) }
+    });
+    let engine = start(store.clone(), handlers, EngineConfig::default()).await;
+    let mut tick = tokio::time::interval(Duration::from_nanos(1_000_000_000 / rate));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    for _ in 0..jobs {
+        tick.tick().await;
+        let sent = base.elapsed().as_nanos() as u64;
+        engine
+            .enqueue(EnqueueRequest::new("latency", "stamp", sent.to_string()))
+            .await
+            .unwrap();
+    }
+    while engine.counters().succeeded < jobs as u64 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let mut v = samples.lock().unwrap().clone();
+    v.sort_unstable();
+    let pct = |p: f64| v[((v.len() as f64 * p) as usize).min(v.len() - 1)] as f64 / 1e6;
+    println!(
+        "{{\"jobs\":{jobs},\"rate\":{rate},\"p50_ms\":{:.3},\"p90_ms\":{:.3},\"p99_ms\":{:.3},\"max_ms\":{:.3}}}",
+        pct(0.5),
+        pct(0.9),
+        pct(0.99),
+        pct(1.0)
+    );
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark"]
+async fn bench_store_hot_path_calls() {
+    let jobs = bench_env("DECK_BENCH_JOBS", 20_000);
+    let batch = bench_env("DECK_BENCH_PREFETCH", 1_000) as u32;
+    let (_dir, store) = open_store().await;
+    let t = std::time::Instant::now();
+    for _ in 0..jobs / 10_000 {
+        let reqs = (0..10_000)
+            .map(|_| EnqueueRequest::new("bench", "noop", ""))
+            .collect();
+        store.enqueue_batch(reqs).await.unwrap();
+    }
+    eprintln!("enqueue_batch {jobs}: {:?}", t.elapsed());
+    for _ in 0..3 {
+        let t = std::time::Instant::now();
+        let claimed = store
+            .claim_batch(deck_engine::ClaimRequest {
+                worker_id: "w".into(),
+                limit: batch,
+                queues: None,
+            })
+            .await
+            .unwrap();
+        let claim = t.elapsed();
+        let ids: Vec<_> = claimed.iter().map(|j| j.id).collect();
+        let t = std::time::Instant::now();
+        let started = store.mark_processing("w", &ids).await.unwrap();
+        let mark = t.elapsed();
+        let completions = started
+            .iter()
+            .map(|id| deck_engine::Completion::Succeeded {
+                id: *id,
+                result: None,
+                duration_ms: 0,
+            })
+            .collect();
+        let t = std::time::Instant::now();
+        store.complete("w", completions).await.unwrap();
+        eprintln!(
+            "claim {} in {claim:?}, mark in {mark:?}, complete in {:?}",
+            claimed.len(),
+            t.elapsed()
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "benchmark"]
+async fn bench_store_single_job_round_trips() {
+    let (_dir, store) = open_store().await;
+    let mut times: [Vec<f64>; 4] = Default::default();
+    for _ in 0..200 {
+        let t = std::time::Instant::now();
+        let id = store
+            .enqueue(EnqueueRequest::new("bench", "noop", ""))
+            .await
+            .unwrap()
+            .id;
+        times[0].push(t.elapsed().as_secs_f64() * 1e3);
+        let t = std::time::Instant::now();
+        store
+            .claim_batch(deck_engine::ClaimRequest {
+                worker_id: "w".into(),
+                limit: 100,
+                queues: None,
+            })
+            .await
+            .unwrap();
+        times[1].push(t.elapsed().as_secs_f64() * 1e3);
+        let t = std::time::Instant::now();
+        store.mark_processing("w", &[id]).await.unwrap();
+        times[2].push(t.elapsed().as_secs_f64() * 1e3);
+        let t = std::time::Instant::now();
+        store
+            .complete(
+                "w",
+                vec![deck_engine::Completion::Succeeded {
+                    id,
+                    result: None,
+                    duration_ms: 0,
+                }],
+            )
+            .await
+            .unwrap();
+        times[3].push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    for (name, mut v) in ["enqueue", "claim", "mark", "complete"]
+        .into_iter()
+        .zip(times)
+    {
+        v.sort_by(f64::total_cmp);
+        eprintln!(
+            "{name}: p50 {:.3} ms p90 {:.3} ms",
+            v[v.len() / 2],
+            v[v.len() * 9 / 10]
+        );
+    }
+}

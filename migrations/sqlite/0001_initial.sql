@@ -38,11 +38,11 @@ CREATE TABLE jobs (
 
 -- The claim reads pending rows of one queue in exactly this order (see claim_batch).
 CREATE INDEX jobs_claim ON jobs (queue, priority DESC, scheduled_at, id) WHERE status = 0;
--- Bulkhead counts (fetched + processing per queue) and the per-queue stats.
-CREATE INDEX jobs_active ON jobs (queue, status) WHERE status IN (1, 2);
--- Rescue: stale fetched rows and expired heartbeats.
-CREATE INDEX jobs_fetched ON jobs (fetched_at) WHERE status = 1;
-CREATE INDEX jobs_processing ON jobs (heartbeat_at) WHERE status = 2;
+-- In-flight rows: per-queue counts for the bulkhead and the stats, and the rescue sweep's
+-- stale fetched rows and expired heartbeats. One index per status (not one over both)
+-- so each transition touches as few index entries as possible.
+CREATE INDEX jobs_fetched ON jobs (queue, fetched_at) WHERE status = 1;
+CREATE INDEX jobs_processing ON jobs (queue, heartbeat_at) WHERE status = 2;
 -- Rescue: pending jobs that carry a deadline.
 CREATE INDEX jobs_expiry ON jobs (expires_at) WHERE status = 0 AND expires_at IS NOT NULL;
 -- Idempotent enqueue: a key is held by at most one active job.

@@ -39,29 +39,38 @@ impl InstanceHeartbeat {
         InstanceHeartbeat { shared, config }
     }
 
-    /// Beat, then follow the settings and queue settings as stored.
+    /// Follow the settings and queue settings as stored, then beat (so the row shows the
+    /// worker count now in force). A failed refresh does not skip the beat.
     pub(crate) async fn run_once(&self) -> StoreResult<()> {
         let shared = &self.shared;
+        let refreshed = if shared.config.run_workers {
+            self.refresh().await
+        } else {
+            Ok(())
+        };
         shared
             .store
             .heartbeat_instance(&instance_info(shared))
             .await?;
-        if shared.config.run_workers {
-            let settings = shared.store.load_settings().await?;
-            if shared.apply_settings(settings) {
-                tracing::info!("settings changed elsewhere; now following them");
-                shared.events.send_with(|| {
-                    EngineEvent::new(
-                        EventKind::SettingsChanged,
-                        "settings reloaded from the store",
-                    )
-                });
-            }
-            let queues = shared.store.list_queues().await?;
-            let paused = shared.apply_queues(queues);
-            for queue in paused {
-                shared.release_queue(&queue).await;
-            }
+        refreshed
+    }
+
+    async fn refresh(&self) -> StoreResult<()> {
+        let shared = &self.shared;
+        let settings = shared.store.load_settings().await?;
+        if shared.apply_settings(settings) {
+            tracing::info!("settings changed elsewhere; now following them");
+            shared.events.send_with(|| {
+                EngineEvent::new(
+                    EventKind::SettingsChanged,
+                    "settings reloaded from the store",
+                )
+            });
+        }
+        let queues = shared.store.list_queues().await?;
+        let paused = shared.apply_queues(queues);
+        for queue in paused {
+            shared.release_queue(&queue).await;
         }
         Ok(())
     }

@@ -41,6 +41,9 @@ pub(crate) mod snapshot;
 pub(crate) mod timeouts;
 pub(crate) mod worker;
 
+#[cfg(test)]
+mod tests;
+
 pub use circuit_breaker::BreakerConfig;
 pub use events::{EngineEvent, EventKind};
 pub use pruner::{Pruner, PrunerConfig};

@@ -68,10 +68,25 @@ pub struct RuntimeCounters {
     pub abandoned: u64,
 }
 
-pub(crate) fn build(shared: &Shared) -> RuntimeSnapshot {
-    let now = Instant::now();
+pub(crate) fn counters(shared: &Shared) -> RuntimeCounters {
     let c = &shared.counters;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    RuntimeCounters {
+        claimed: load(&c.claimed),
+        started: load(&c.started),
+        succeeded: load(&c.succeeded),
+        retried: load(&c.retried),
+        dead: load(&c.dead),
+        not_applied: load(&c.not_applied),
+        stale_dropped: load(&c.stale_dropped),
+        deferred: load(&c.deferred),
+        released: load(&c.released),
+        abandoned: load(&c.abandoned),
+    }
+}
+
+pub(crate) fn build(shared: &Shared) -> RuntimeSnapshot {
+    let now = Instant::now();
     let mut breakers: Vec<BreakerInfo> = shared
         .breakers
         .lock()
@@ -109,18 +124,7 @@ pub(crate) fn build(shared: &Shared) -> RuntimeSnapshot {
         buffered_by_queue: shared.buffer.per_queue(),
         running: shared.running.infos(now),
         breakers,
-        counters: RuntimeCounters {
-            claimed: load(&c.claimed),
-            started: load(&c.started),
-            succeeded: load(&c.succeeded),
-            retried: load(&c.retried),
-            dead: load(&c.dead),
-            not_applied: load(&c.not_applied),
-            stale_dropped: load(&c.stale_dropped),
-            deferred: load(&c.deferred),
-            released: load(&c.released),
-            abandoned: load(&c.abandoned),
-        },
+        counters: counters(shared),
         draining: shared.claiming.is_cancelled(),
     }
 }

@@ -23,7 +23,15 @@ pub async fn open_store() -> (TempDir, Arc<dyn Store>) {
 /// Another handle on the same file: what a second process would have.
 pub async fn reopen(dir: &TempDir) -> Arc<dyn Store> {
     let path = dir.path().join("deck.db");
-    deck_engine::store::sqlite::open(path.to_str().unwrap(), &StoreOptions::default())
+    // Benchmarks may trade durability for a look at the non-fsync cost.
+    let options = StoreOptions {
+        sqlite_synchronous: match std::env::var("DECK_BENCH_SYNC").as_deref() {
+            Ok("normal") => deck_engine::store::SqliteSynchronous::Normal,
+            _ => deck_engine::store::SqliteSynchronous::Full,
+        },
+        ..StoreOptions::default()
+    };
+    deck_engine::store::sqlite::open(path.to_str().unwrap(), &options)
         .await
         .unwrap()
 }

@@ -88,6 +88,7 @@ impl EnqueueJob {
 /// `{"parent_id", "outcome", "reason", "error", "result"}`.
 #[derive(Debug, Clone, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = Continuation)]
 pub struct ContinuationDto {
     pub queue: String,
     #[serde(rename = "type")]
@@ -103,6 +104,7 @@ fn default_trigger() -> TriggerDto {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize, Serialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = ContinuationTrigger)]
 pub enum TriggerDto {
     OnSuccess,
     OnFailure,
@@ -178,6 +180,7 @@ pub struct BatchEnqueued {
 /// Where a job is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = JobState)]
 pub enum StateDto {
     Pending,
     Fetched,
@@ -237,6 +240,7 @@ pub struct JobView {
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = AttemptError)]
 pub struct AttemptErrorDto {
     pub attempt: u32,
     pub at: DateTime<Utc>,
@@ -324,6 +328,7 @@ pub struct Cancelled {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(rename_all = "snake_case")]
+#[schema(as = CancelOutcome)]
 pub enum CancelOutcomeDto {
     Cancelled,
     Requested,
@@ -443,6 +448,7 @@ impl From<QueueConfig> for QueueSettings {
 /// override back to the default.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
+#[schema(as = QueuePatch)]
 pub struct QueuePatchDto {
     #[serde(default)]
     pub paused: Option<bool>,

@@ -5,7 +5,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use deck_engine::{CancelOutcome, JobId, NewAuditEntry, WaitOutcome};
+use deck_engine::{CancelOutcome, EngineEvent, JobId, NewAuditEntry, WaitOutcome};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -256,6 +256,14 @@ pub async fn resurrect(
     }
     audit(&state, &who.name, "job.resurrect", id.to_string(), detail).await;
     let job = store.get_job(id).await?.ok_or_else(|| job_not_found(id))?;
+    // The engine reports cancels and queue changes itself; a resurrect it does not see.
+    state.engine.emit(
+        EngineEvent::operator(format!("{} resurrected the job over the API", who.name)).job(
+            id,
+            &job.queue,
+            &job.job_type,
+        ),
+    );
     Ok(Json(JobView::from(&job)))
 }
 

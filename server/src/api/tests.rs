@@ -10,7 +10,7 @@ use axum::body::Body;
 use axum::http::{Method, Request, StatusCode, header};
 use axum::middleware::{self, Next};
 use deck_engine::{
-    Engine, EngineConfig, HandlerError, HandlerRegistry, JobContext, JobId, StoreOptions,
+    Engine, EngineConfig, EventKind, HandlerError, HandlerRegistry, JobContext, JobId, StoreOptions,
 };
 use http_body_util::BodyExt;
 use serde_json::{Value, json};
@@ -621,6 +621,7 @@ async fn resurrect_with_edits() {
     h.post(&format!("/api/v1/jobs/{id}/cancel"), json!(null))
         .await;
 
+    let mut events = h.engine.subscribe_events();
     let r = h
         .post(
             &format!("/api/v1/jobs/{id}/resurrect"),
@@ -659,6 +660,12 @@ async fn resurrect_with_edits() {
     assert_eq!(r.body["original_payload"], json!({"v": 1}));
     assert_eq!(r.body["tags"], json!(["fixed"]));
     assert_eq!(r.body["priority"], 3);
+    let mut reported = false;
+    while let Ok(e) = events.try_recv() {
+        reported |= e.kind == EventKind::OperatorAction
+            && e.job_id.map(|j| j.to_string()) == Some(id.clone());
+    }
+    assert!(reported, "the resurrect shows in the live event feed");
 
     // Without a body it resurrects as is.
     h.post(&format!("/api/v1/jobs/{id}/cancel"), json!(null))
@@ -1076,6 +1083,29 @@ async fn openapi_document_matches_the_router() {
         }
     }
     assert!(doc["components"]["schemas"]["ErrorBody"].is_object());
+    // Every schema reference resolves.
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                if let Some(Value::String(r)) = m.get("$ref") {
+                    out.push(r.clone());
+                }
+                m.values().for_each(|x| refs(x, out));
+            }
+            Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    refs(&doc, &mut all);
+    assert!(!all.is_empty());
+    for r in all {
+        let name = r.strip_prefix("#/components/schemas/").unwrap_or(&r);
+        assert!(
+            doc["components"]["schemas"][name].is_object(),
+            "dangling {r}"
+        );
+    }
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
     h.finish().await;
 }

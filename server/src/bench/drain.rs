@@ -64,7 +64,8 @@ pub async fn run(args: DrainArgs) -> anyhow::Result<Value> {
                 STALL.as_secs()
             );
         }
-        tokio::time::sleep(Duration::from_millis(1)).await;
+        // A snapshot copies the running-job list: poll gently so the probe costs nothing.
+        tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let drain_secs = started.elapsed().as_secs_f64();
     engine.shutdown().await;

@@ -117,7 +117,7 @@ fn tick(seq: &mut u64) -> Vec<EnqueueRequest> {
         ));
     }
     if rng.random_bool(0.06) {
-        out.push(transcode(seq, if rng.random_bool(0.6) { 2 } else { 6 }));
+        out.push(transcode(seq, if rng.random_bool(0.75) { 2 } else { 6 }));
     }
     if rng.random_bool(0.2) {
         out.push(scheduled_digest(seq));

@@ -3,6 +3,7 @@
 use std::path::Path;
 use std::time::Duration;
 
+use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
 
 use crate::error::{StoreError, StoreResult};
@@ -54,10 +55,18 @@ pub(crate) fn open_connection(path: &str, options: &StoreOptions) -> StoreResult
     conn.busy_timeout(BUSY_TIMEOUT)
         .map_err(|e| unavailable(path, e))?;
     conn.set_prepared_statement_cache_capacity(STATEMENT_CACHE);
+    // Query planner stability: plans never depend on bound values. Without it SQLite
+    // re-prepares a statement whenever a value it could plan on (the claim's `now`, a LIMIT)
+    // changes, i.e. on nearly every call of the hot paths.
+    conn.set_db_config(DbConfig::SQLITE_DBCONFIG_ENABLE_QPSG, true)
+        .map_err(|e| unavailable(path, e))?;
     let synchronous = match options.sqlite_synchronous {
         SqliteSynchronous::Full => "FULL",
         SqliteSynchronous::Normal => "NORMAL",
     };
+    // A checkpoint writes each changed page once however often it changed, and the hot
+    // table's pages change on every transition: checkpointing every 8,000 WAL pages
+    // (~32 MB) instead of SQLite's 1,000 does the same work for many more jobs.
     // journal_mode=WAL is persistent in the file; asking again is a cheap no-op. It needs a
     // moment of exclusive access on a fresh file, which the busy timeout covers when several
     // processes start together.
@@ -74,7 +83,8 @@ pub(crate) fn open_connection(path: &str, options: &StoreOptions) -> StoreResult
         "PRAGMA synchronous = {synchronous};
          PRAGMA foreign_keys = OFF;
          PRAGMA temp_store = MEMORY;
-         PRAGMA cache_size = -32000;"
+         PRAGMA cache_size = -32000;
+         PRAGMA wal_autocheckpoint = 8000;"
     ))
     .map_err(|e| unavailable(path, e))?;
     Ok(conn)

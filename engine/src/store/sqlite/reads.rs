@@ -57,14 +57,45 @@ pub(crate) fn finished_jobs(conn: &Connection, ids: &[JobId]) -> StoreResult<Vec
 
 /// `WHERE` conditions for a filter on one pillar, joined with AND, and their values in order.
 pub(crate) fn filter_sql(pillar: Pillar, f: &JobFilter) -> (String, Vec<Value>) {
+    filter_sql_for(pillar, f, false)
+}
+
+/// Escape `%`, `_` and `\` for a `LIKE … ESCAPE '\'` pattern.
+fn like_pattern(needle: &str) -> String {
+    let mut out = String::with_capacity(needle.len() + 2);
+    out.push('%');
+    for c in needle.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+    out.push('%');
+    out
+}
+
+/// `by_created`: the page is sorted by creation time, which has its own (created_at, id)
+/// index. The equality filters are then written `+col = ?` so the planner walks that index
+/// in order and stops after one page, instead of seeking the filter's index and sorting
+/// every matching row (a queue holding 200,000 of 1,000,000 archived rows: 350 ms vs 1 ms).
+fn filter_sql_for(pillar: Pillar, f: &JobFilter, by_created: bool) -> (String, Vec<Value>) {
     let mut conds: Vec<&'static str> = Vec::new();
     let mut values: Vec<Value> = Vec::new();
+    let walk_created = by_created && pillar != Pillar::Hot;
     if let Some(q) = &f.queue {
-        conds.push("queue = ?");
+        conds.push(if walk_created {
+            "+queue = ?"
+        } else {
+            "queue = ?"
+        });
         values.push(Value::Text(q.clone()));
     }
     if let Some(t) = &f.job_type {
-        conds.push("job_type = ?");
+        conds.push(if walk_created {
+            "+job_type = ?"
+        } else {
+            "job_type = ?"
+        });
         values.push(Value::Text(t.clone()));
     }
     if let (Pillar::Hot, Some(s)) = (pillar, f.status) {
@@ -72,7 +103,11 @@ pub(crate) fn filter_sql(pillar: Pillar, f: &JobFilter) -> (String, Vec<Value>) 
         values.push(Value::Integer(s.code()));
     }
     if let (Pillar::Dlq, Some(r)) = (pillar, f.reason) {
-        conds.push("reason = ?");
+        conds.push(if walk_created {
+            "+reason = ?"
+        } else {
+            "reason = ?"
+        });
         values.push(Value::Integer(r.code()));
     }
     if let Some(tag) = &f.tag {
@@ -80,13 +115,14 @@ pub(crate) fn filter_sql(pillar: Pillar, f: &JobFilter) -> (String, Vec<Value>) 
         values.push(Value::Text(format!(",{tag},")));
     }
     if let Some(text) = f.text.as_deref().map(str::trim).filter(|t| !t.is_empty()) {
+        // LIKE is case-insensitive (ASCII, like lower()) and needs no allocation per row.
         conds.push(
-            "(instr(id, ?) > 0 OR instr(lower(job_type), ?) > 0 OR instr(lower(tags), ?) > 0 \
-             OR instr(lower(coalesce(last_error, '')), ?) > 0)",
+            "(id LIKE ? ESCAPE '\\' OR job_type LIKE ? ESCAPE '\\' \
+             OR tags LIKE ? ESCAPE '\\' OR last_error LIKE ? ESCAPE '\\')",
         );
-        let needle = text.to_lowercase();
+        let pattern = like_pattern(text);
         for _ in 0..4 {
-            values.push(Value::Text(needle.clone()));
+            values.push(Value::Text(pattern.clone()));
         }
     }
     if let Some(t) = f.created_from {
@@ -155,7 +191,8 @@ pub(crate) fn list_jobs(conn: &Connection, q: &JobQuery) -> StoreResult<Page<Job
     let pillar = q.source;
     let (col, text_key) = sort_column(pillar, q.sort.column);
     let size = q.page_size.clamp(1, MAX_PAGE_SIZE) as usize;
-    let (mut where_sql, mut values) = filter_sql(pillar, &q.filter);
+    let (mut where_sql, mut values) =
+        filter_sql_for(pillar, &q.filter, q.sort.column == SortColumn::CreatedAt);
 
     // Reading backwards (Before, Last) uses the reversed order and flips the rows after.
     let (read_dir, flip) = match q.position {

@@ -118,7 +118,8 @@ pub(crate) fn queue_stats(conn: &Connection, now: i64) -> StoreResult<Vec<QueueS
     }
     let mut stmt = conn
         .prepare_cached(
-            "SELECT queue, status, count(*) FROM jobs WHERE status IN (1, 2) GROUP BY queue, status",
+            "SELECT queue, 1, count(*) FROM jobs WHERE status = 1 GROUP BY queue \
+             UNION ALL SELECT queue, 2, count(*) FROM jobs WHERE status = 2 GROUP BY queue",
         )
         .map_err(db_err("queue stats"))?;
     let rows = stmt

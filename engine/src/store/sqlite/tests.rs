@@ -294,6 +294,23 @@ async fn one_failing_command_in_a_group_rolls_back_only_itself() {
     assert!(s.get_job(good.id).await.unwrap().is_some());
 }
 
+/// CPU seconds this process has used (user + system), from /proc: the machine is shared, so
+/// wall time alone says little.
+fn cpu_secs() -> f64 {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    let fields: Vec<&str> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest.split_whitespace().collect())
+        .unwrap_or_default();
+    let ticks = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(0.0)
+    };
+    (ticks(11) + ticks(12)) / 100.0
+}
+
 /// Store-level throughput: `cargo test -p deck-engine --release sqlite_hot_path -- --ignored --nocapture`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "micro-benchmark; run by hand"]
@@ -306,14 +323,19 @@ async fn sqlite_hot_path_throughput() {
         .unwrap_or(100_000);
     let batch = 500;
     let t = Instant::now();
+    let cpu = cpu_secs();
     for _ in 0..total / 5_000 {
         s.enqueue_batch((0..5_000).map(|_| req("bench")).collect())
             .await
             .unwrap();
     }
     let enqueue = t.elapsed();
-    println!("enqueued {total} in {enqueue:?}");
+    println!(
+        "enqueued {total} in {enqueue:?} ({:.2} s CPU)",
+        cpu_secs() - cpu
+    );
     let t = Instant::now();
+    let cpu = cpu_secs();
     let mut done = 0;
     let (mut t_claim, mut t_mark, mut t_complete) =
         (Duration::ZERO, Duration::ZERO, Duration::ZERO);
@@ -340,7 +362,10 @@ async fn sqlite_hot_path_throughput() {
         done += s.complete("w", completions).await.unwrap().len();
         t_complete += step.elapsed();
     }
-    println!("claim {t_claim:?}, mark {t_mark:?}, complete {t_complete:?}");
+    println!(
+        "claim {t_claim:?}, mark {t_mark:?}, complete {t_complete:?} ({:.2} s CPU)",
+        cpu_secs() - cpu
+    );
     let drain = t.elapsed();
     assert_eq!(done, total);
     println!(
@@ -391,4 +416,68 @@ async fn hot_path_statements_never_scan_the_hot_table() {
             );
         }
     }
+}
+
+/// Console reads on big pillars: `cargo test -p deck-engine --release sqlite_console_reads -- --ignored --nocapture`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "micro-benchmark; run by hand"]
+async fn sqlite_console_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir).await;
+    let conn = rusqlite::Connection::open(dir.path().join("deck.db")).unwrap();
+    // Synthetic rows straight into the pillars: 1,000,000 archived, 100,000 dead.
+    conn.execute_batch(
+        "WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 1000000)
+         INSERT INTO archive (id, queue, job_type, priority, tags, attempt, created_at,
+             scheduled_at, finished_at, payload)
+         SELECT printf('00000000-0000-7000-8000-%012d', x), 'q' || (x % 5), 't' || (x % 7), 0,
+             ',demo,', 1, 1700000000000000 + x * 1000, 1700000000000000 + x * 1000,
+             1700000000000000 + x * 1000 + 500, '{\"n\":1}' FROM n;
+         WITH RECURSIVE n(x) AS (SELECT 1 UNION ALL SELECT x + 1 FROM n WHERE x < 100000)
+         INSERT INTO dlq (id, queue, job_type, priority, tags, reason, attempt, created_at,
+             scheduled_at, finished_at, error_prefix, last_error, payload)
+         SELECT printf('00000000-0000-7000-9000-%012d', x), 'q' || (x % 5), 't' || (x % 7), 0,
+             ',demo,', 1, 3, 1700000000000000 + x * 1000, 1700000000000000 + x * 1000,
+             1700000000000000 + x * 1000 + 500, 'error ' || (x % 100),
+             'error ' || (x % 100) || ': connection refused by upstream service', '{}' FROM n;",
+    )
+    .unwrap();
+    drop(conn);
+    let time = |label: &str, t: Instant, rows: usize| {
+        println!("{label}: {rows} rows in {:?}", t.elapsed());
+    };
+    let mut q = JobQuery::new(Pillar::Archive);
+    q.sort = JobSort {
+        column: SortColumn::FinishedAt,
+        direction: SortDirection::Desc,
+    };
+    for position in [PagePosition::First, PagePosition::Last] {
+        q.position = position.clone();
+        let t = Instant::now();
+        let page = s.list_jobs(&q).await.unwrap();
+        time(&format!("archive 1M {position:?}"), t, page.items.len());
+    }
+    q.sort.column = SortColumn::CreatedAt;
+    q.filter.queue = Some("q3".into());
+    q.position = PagePosition::Last;
+    let t = Instant::now();
+    let page = s.list_jobs(&q).await.unwrap();
+    time(
+        "archive 1M queue filter, created sort, last page",
+        t,
+        page.items.len(),
+    );
+
+    let mut d = JobQuery::new(Pillar::Dlq);
+    d.filter.text = Some("error 42:".into());
+    let t = Instant::now();
+    let page = s.list_jobs(&d).await.unwrap();
+    time("dlq 100k text search", t, page.items.len());
+    let t = Instant::now();
+    let preview = s.bulk_preview(Pillar::Dlq, &d.filter, 10).await.unwrap();
+    time("dlq 100k text search count", t, preview.matching as usize);
+    d.filter.text = Some("no such text".into());
+    let t = Instant::now();
+    let page = s.list_jobs(&d).await.unwrap();
+    time("dlq 100k text search, no match", t, page.items.len());
 }

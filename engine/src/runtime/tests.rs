@@ -1,0 +1,238 @@
+//! One iteration of each background loop that needs the engine's shared state, driven by
+//! hand against a real SQLite file (the loops' own timers are set far in the future).
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio::sync::Notify;
+
+use crate::channel::{ResultSweeper, SweeperConfig};
+use crate::engine::{Engine, EngineConfig};
+use crate::handler::{HandlerRegistry, JobContext};
+use crate::model::{
+    CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueRequest, FailureReason,
+    JobState, QueuePatch,
+};
+use crate::runtime::heartbeat::{JobHeartbeat, JobHeartbeatConfig};
+use crate::runtime::instance::{InstanceHeartbeat, InstanceHeartbeatConfig};
+use crate::runtime::timeouts::{TimeoutWatchdog, WatchdogConfig};
+use crate::store::{Store, StoreOptions};
+use crate::{WaitOutcome, store};
+
+const LONG: Duration = Duration::from_secs(3600);
+
+async fn open(dir: &tempfile::TempDir) -> Arc<dyn Store> {
+    let path = dir.path().join("deck.db");
+    store::sqlite::open(path.to_str().unwrap(), &StoreOptions::default())
+        .await
+        .unwrap()
+}
+
+/// Every loop's own timer far away, so only the test drives them.
+fn quiet_config() -> EngineConfig {
+    EngineConfig {
+        heartbeat_interval: Duration::from_secs(100),
+        timeout_check_interval: LONG,
+        instance_heartbeat_interval: Duration::from_secs(10),
+        wait_poll_interval: LONG,
+        rescue_interval: LONG,
+        retention_interval: LONG,
+        ..EngineConfig::default()
+    }
+}
+
+/// A handler that signals its start and then never finishes on its own.
+fn blocking_handlers(started: Arc<Notify>) -> HandlerRegistry {
+    let mut handlers = HandlerRegistry::new();
+    handlers.register("block", move |_: JobContext, _: serde_json::Value| {
+        let started = started.clone();
+        async move {
+            started.notify_one();
+            std::future::pending::<()>().await;
+            Ok(())
+        }
+    });
+    handlers
+}
+
+fn reason(outcome: &WaitOutcome) -> Option<FailureReason> {
+    match outcome.job().map(|j| j.state) {
+        Some(JobState::Dead(r)) => Some(r),
+        _ => None,
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_heartbeat_iteration_carries_a_cancel_from_another_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Arc::new(Notify::new());
+    let engine = Engine::start(
+        open(&dir).await,
+        blocking_handlers(started.clone()),
+        quiet_config(),
+    )
+    .await
+    .unwrap();
+    let id = engine
+        .enqueue(EnqueueRequest::new("q", "block", ""))
+        .await
+        .unwrap()
+        .id;
+    started.notified().await;
+    let other = open(&dir).await;
+    assert_eq!(other.cancel(id).await.unwrap(), CancelOutcome::Requested);
+
+    let beat = JobHeartbeat::new(engine.shared().clone(), JobHeartbeatConfig::default());
+    let report = beat.run_once().await.unwrap();
+
+    assert_eq!(report.cancel_requested, vec![id]);
+    let outcome = engine.wait(id, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(reason(&outcome), Some(FailureReason::Cancelled));
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn job_heartbeat_jitter_stays_within_twenty_percent() {
+    let cfg = JobHeartbeatConfig::default();
+    let mut rng = rand::rng();
+    for _ in 0..1_000 {
+        let d = cfg.jittered(&mut rng);
+        assert!(
+            d >= Duration::from_secs(8) && d <= Duration::from_secs(12),
+            "{d:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instance_heartbeat_iteration_registers_and_follows_stored_settings() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let engine = Engine::start(store.clone(), HandlerRegistry::new(), quiet_config())
+        .await
+        .unwrap();
+    let other = open(&dir).await;
+    other
+        .save_settings(&EngineSettings {
+            worker_count: 4,
+            ..EngineSettings::default()
+        })
+        .await
+        .unwrap();
+    other
+        .update_queue(
+            "q",
+            QueuePatch {
+                execution_timeout_secs: Some(Some(7)),
+                ..QueuePatch::default()
+            },
+        )
+        .await
+        .unwrap();
+
+    let beat = InstanceHeartbeat::new(engine.shared().clone(), InstanceHeartbeatConfig::default());
+    beat.run_once().await.unwrap();
+
+    assert_eq!(engine.snapshot().workers_total, 4);
+    assert_eq!(
+        engine
+            .shared()
+            .queue_cache()
+            .execution_timeout("q", Duration::from_secs(1)),
+        Duration::from_secs(7)
+    );
+    let instances = store.list_instances(LONG).await.unwrap();
+    let me = instances
+        .iter()
+        .find(|i| i.id == engine.instance_id())
+        .unwrap();
+    assert_eq!(me.workers_total, 4);
+    assert_eq!(me.pid, std::process::id());
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watchdog_iteration_times_out_an_overdue_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let started = Arc::new(Notify::new());
+    let engine = Engine::start(
+        open(&dir).await,
+        blocking_handlers(started.clone()),
+        quiet_config(),
+    )
+    .await
+    .unwrap();
+    let mut req = EnqueueRequest::new("q", "block", "");
+    req.max_attempts = Some(1);
+    let id = engine.enqueue(req).await.unwrap().id;
+    started.notified().await;
+    let watchdog = TimeoutWatchdog::new(engine.shared().clone(), WatchdogConfig::default());
+
+    assert_eq!(watchdog.run_once(Instant::now()), 0, "not overdue yet");
+    // 15 minutes and one second later, by the watchdog's clock.
+    let later = Instant::now() + Duration::from_secs(15 * 60 + 1);
+    assert_eq!(watchdog.run_once(later), 1);
+
+    let outcome = engine.wait(id, Duration::from_secs(30)).await.unwrap();
+    assert_eq!(reason(&outcome), Some(FailureReason::Timeout));
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sweeper_iteration_wakes_waiters_of_jobs_finished_elsewhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir).await;
+    let producer = Engine::start(
+        store.clone(),
+        HandlerRegistry::new(),
+        EngineConfig {
+            run_workers: false,
+            ..quiet_config()
+        },
+    )
+    .await
+    .unwrap();
+    let id = producer
+        .enqueue(EnqueueRequest::new("q", "t", ""))
+        .await
+        .unwrap()
+        .id;
+    let waiting = {
+        let producer = producer.clone();
+        tokio::spawn(async move { producer.wait(id, LONG).await })
+    };
+    // Another process runs the job by hand.
+    let other = open(&dir).await;
+    let claimed = other
+        .claim_batch(ClaimRequest {
+            worker_id: "elsewhere".into(),
+            limit: 1,
+            queues: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1);
+    other.mark_processing("elsewhere", &[id]).await.unwrap();
+    other
+        .complete(
+            "elsewhere",
+            vec![Completion::Succeeded {
+                id,
+                result: Some("7".into()),
+                duration_ms: 1,
+            }],
+        )
+        .await
+        .unwrap();
+    let shared = producer.shared();
+    while !shared.waiters.has_waiters() {
+        tokio::task::yield_now().await;
+    }
+
+    let sweeper = ResultSweeper::new(store, shared.waiters.clone(), SweeperConfig::default());
+    assert_eq!(sweeper.run_once().await.unwrap(), 1);
+
+    let outcome = waiting.await.unwrap().unwrap();
+    assert_eq!(outcome.job().unwrap().result.as_deref(), Some("7"));
+    producer.shutdown().await;
+}
