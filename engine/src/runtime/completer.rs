@@ -68,6 +68,9 @@ pub(crate) async fn commit(shared: &Shared, batch: Vec<Finished>) {
     let (mut succeeded, mut retried, mut dead, mut not_applied, mut abandoned) =
         (0u64, 0u64, 0u64, 0u64, 0u64);
     let mut results = applied.into_iter();
+    // Waiters are woken only after the counters below are bumped, and the job
+    // leaves the running set, so a woken waiter never sees a snapshot still counting it as running.
+    let mut resolved = Vec::new();
     for f in &batch {
         let Some(completion) = &f.completion else {
             abandoned += 1;
@@ -105,8 +108,7 @@ pub(crate) async fn commit(shared: &Shared, batch: Vec<Finished>) {
             && !matches!(completion, Completion::Retry { .. })
             && let Some(senders) = shared.waiters.take(job.id)
         {
-            let finished = final_job(&f.run, completion, &shared.instance_id);
-            shared.waiters.resolve(senders, finished);
+            resolved.push((senders, final_job(&f.run, completion, &shared.instance_id)));
         }
     }
     counters.add(&counters.succeeded, succeeded);
@@ -118,6 +120,9 @@ pub(crate) async fn commit(shared: &Shared, batch: Vec<Finished>) {
     shared
         .running
         .remove_many(batch.iter().map(|f| f.run.job.id));
+    for (senders, finished) in resolved {
+        shared.waiters.resolve(senders, finished);
+    }
     if shared.queue_cache().any_bulkhead {
         // Capacity of a bulkheaded queue was freed; jobs the last claim left behind may fit now.
         shared.wake_fetcher.notify_one();
