@@ -31,7 +31,7 @@ use crate::model::{
     PruneReport, QueueConfig, QueuePatch, RescuePolicy, RescueReport, RetentionPolicy, Timestamp,
 };
 use crate::query::{BulkAction, BulkPreview, JobFilter, JobQuery, JobSummary, Page};
-use crate::store::{Store, StoreOptions};
+use crate::store::{SqliteSynchronous, Store, StoreOptions};
 use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
 use crate::validation;
 
@@ -78,7 +78,8 @@ impl SqliteStore {
                 tracing::info!(db = %path, versions = ?applied, "applied SQLite schema migrations");
             }
             let reader = open_connection(&path, &options)?;
-            let writer = Writer::spawn(write_conn).map_err(|e| unavailable(&path, e))?;
+            let full_sync = options.sqlite_synchronous == SqliteSynchronous::Full;
+            let writer = Writer::spawn(write_conn, full_sync).map_err(|e| unavailable(&path, e))?;
             Ok(SqliteStore {
                 writer,
                 readers: Readers::new(path, options, reader),
@@ -145,7 +146,7 @@ impl Store for SqliteStore {
 
     async fn claim_batch(&self, req: ClaimRequest) -> StoreResult<Vec<Job>> {
         self.writer
-            .write("claim", move |conn| workers::claim(conn, &req, now_us()))
+            .write_lease("claim", move |conn| workers::claim(conn, &req, now_us()))
             .await
     }
 
@@ -153,7 +154,7 @@ impl Store for SqliteStore {
         let worker = worker_id.to_string();
         let ids = ids.to_vec();
         self.writer
-            .write("mark processing", move |conn| {
+            .write_lease("mark processing", move |conn| {
                 workers::mark_processing(conn, &worker, &ids, now_us())
             })
             .await
@@ -163,7 +164,7 @@ impl Store for SqliteStore {
         let worker = worker_id.to_string();
         let ids = ids.to_vec();
         self.writer
-            .write("heartbeat", move |conn| {
+            .write_lease("heartbeat", move |conn| {
                 workers::heartbeat(conn, &worker, &ids, now_us())
             })
             .await
@@ -179,7 +180,7 @@ impl Store for SqliteStore {
         let ids = ids.to_vec();
         let run_at = run_at.map(to_us);
         self.writer
-            .write("release", move |conn| {
+            .write_lease("release", move |conn| {
                 workers::release(conn, &worker, &ids, run_at)
             })
             .await
