@@ -9,11 +9,18 @@ use crate::error::{StoreError, StoreResult};
 use super::connection::db_err;
 
 /// (version, name, SQL). Append only: never edit a released migration.
-pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "initial",
-    include_str!("../../../../migrations/sqlite/0001_initial.sql"),
-)];
+pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "initial",
+        include_str!("../../../../migrations/sqlite/0001_initial.sql"),
+    ),
+    (
+        2,
+        "active_list_index",
+        include_str!("../../../../migrations/sqlite/0002_active_list_index.sql"),
+    ),
+];
 
 pub(crate) fn latest_version() -> i64 {
     MIGRATIONS.last().map_or(0, |m| m.0)
