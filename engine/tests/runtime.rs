@@ -13,7 +13,9 @@ use deck_engine::{
     HandlerError, HandlerOutcome, HandlerRegistry, JobContext, JobState, Middleware, Next,
     QueuePatch, RetrySettings, Store, WaitOutcome,
 };
-use runtime_support::{CountingStore, Gate, eventually, open_store, test_config};
+use runtime_support::{
+    CountingStore, Gate, eventually, open_store, register_blocking, register_counting, test_config,
+};
 use tokio::sync::mpsc;
 
 const WAIT: Duration = Duration::from_secs(30);
@@ -383,22 +385,9 @@ async fn local_operator_cancel_stops_the_job_at_once() {
 async fn stale_buffered_job_is_dropped_unrun() {
     let (dir, store) = open_store().await;
     let blocker = Gate::new();
-    let ran = Arc::new(AtomicUsize::new(0));
     let mut handlers = HandlerRegistry::new();
-    let b = blocker.clone();
-    handlers.register("block", move |_: JobContext, _: serde_json::Value| {
-        let b = b.clone();
-        async move {
-            b.arrive();
-            b.wait_open().await;
-            Ok(())
-        }
-    });
-    let r = ran.clone();
-    handlers.register("victim", move |_: JobContext, _: serde_json::Value| {
-        r.fetch_add(1, Ordering::SeqCst);
-        async { Ok(()) }
-    });
+    register_blocking(&mut handlers, "block", &blocker);
+    let ran = register_counting(&mut handlers, "victim");
     let config = EngineConfig {
         worker_count: Some(1),
         ..test_config()
@@ -438,22 +427,9 @@ async fn stale_buffered_job_is_dropped_unrun() {
 async fn pausing_a_queue_releases_its_buffered_jobs() {
     let (_dir, store) = open_store().await;
     let blocker = Gate::new();
-    let ran = Arc::new(AtomicUsize::new(0));
     let mut handlers = HandlerRegistry::new();
-    let b = blocker.clone();
-    handlers.register("block", move |_: JobContext, _: serde_json::Value| {
-        let b = b.clone();
-        async move {
-            b.arrive();
-            b.wait_open().await;
-            Ok(())
-        }
-    });
-    let r = ran.clone();
-    handlers.register("work", move |_: JobContext, _: serde_json::Value| {
-        r.fetch_add(1, Ordering::SeqCst);
-        async { Ok(()) }
-    });
+    register_blocking(&mut handlers, "block", &blocker);
+    let ran = register_counting(&mut handlers, "work");
     let config = EngineConfig {
         worker_count: Some(1),
         ..test_config()

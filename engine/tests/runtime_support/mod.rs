@@ -317,3 +317,28 @@ impl Store for CountingStore {
         self.inner.top_errors(limit).await
     }
 }
+
+/// Register `key` as a handler that arrives at `gate` and holds its worker until the gate
+/// opens: the way these tests keep the only worker busy.
+pub fn register_blocking(handlers: &mut HandlerRegistry, key: &str, gate: &Gate) {
+    let gate = gate.clone();
+    handlers.register(key, move |_: JobContext, _: serde_json::Value| {
+        let gate = gate.clone();
+        async move {
+            gate.arrive();
+            gate.wait_open().await;
+            Ok(())
+        }
+    });
+}
+
+/// Register `key` as a no-op handler that counts its runs.
+pub fn register_counting(handlers: &mut HandlerRegistry, key: &str) -> Arc<AtomicUsize> {
+    let runs = Arc::new(AtomicUsize::new(0));
+    let counter = runs.clone();
+    handlers.register(key, move |_: JobContext, _: serde_json::Value| {
+        counter.fetch_add(1, Ordering::SeqCst);
+        async { Ok(()) }
+    });
+    runs
+}
