@@ -50,6 +50,7 @@ async fn dead_letter(store: &Arc<dyn Store>, queue: &str, message: &str) -> JobI
         .claim_batch(ClaimRequest {
             worker_id: "w".into(),
             limit: 100,
+            start: 0,
             queues: Some(vec![queue.into()]),
         })
         .await

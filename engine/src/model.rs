@@ -522,12 +522,27 @@ impl JobEdit {
     }
 }
 
+/// The order claims hand jobs out in: highest priority first, then earliest due, then id.
+pub fn claim_order(a: &Job, b: &Job) -> std::cmp::Ordering {
+    b.priority
+        .cmp(&a.priority)
+        .then(a.scheduled_at.cmp(&b.scheduled_at))
+        .then(a.id.cmp(&b.id))
+}
+
 /// Ask for the next batch of work.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClaimRequest {
     pub worker_id: String,
-    /// At most this many jobs (never more than the free prefetch space).
+    /// At most this many jobs (free workers to start plus free prefetch space).
     pub limit: u32,
+    /// Start at most this many of the claimed jobs (the first in claim order) at once:
+    /// they come back `Processing` with the attempt counted, exactly as `mark_processing`
+    /// would leave them, so a free worker runs its job after one store call instead of
+    /// two. The rest come back `Fetched`. A store may start fewer; the caller looks at each
+    /// job's state. Only ask when every started job will run at once (free workers, no
+    /// circuit breaker that could defer it).
+    pub start: u32,
     /// Only these queues; `None` = every queue.
     pub queues: Option<Vec<String>>,
 }

@@ -84,6 +84,7 @@ async fn producers_and_consumers_on_separate_connections_lose_nothing() {
                 let claim = ClaimRequest {
                     worker_id: worker.clone(),
                     limit: 40,
+                    start: 0,
                     queues: None,
                 };
                 let jobs = retrying!(handle.claim_batch(claim.clone()).await);
@@ -152,6 +153,7 @@ async fn jobs_survive_closing_and_reopening_the_file() {
             .claim_batch(ClaimRequest {
                 worker_id: "w".into(),
                 limit: 1,
+                start: 0,
                 queues: Some(vec!["r".into()]),
             })
             .await

@@ -9,9 +9,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use deck_engine::{
-    CancelOutcome, Engine, EngineConfig, EngineSettings, EnqueueRequest, FailureReason,
-    HandlerError, HandlerOutcome, HandlerRegistry, JobContext, JobState, Middleware, Next,
-    QueuePatch, RetrySettings, Store, WaitOutcome,
+    BreakerConfig, CancelOutcome, Engine, EngineConfig, EngineSettings, EnqueueRequest,
+    FailureReason, HandlerError, HandlerOutcome, HandlerRegistry, JobContext, JobState, Middleware,
+    Next, QueuePatch, RetrySettings, Store, WaitOutcome,
 };
 use runtime_support::{
     CountingStore, Gate, eventually, open_store, register_blocking, register_counting, test_config,
@@ -116,6 +116,77 @@ async fn transient_failure_is_retried_then_succeeds() {
     assert_eq!(job.errors[0].kind, "transient");
     assert_eq!(job.errors[0].message, "downstream busy");
     assert_eq!(engine.snapshot().counters.retried, 1);
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_workers_get_jobs_started_by_the_claim_itself() {
+    let (_dir, inner) = open_store().await;
+    let counting = Arc::new(CountingStore::new(inner));
+    let store: Arc<dyn Store> = counting.clone();
+    let mut handlers = HandlerRegistry::new();
+    handlers.register("echo", |_: JobContext, p: serde_json::Value| async move {
+        Ok(p)
+    });
+    let engine = start(store.clone(), handlers, test_config()).await;
+
+    for n in 0..5 {
+        let (_, outcome) = engine
+            .enqueue_and_wait(EnqueueRequest::new("default", "echo", n.to_string()), WAIT)
+            .await
+            .unwrap();
+        let WaitOutcome::Succeeded { job } = outcome else {
+            panic!("expected success, got {outcome:?}")
+        };
+        assert_eq!(job.attempt, 1);
+    }
+    assert_eq!(
+        counting.mark_processing_calls(),
+        0,
+        "with free workers every job went from pending to running in one store call"
+    );
+    assert_eq!(engine.snapshot().counters.started, 5);
+    engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_circuit_defers_jobs_without_spending_an_attempt() {
+    let (_dir, store) = open_store().await;
+    let mut handlers = HandlerRegistry::new();
+    handlers.register("down", |_: JobContext, _: serde_json::Value| async move {
+        Err::<(), _>(HandlerError::transient("downstream is down"))
+    });
+    let config = EngineConfig {
+        breaker: BreakerConfig {
+            failure_threshold: 2,
+            open_for: Duration::from_secs(3600),
+            ..BreakerConfig::default()
+        },
+        ..test_config()
+    };
+    let engine = start(store.clone(), handlers, config).await;
+    let mut failed = Vec::new();
+    for _ in 0..2 {
+        let id = engine
+            .enqueue(EnqueueRequest::new("default", "down", ""))
+            .await
+            .unwrap()
+            .id;
+        failed.push(id);
+    }
+    // Both first attempts fail (their retries are due in seconds): the circuit opens.
+    eventually(|| engine.snapshot().counters.retried == 2).await;
+
+    let later = engine
+        .enqueue(EnqueueRequest::new("default", "down", ""))
+        .await
+        .unwrap()
+        .id;
+    eventually(|| engine.snapshot().counters.deferred >= 1).await;
+    let job = store.get_job(later).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Pending, "deferred back to pending");
+    assert_eq!(job.attempt, 0, "no attempt was spent on an open circuit");
+    assert!(job.scheduled_at > chrono::Utc::now(), "due again later");
     engine.shutdown().await;
 }
 
@@ -953,6 +1024,7 @@ async fn rescuer_iteration_returns_stale_claims_to_pending() {
         .claim_batch(deck_engine::ClaimRequest {
             worker_id: "gone".into(),
             limit: 10,
+            start: 0,
             queues: None,
         })
         .await
@@ -1173,6 +1245,7 @@ async fn bench_store_hot_path_calls() {
             .claim_batch(deck_engine::ClaimRequest {
                 worker_id: "w".into(),
                 limit: batch,
+                start: 0,
                 queues: None,
             })
             .await
@@ -1218,6 +1291,7 @@ async fn bench_store_single_job_round_trips() {
             .claim_batch(deck_engine::ClaimRequest {
                 worker_id: "w".into(),
                 limit: 100,
+                start: 0,
                 queues: None,
             })
             .await

@@ -16,7 +16,8 @@ pub(crate) struct PrefetchBuffer {
     /// Mirror of `jobs.len()` so the fetcher and the snapshot read it without the lock.
     len: AtomicUsize,
     capacity: usize,
-    /// Signalled when jobs leave the buffer (the fetcher waits for room on it).
+    /// Signalled when jobs leave the buffer, or a worker frees up while it is empty: the
+    /// fetcher waits on it for capacity to claim into.
     pub(crate) room: Notify,
 }
 

@@ -164,6 +164,13 @@ impl Breakers {
         self.by_type.is_empty()
     }
 
+    /// Whether every breaker is closed, i.e. `admit` would let any job through.
+    pub fn all_closed(&self) -> bool {
+        self.by_type
+            .values()
+            .all(|b| b.state() == BreakerState::Closed)
+    }
+
     pub fn admit(&mut self, job_type: &str, now: Instant) -> Admission {
         match self.by_type.get_mut(job_type) {
             Some(b) => b.admit(now),

@@ -1,18 +1,64 @@
-//! The fetcher: claims due jobs into the prefetch buffer.
+//! The fetcher: claims due jobs for free workers and into the prefetch buffer.
 //!
 //! Peek/receive: a same-process enqueue wakes it at once; otherwise it polls every
 //! `poll_interval`. A claim that came back full means more work is waiting, so it claims
-//! again as soon as the buffer has room, without waiting for a wake-up or a poll. A claim
-//! never asks for more than the buffer's free space, and it refills only once the buffer is
-//! at most half full (or empty), so claims stay large.
+//! again as soon as there is capacity, without waiting for a wake-up or a poll.
+//!
+//! Each claim asks for two things (see [`ClaimPlan`]): jobs to *start* at once for workers
+//! that are free and have nothing buffered to take (they come back `Processing`, one store
+//! call from pending to running), and jobs to *buffer* (`Fetched`) when the buffer is at most
+//! half full or empty, so refills stay large.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use tracing::Instrument;
 
-use crate::model::ClaimRequest;
+use crate::model::{ClaimRequest, Job, JobState};
+use crate::runtime::worker::launch;
 use crate::runtime::{Shared, sleep_or};
+
+/// What the next claim asks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ClaimPlan {
+    /// Jobs to start at once (free workers not covered by buffered jobs).
+    start: usize,
+    /// All jobs to claim: `start` plus the buffer refill.
+    limit: usize,
+}
+
+impl ClaimPlan {
+    fn now(shared: &Shared) -> ClaimPlan {
+        let buffered = shared.buffer.len();
+        let start = if direct_start_allowed(shared) {
+            (shared.pool.free() as usize).saturating_sub(buffered)
+        } else {
+            0
+        };
+        let room = shared.buffer.free();
+        let refill_at = shared.buffer.capacity().div_ceil(2).max(1);
+        let refill = if room >= refill_at || (room > 0 && buffered == 0) {
+            room
+        } else {
+            0
+        };
+        ClaimPlan {
+            start,
+            limit: start + refill,
+        }
+    }
+}
+
+/// A job may skip the buffer only if it will certainly run now: no circuit breaker that
+/// could defer it (those decisions are made by the starter, before the attempt counts).
+fn direct_start_allowed(shared: &Shared) -> bool {
+    shared
+        .breakers
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .all_closed()
+}
 
 pub(crate) async fn run_fetcher(shared: Arc<Shared>) {
     let span = tracing::info_span!("fetcher", instance = %shared.instance_id);
@@ -21,7 +67,7 @@ pub(crate) async fn run_fetcher(shared: Arc<Shared>) {
         let mut more_waiting = true;
         let mut backoff = Duration::from_millis(100);
         loop {
-            if !wait_for_room(&shared).await {
+            if !wait_for_capacity(&shared).await {
                 return;
             }
             if !more_waiting {
@@ -31,27 +77,39 @@ pub(crate) async fn run_fetcher(shared: Arc<Shared>) {
                     _ = shared.claiming.cancelled() => return,
                 }
             }
-            let limit = shared.buffer.free();
-            if limit == 0 {
+            let plan = ClaimPlan::now(&shared);
+            if plan.limit == 0 {
                 continue;
             }
+            // Reserve the workers this claim may start jobs for, so the starter does not
+            // hand them buffered jobs meanwhile.
+            reserve_workers(&shared, plan.start, 0);
             let req = ClaimRequest {
                 worker_id: shared.instance_id.clone(),
-                limit: u32::try_from(limit).unwrap_or(u32::MAX),
+                limit: u32::try_from(plan.limit).unwrap_or(u32::MAX),
+                start: u32::try_from(plan.start).unwrap_or(u32::MAX),
                 queues: shared.config.queues.clone(),
             };
             match shared.store.claim_batch(req).await {
                 Ok(jobs) => {
                     backoff = Duration::from_millis(100);
                     let got = jobs.len();
-                    more_waiting = got >= limit;
+                    more_waiting = got >= plan.limit;
                     if got > 0 {
                         shared.counters.add(&shared.counters.claimed, got as u64);
-                        shared.buffer.push_back(jobs);
-                        shared.wake_starter.notify_one();
                     }
+                    let (started, fetched): (Vec<Job>, Vec<Job>) = jobs
+                        .into_iter()
+                        .partition(|j| j.state == JobState::Processing);
+                    reserve_workers(&shared, started.len(), plan.start);
+                    launch(&shared, started.into_iter().map(|j| (j, false)).collect());
+                    if !fetched.is_empty() {
+                        shared.buffer.push_back(fetched);
+                    }
+                    shared.wake_starter.notify_one();
                 }
                 Err(e) => {
+                    reserve_workers(&shared, 0, plan.start);
                     more_waiting = false;
                     tracing::warn!(error = %e, retry_in = ?backoff, "claim failed");
                     if !sleep_or(&shared.claiming, backoff).await {
@@ -66,10 +124,20 @@ pub(crate) async fn run_fetcher(shared: Arc<Shared>) {
     .await
 }
 
-/// Wait until the buffer is empty or at most half full. False when claiming stopped.
-async fn wait_for_room(shared: &Shared) -> bool {
-    let capacity = shared.buffer.capacity();
-    let refill_at = capacity.div_ceil(2).max(1);
+/// Count `add` more workers as busy and `release` fewer.
+fn reserve_workers(shared: &Shared, add: usize, release: usize) {
+    let busy = &shared.pool.busy;
+    let (add, release) = (add as u32, release as u32);
+    if add > release {
+        busy.fetch_add(add - release, Ordering::AcqRel);
+    } else if release > add {
+        busy.fetch_sub(release - add, Ordering::AcqRel);
+    }
+}
+
+/// Wait until a claim would ask for something: free workers with nothing buffered for them,
+/// or room to refill the buffer. False when claiming stopped.
+async fn wait_for_capacity(shared: &Shared) -> bool {
     loop {
         let notified = shared.buffer.room.notified();
         tokio::pin!(notified);
@@ -77,8 +145,7 @@ async fn wait_for_room(shared: &Shared) -> bool {
         if shared.claiming.is_cancelled() {
             return false;
         }
-        let free = shared.buffer.free();
-        if free >= refill_at || (free > 0 && shared.buffer.len() == 0) {
+        if ClaimPlan::now(shared).limit > 0 {
             return true;
         }
         tokio::select! {

@@ -207,6 +207,7 @@ async fn sweeper_iteration_wakes_waiters_of_jobs_finished_elsewhere() {
         .claim_batch(ClaimRequest {
             worker_id: "elsewhere".into(),
             limit: 1,
+            start: 0,
             queues: None,
         })
         .await

@@ -104,6 +104,11 @@ async fn worker_loop(shared: Arc<Shared>) {
         let _ = shared.completions.send(finished);
         shared.pool.busy.fetch_sub(1, Ordering::AcqRel);
         shared.wake_starter.notify_one();
+        if shared.buffer.len() == 0 {
+            // Nothing buffered for this free worker: the fetcher may claim and start a job
+            // for it directly.
+            shared.buffer.room.notify_one();
+        }
     }
 }
 
@@ -399,11 +404,7 @@ async fn start_batch(shared: &Arc<Shared>, jobs: Vec<Job>) {
     };
 
     let started_at = Utc::now();
-    let now = Instant::now();
-    let cache = shared.queue_cache();
-    let default_timeout = shared.config.execution_timeout;
-    let mut runs = Vec::with_capacity(n);
-    let mut expired = Vec::new();
+    let mut starting = Vec::with_capacity(n);
     let mut dropped = 0u32;
     for (mut job, probe) in admitted {
         if !all_started && !started_set.contains(&job.id) {
@@ -419,8 +420,33 @@ async fn start_batch(shared: &Arc<Shared>, jobs: Vec<Job>) {
         job.state = JobState::Processing;
         job.started_at = Some(started_at);
         job.heartbeat_at = Some(started_at);
+        starting.push((job, probe));
+    }
+    if dropped > 0 {
+        shared.pool.busy.fetch_sub(dropped, Ordering::AcqRel);
+        shared.wake_starter.notify_one();
+        shared
+            .counters
+            .add(&shared.counters.stale_dropped, u64::from(dropped));
+    }
+    launch(shared, starting);
+}
+
+/// Hand started jobs (`Processing`, owned by this instance, each with a worker already
+/// counted in `pool.busy`) to the worker tasks; with whether each is a breaker's probe.
+pub(crate) fn launch(shared: &Arc<Shared>, jobs: Vec<(Job, bool)>) {
+    if jobs.is_empty() {
+        return;
+    }
+    let now = Instant::now();
+    let wall_now = Utc::now();
+    let cache = shared.queue_cache();
+    let default_timeout = shared.config.execution_timeout;
+    let mut runs = Vec::with_capacity(jobs.len());
+    let mut expired = Vec::new();
+    for (job, probe) in jobs {
         let deadline = now + cache.execution_timeout(&job.queue, default_timeout);
-        let is_expired = job.expires_at.is_some_and(|at| at <= started_at);
+        let is_expired = job.expires_at.is_some_and(|at| at <= wall_now);
         let run = Arc::new(RunningJob::new(
             job,
             now,
@@ -437,16 +463,15 @@ async fn start_batch(shared: &Arc<Shared>, jobs: Vec<Job>) {
     shared
         .running
         .insert_many(runs.iter().chain(expired.iter()));
-    let not_running = dropped + expired.len() as u32;
-    if not_running > 0 {
-        shared.pool.busy.fetch_sub(not_running, Ordering::AcqRel);
+    if !expired.is_empty() {
+        shared
+            .pool
+            .busy
+            .fetch_sub(expired.len() as u32, Ordering::AcqRel);
         shared.wake_starter.notify_one();
     }
-    shared
-        .counters
-        .add(&shared.counters.stale_dropped, u64::from(dropped));
     for run in expired {
-        // It expired while buffered: it must not start; the DLQ says why.
+        // It expired before it could start: it must not run; the DLQ says why.
         let completion = dead(
             &run.job,
             FailureReason::Expired,

@@ -130,10 +130,12 @@ impl Gate {
     }
 }
 
-/// Delegates to a real store and counts `finished_jobs` calls (only the result sweep makes them).
+/// Delegates to a real store and counts `finished_jobs` calls (only the result sweep makes
+/// them) and `mark_processing` calls (only buffered jobs need them).
 pub struct CountingStore {
     inner: Arc<dyn Store>,
     finished_jobs: AtomicUsize,
+    mark_processing: AtomicUsize,
 }
 
 impl CountingStore {
@@ -141,7 +143,12 @@ impl CountingStore {
         CountingStore {
             inner,
             finished_jobs: AtomicUsize::new(0),
+            mark_processing: AtomicUsize::new(0),
         }
+    }
+
+    pub fn mark_processing_calls(&self) -> usize {
+        self.mark_processing.load(Ordering::SeqCst)
     }
 
     pub fn finished_jobs_calls(&self) -> usize {
@@ -172,6 +179,7 @@ impl Store for CountingStore {
     }
 
     async fn mark_processing(&self, worker_id: &str, ids: &[JobId]) -> StoreResult<Vec<JobId>> {
+        self.mark_processing.fetch_add(1, Ordering::SeqCst);
         self.inner.mark_processing(worker_id, ids).await
     }
 

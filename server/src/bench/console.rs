@@ -95,6 +95,7 @@ async fn seed(
                     .claim_batch(ClaimRequest {
                         worker_id: worker.clone(),
                         limit: left.min(BATCH as u64) as u32,
+                        start: 0,
                         queues: None,
                     })
                     .await

@@ -47,6 +47,7 @@ pub async fn many_claimers_never_share_a_job(f: StoreFactory) {
                 let claim = ClaimRequest {
                     worker_id: worker.clone(),
                     limit: 25,
+                    start: 0,
                     queues: None,
                 };
                 let jobs = retrying!(handle.claim_batch(claim.clone()).await);
@@ -315,6 +316,7 @@ pub async fn bulkhead_holds_under_concurrent_claimers(f: StoreFactory) {
                 let claim = ClaimRequest {
                     worker_id: worker.clone(),
                     limit: 10,
+                    start: 0,
                     queues: None,
                 };
                 let ids: Vec<JobId> = retrying!(handle.claim_batch(claim.clone()).await)

@@ -190,6 +190,35 @@ pub async fn bulkhead_holds_inside_one_batch(f: StoreFactory) {
     assert_counters_match_rows(&*store).await;
 }
 
+pub async fn bulkhead_holds_when_the_claim_starts_jobs(f: StoreFactory) {
+    let store = f.store();
+    store.update_queue("limited", max_workers(2)).await.unwrap();
+    store
+        .enqueue_batch((0..5).map(|_| req("limited", "t")).collect())
+        .await
+        .unwrap();
+    let start = |limit, start| {
+        store.claim_batch(crate::model::ClaimRequest {
+            worker_id: "w1".into(),
+            limit,
+            start,
+            queues: None,
+        })
+    };
+    let first = start(1, 1).await.unwrap();
+    assert_eq!(first.len(), 1);
+    assert_eq!(first[0].state, JobState::Processing);
+    let second = start(10, 10).await.unwrap();
+    assert_eq!(second.len(), 1, "one slot of two was left");
+    assert!(
+        start(10, 10).await.unwrap().is_empty(),
+        "the limit is reached"
+    );
+    let s = summary(&*store).await;
+    assert_eq!((s.pending, s.fetched, s.processing), (3, 0, 2));
+    assert_counters_match_rows(&*store).await;
+}
+
 pub async fn bulkhead_counts_processing_jobs_and_frees_on_finish(f: StoreFactory) {
     let store = f.store();
     store.update_queue("limited", max_workers(2)).await.unwrap();

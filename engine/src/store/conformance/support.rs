@@ -187,6 +187,7 @@ pub async fn claim_jobs(
         .claim_batch(ClaimRequest {
             worker_id: worker.into(),
             limit,
+            start: 0,
             queues,
         })
         .await

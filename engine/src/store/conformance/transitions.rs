@@ -1063,3 +1063,67 @@ pub async fn bulk_resurrect_of_jobs_sharing_a_key_keeps_one_key(f: StoreFactory)
     assert!(store.enqueue(keyed()).await.unwrap().created);
     assert_counters_match_rows(&*store).await;
 }
+
+pub async fn claim_can_start_the_best_jobs_at_once(f: StoreFactory) {
+    let store = f.store();
+    let low = enqueue(&*store, req("mail", "send")).await;
+    let high = enqueue(
+        &*store,
+        EnqueueRequest {
+            priority: 5,
+            ..req("mail", "send")
+        },
+    )
+    .await;
+    let claimed = store
+        .claim_batch(crate::model::ClaimRequest {
+            worker_id: "w1".into(),
+            limit: 5,
+            start: 1,
+            queues: None,
+        })
+        .await
+        .unwrap();
+    let got: Vec<(JobId, JobState, u32)> =
+        claimed.iter().map(|j| (j.id, j.state, j.attempt)).collect();
+    assert_eq!(
+        got,
+        vec![(high, JobState::Processing, 1), (low, JobState::Fetched, 0)],
+        "the best job starts, the other is fetched"
+    );
+    let running = job(&*store, high).await;
+    assert_eq!(running.state, JobState::Processing);
+    assert_eq!(running.worker_id.as_deref(), Some("w1"));
+    assert_eq!(running.attempt, 1, "starting counts the attempt");
+    assert!(running.started_at.is_some() && running.heartbeat_at.is_some());
+    assert_eq!(
+        store.mark_processing("w1", &[high]).await.unwrap(),
+        Vec::<JobId>::new(),
+        "a started job cannot be started again"
+    );
+    assert_eq!(
+        store.heartbeat("w1", &[high]).await.unwrap().alive,
+        vec![high]
+    );
+    let s = summary(&*store).await;
+    assert_eq!((s.pending, s.fetched, s.processing), (0, 1, 1));
+
+    let applied = store
+        .complete(
+            "w1",
+            vec![Completion::Succeeded {
+                id: high,
+                result: None,
+                duration_ms: 1,
+            }],
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied, vec![Applied::Applied]);
+    assert_eq!(job(&*store, high).await.attempt, 1);
+    assert_eq!(
+        store.mark_processing("w1", &[low]).await.unwrap(),
+        vec![low]
+    );
+    assert_counters_match_rows(&*store).await;
+}

@@ -10,6 +10,7 @@ use rusqlite::{Connection, params};
 use crate::error::StoreResult;
 use crate::model::{
     Applied, ClaimRequest, Completion, FailureReason, HeartbeatReport, Job, JobId, Pillar,
+    claim_order,
 };
 
 use super::codec::{
@@ -21,63 +22,131 @@ use super::moves::{
     enqueue_continuations, move_to_dlq,
 };
 
-/// One statement: the candidates are each unpaused queue's first due pending rows in claim
-/// order (bounded by the limit, read from the per-queue claim index), ranked per queue so
-/// that fetched + processing + rank stays within the queue's `max_workers` (cluster-wide,
-/// and inside this batch), then the best `limit` of them overall are marked fetched.
-/// `CROSS JOIN` pins the queues as the outer loop, so each queue's candidate subquery runs
-/// once; with a plain JOIN the planner re-ran it for every job row (a claim of 100 out of
-/// 10,000 pending jobs took 1.3 s instead of 6 ms).
-pub(crate) const CLAIM_SQL: &str = "WITH lim AS ( \
-         SELECT q.name, CASE WHEN q.max_workers IS NULL THEN ?2 \
-             ELSE q.max_workers \
-                  - (SELECT count(*) FROM jobs a WHERE a.queue = q.name AND a.status = 1) \
-                  - (SELECT count(*) FROM jobs a WHERE a.queue = q.name AND a.status = 2) END AS free \
-         FROM queues q \
-         WHERE q.paused = 0 AND (?3 IS NULL OR q.name IN (SELECT value FROM json_each(?3))) \
-     ), \
-     cand AS ( \
-         SELECT rid, priority, scheduled_at, id FROM ( \
-             SELECT j.rowid AS rid, j.priority, j.scheduled_at, j.id, l.free, \
-                 row_number() OVER (PARTITION BY j.queue \
-                                    ORDER BY j.priority DESC, j.scheduled_at, j.id) AS rn \
-             FROM lim l CROSS JOIN jobs j ON j.rowid IN ( \
-                 SELECT p.rowid FROM jobs p \
-                 WHERE p.queue = l.name AND p.status = 0 AND p.scheduled_at <= ?1 \
-                   AND (p.expires_at IS NULL OR p.expires_at > ?1) \
-                 ORDER BY p.priority DESC, p.scheduled_at, p.id LIMIT ?2) \
-             WHERE l.free > 0 \
-         ) WHERE rn <= free \
-     ) \
-     UPDATE jobs SET status = 1, worker_id = ?4, fetched_at = ?1 \
-     WHERE rowid IN (SELECT rid FROM cand ORDER BY priority DESC, scheduled_at, id LIMIT ?2) \
+/// The unpaused queues a claim may take from, with each bulkheaded queue's in-flight
+/// (fetched + processing) count, read off the two in-flight indexes.
+pub(crate) const CLAIM_QUEUES_SQL: &str = "SELECT q.name, q.max_workers, \
+         CASE WHEN q.max_workers IS NULL THEN 0 ELSE \
+             (SELECT count(*) FROM jobs a WHERE a.queue = q.name AND a.status = 1) \
+             + (SELECT count(*) FROM jobs a WHERE a.queue = q.name AND a.status = 2) END \
+     FROM queues q \
+     WHERE q.paused = 0 AND (?1 IS NULL OR q.name IN (SELECT value FROM json_each(?1)))";
+
+/// One queue's next due pending jobs, in claim order, walked straight off the claim index
+/// (no sort).
+pub(crate) const CLAIM_CANDIDATES_SQL: &str = "SELECT rowid, priority, scheduled_at, id \
+     FROM jobs \
+     WHERE queue = ?1 AND status = 0 AND scheduled_at <= ?2 \
+       AND (expires_at IS NULL OR expires_at > ?2) \
+     ORDER BY priority DESC, scheduled_at, id LIMIT ?3";
+
+/// Chosen rows → fetched by the worker.
+const CLAIM_FETCH_SQL: &str = "UPDATE jobs SET status = 1, worker_id = ?2, fetched_at = ?3 \
+     WHERE rowid IN (SELECT value FROM json_each(?1)) AND status = 0 \
      RETURNING ";
 
+/// Chosen rows → processing by the worker at once (what `mark_processing` would do next).
+const CLAIM_START_SQL: &str = "UPDATE jobs SET status = 2, worker_id = ?2, fetched_at = ?3, \
+         attempt = attempt + 1, started_at = ?3, heartbeat_at = ?3 \
+     WHERE rowid IN (SELECT value FROM json_each(?1)) AND status = 0 \
+     RETURNING ";
+
+/// A pending row the claim may take, with its claim-order key.
+struct Candidate {
+    rowid: i64,
+    priority: i32,
+    scheduled_at: i64,
+    id: String,
+}
+
+/// The claim runs inside the writer's `BEGIN IMMEDIATE` transaction, so nothing changes
+/// between choosing rows and marking them: it reads each unpaused queue's first due rows off
+/// the claim index (at most its free bulkhead slots), merges them in claim order, and marks
+/// the best `limit` in one or two `UPDATE … WHERE rowid IN` statements. A single statement
+/// that ranked the candidates with a window function did the same work at ~2.5 µs more per
+/// job (it sorted every candidate twice).
 pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, now: i64) -> StoreResult<Vec<Job>> {
-    if req.limit == 0 {
+    let limit = i64::from(req.limit);
+    if limit == 0 {
         return Ok(Vec::new());
     }
     let queues = req
         .queues
         .as_ref()
         .map(|q| serde_json::to_string(q).unwrap_or_else(|_| "[]".into()));
-    let sql = format!("{CLAIM_SQL}{COMMON_COLS}, {}", extra_cols(Pillar::Hot));
-    let mut stmt = conn.prepare_cached(&sql).map_err(db_err("claim"))?;
-    let mut jobs: Vec<Job> = stmt
-        .query_map(
-            params![now, i64::from(req.limit), queues, req.worker_id],
-            |r| job_from_row(Pillar::Hot, r),
-        )
+    let open: Vec<(String, Option<i64>, i64)> = conn
+        .prepare_cached(CLAIM_QUEUES_SQL)
+        .map_err(db_err("claim"))?
+        .query_map(params![queues], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
         .map_err(db_err("claim"))?
         .collect::<Result<_, _>>()
         .map_err(db_err("claim"))?;
-    jobs.sort_by(|a, b| {
+
+    let mut candidates: Vec<Candidate> = Vec::new();
+    let mut stmt = conn
+        .prepare_cached(CLAIM_CANDIDATES_SQL)
+        .map_err(db_err("claim"))?;
+    for (queue, max_workers, in_flight) in open {
+        let take = max_workers.map_or(limit, |max| (max - in_flight).min(limit));
+        if take <= 0 {
+            continue;
+        }
+        let rows = stmt
+            .query_map(params![queue, now, take], |r| {
+                Ok(Candidate {
+                    rowid: r.get(0)?,
+                    priority: r.get(1)?,
+                    scheduled_at: r.get(2)?,
+                    id: r.get(3)?,
+                })
+            })
+            .map_err(db_err("claim"))?;
+        for row in rows {
+            candidates.push(row.map_err(db_err("claim"))?);
+        }
+    }
+    candidates.sort_by(|a, b| {
         b.priority
             .cmp(&a.priority)
             .then(a.scheduled_at.cmp(&b.scheduled_at))
-            .then(a.id.cmp(&b.id))
+            .then_with(|| a.id.cmp(&b.id))
     });
+    candidates.truncate(req.limit as usize);
+
+    let start = candidates.len().min(req.start as usize);
+    let (to_start, to_fetch) = candidates.split_at(start);
+    let mut jobs = mark_claimed(conn, CLAIM_START_SQL, to_start, &req.worker_id, now)?;
+    jobs.extend(mark_claimed(
+        conn,
+        CLAIM_FETCH_SQL,
+        to_fetch,
+        &req.worker_id,
+        now,
+    )?);
+    jobs.sort_by(claim_order);
     Ok(jobs)
+}
+
+fn mark_claimed(
+    conn: &Connection,
+    update: &str,
+    rows: &[Candidate],
+    worker_id: &str,
+    now: i64,
+) -> StoreResult<Vec<Job>> {
+    if rows.is_empty() {
+        return Ok(Vec::new());
+    }
+    let rowids = serde_json::to_string(&rows.iter().map(|c| c.rowid).collect::<Vec<_>>())
+        .unwrap_or_else(|_| "[]".into());
+    let sql = format!("{update}{COMMON_COLS}, {}", extra_cols(Pillar::Hot));
+    conn.prepare_cached(&sql)
+        .map_err(db_err("claim"))?
+        .query_map(params![rowids, worker_id, now], |r| {
+            job_from_row(Pillar::Hot, r)
+        })
+        .map_err(db_err("claim"))?
+        .collect::<Result<_, _>>()
+        .map_err(db_err("claim"))
 }
 
 fn ids_returned(

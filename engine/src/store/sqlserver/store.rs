@@ -17,7 +17,7 @@ use crate::model::{
     Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
     EnqueueRequest, HeartbeatReport, HotStatus, InstanceInfo, Job, JobEdit, JobId, JobState,
     NewAuditEntry, Pillar, PruneReport, QueueConfig, QueuePatch, RescuePolicy, RescueReport,
-    RetentionPolicy, Timestamp,
+    RetentionPolicy, Timestamp, claim_order,
 };
 use crate::query::{BulkAction, BulkPreview, JobFilter, JobQuery, MAX_PAGE_SIZE, Page};
 use crate::store::Store;
@@ -343,6 +343,28 @@ impl SqlServerStore {
             .map(|r| f(r).map_err(|e| self.fault(operation, e)))
             .collect()
     }
+
+    /// Start jobs just claimed (the claim's `start`) with the ownership-checked
+    /// `mark_processing`. If that fails they simply stay `Fetched`: the caller buffers them
+    /// and starts them the usual way.
+    async fn start_claimed(&self, worker_id: &str, jobs: &mut [Job]) {
+        let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
+        let started: HashSet<JobId> = match self.mark_processing(worker_id, &ids).await {
+            Ok(started) => started.into_iter().collect(),
+            Err(e) => {
+                tracing::warn!(error = %e, jobs = ids.len(),
+                    "claimed jobs could not be started at once; they stay fetched");
+                return;
+            }
+        };
+        let now = chrono::Utc::now();
+        for job in jobs.iter_mut().filter(|j| started.contains(&j.id)) {
+            job.state = JobState::Processing;
+            job.attempt += 1;
+            job.started_at = Some(now);
+            job.heartbeat_at = Some(now);
+        }
+    }
 }
 
 fn wrong_source(action: BulkAction, source: Pillar) -> StoreError {
@@ -459,12 +481,11 @@ impl Store for SqlServerStore {
             .await?;
         let mut jobs = self.map_rows("claim_batch", &rows, |r| rows::job(r, Pillar::Hot))?;
         // OUTPUT has no order; hand the batch over in claim order.
-        jobs.sort_by(|a, b| {
-            b.priority
-                .cmp(&a.priority)
-                .then(a.scheduled_at.cmp(&b.scheduled_at))
-                .then(a.id.cmp(&b.id))
-        });
+        jobs.sort_by(claim_order);
+        let start = jobs.len().min(req.start as usize);
+        if start > 0 {
+            self.start_claimed(&req.worker_id, &mut jobs[..start]).await;
+        }
         Ok(jobs)
     }
 
