@@ -16,6 +16,7 @@
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
+use std::task::Poll;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -445,15 +446,14 @@ impl Engine {
             .events
             .active()
             .then(|| (req.queue.clone(), req.job_type.clone()));
-        let outcome = shared.store.enqueue(req).await?;
-        if outcome.created {
-            shared.wake_fetcher.notify_one();
-            if let Some((queue, job_type)) = events {
-                shared.events.send(
-                    EngineEvent::new(EventKind::Enqueued, "enqueued")
-                        .job(outcome.id, &queue, &job_type),
-                );
-            }
+        let outcome = write_then_wake(shared, shared.store.enqueue(req), |o| o.created).await?;
+        if outcome.created
+            && let Some((queue, job_type)) = events
+        {
+            shared.events.send(
+                EngineEvent::new(EventKind::Enqueued, "enqueued")
+                    .job(outcome.id, &queue, &job_type),
+            );
         }
         Ok(outcome)
     }
@@ -478,10 +478,10 @@ impl Engine {
                 .map(|r| (r.queue.clone(), r.job_type.clone()))
                 .collect()
         });
-        let outcomes = shared.store.enqueue_batch(reqs).await?;
-        if outcomes.iter().any(|o| o.created) {
-            shared.wake_fetcher.notify_one();
-        }
+        let outcomes = write_then_wake(shared, shared.store.enqueue_batch(reqs), |o| {
+            o.iter().any(|o| o.created)
+        })
+        .await?;
         if let Some(names) = events {
             for (o, (queue, job_type)) in outcomes.iter().zip(names) {
                 if o.created {
@@ -680,4 +680,31 @@ fn describe_queue(q: &QueueConfig) -> String {
             .map_or_else(|| "unlimited".to_string(), |n| n.to_string()),
         limit(q.execution_timeout_secs)
     )
+}
+
+/// Run a store write that may create jobs and wake the fetcher for them: as soon as the
+/// write is queued when the store orders writes on submit (the claim then runs right after
+/// it, possibly in the same transaction), otherwise once it committed and `created` says
+/// there is new work.
+async fn write_then_wake<T>(
+    shared: &Shared,
+    write: impl Future<Output = StoreResult<T>>,
+    created: impl Fn(&T) -> bool,
+) -> StoreResult<T> {
+    let mut write = std::pin::pin!(write);
+    if shared.store.orders_writes_on_submit() {
+        if let Poll::Ready(out) = futures::poll!(write.as_mut()) {
+            if out.as_ref().is_ok_and(&created) {
+                shared.wake_fetcher.notify_one();
+            }
+            return out;
+        }
+        shared.wake_fetcher.notify_one();
+        return write.await;
+    }
+    let out = write.await?;
+    if created(&out) {
+        shared.wake_fetcher.notify_one();
+    }
+    Ok(out)
 }

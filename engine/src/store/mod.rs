@@ -38,6 +38,14 @@ pub trait Store: Send + Sync + 'static {
     /// Backend name for logs and metrics: `"sqlite"` or `"sqlserver"`.
     fn backend(&self) -> &'static str;
 
+    /// Whether every write is handed to one ordered writer by the first poll of its future
+    /// (SQLite's writer thread), so a claim submitted after that poll sees the write. The
+    /// runtime then wakes its fetcher as soon as an enqueue is submitted, and the job can
+    /// start while the enqueue's fsync is still running. Default: false (wake after commit).
+    fn orders_writes_on_submit(&self) -> bool {
+        false
+    }
+
     /// A cheap round trip proving the database answers and the schema is in place (`/readyz`).
     async fn ping(&self) -> StoreResult<()>;
 

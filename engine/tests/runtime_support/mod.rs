@@ -162,6 +162,10 @@ impl Store for CountingStore {
         self.inner.backend()
     }
 
+    fn orders_writes_on_submit(&self) -> bool {
+        self.inner.orders_writes_on_submit()
+    }
+
     async fn ping(&self) -> StoreResult<()> {
         self.inner.ping().await
     }

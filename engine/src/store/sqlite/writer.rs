@@ -7,14 +7,23 @@
 //! always means "durable" (with `synchronous = FULL`). One fsync then covers many commands,
 //! which is what makes the completion path fast.
 //!
-//! Lease commands (claim, mark processing, heartbeat, release) may commit without an fsync
-//! when a group holds nothing else: losing one in a power cut only puts a job back to an
-//! earlier, always-safe state (pending, or fetched and later rescued) — delivery is
-//! at-least-once anyway. WAL frames are synced in order, so the next durable commit (an
-//! enqueue or a completion) syncs every earlier lease commit with it. This takes two of the
-//! three fsyncs off the enqueue → start path.
+//! With `synchronous = FULL` the fsync is pipelined: the writer connection runs with
+//! `NORMAL` (commit = WAL frames written, no fsync) and hands each committed group to a sync
+//! thread, which fsyncs the WAL file and only then replies to the group's durable commands.
+//! Meanwhile the writer already runs the next group, and one fsync covers every group that
+//! committed while the previous one was in flight. A reply still means "on disk": the WAL is
+//! appended in order, so syncing it after a commit makes that commit (and every earlier one)
+//! durable. Checkpoints are unaffected (`NORMAL` syncs the WAL before each checkpoint and the
+//! database file after it).
+//!
+//! Lease commands (claim, mark processing, heartbeat, release) do not wait for that fsync:
+//! losing one in a power cut only puts a job back to an earlier, always-safe state (pending,
+//! or fetched and later rescued) — delivery is at-least-once anyway. This keeps the fsync of
+//! an enqueue off the enqueue → start path.
 
+use std::fs::{File, OpenOptions};
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
 use std::sync::mpsc;
 use std::thread;
 
@@ -90,13 +99,15 @@ pub(crate) struct Writer {
 }
 
 impl Writer {
-    /// `full_sync`: the connection runs with `synchronous = FULL`, so lease-only groups may
-    /// relax it to `NORMAL` (with `NORMAL` configured, nothing is ever synced per commit).
-    pub(crate) fn spawn(conn: Connection, full_sync: bool) -> std::io::Result<Writer> {
+    /// `wal_sync`: the WAL file to fsync after each commit before durable commands hear
+    /// back (`synchronous = FULL`); the connection must run with `synchronous = NORMAL`.
+    /// `None` (`NORMAL` configured): nothing is synced per commit.
+    pub(crate) fn spawn(conn: Connection, wal_sync: Option<PathBuf>) -> std::io::Result<Writer> {
         let (tx, rx) = mpsc::channel::<Box<dyn WriteCommand>>();
+        let syncer = wal_sync.map(Syncer::spawn).transpose()?;
         thread::Builder::new()
             .name("deck-sqlite-writer".into())
-            .spawn(move || run(conn, rx, full_sync))?;
+            .spawn(move || run(conn, rx, syncer))?;
         Ok(Writer { tx })
     }
 
@@ -139,8 +150,7 @@ impl Writer {
     }
 }
 
-fn run(conn: Connection, rx: mpsc::Receiver<Box<dyn WriteCommand>>, full_sync: bool) {
-    let mut synced = full_sync;
+fn run(conn: Connection, rx: mpsc::Receiver<Box<dyn WriteCommand>>, syncer: Option<Syncer>) {
     while let Ok(first) = rx.recv() {
         let mut group = Vec::with_capacity(16);
         group.push(first);
@@ -150,35 +160,97 @@ fn run(conn: Connection, rx: mpsc::Receiver<Box<dyn WriteCommand>>, full_sync: b
                 Err(_) => break,
             }
         }
-        if full_sync {
-            let want_sync = group.iter().any(|cmd| cmd.durable());
-            if want_sync != synced {
-                let pragma = if want_sync {
-                    "PRAGMA synchronous = FULL"
-                } else {
-                    "PRAGMA synchronous = NORMAL"
-                };
-                if let Err(e) = conn.execute_batch(pragma) {
-                    let err = db_err("set synchronous")(e);
-                    for cmd in group {
-                        cmd.finish(Err(&err));
-                    }
-                    continue;
+        let Some(committed) = run_group(&conn, group) else {
+            continue;
+        };
+        match &syncer {
+            Some(syncer) => {
+                let (durable, lease): (Vec<_>, Vec<_>) =
+                    committed.into_iter().partition(|cmd| cmd.durable());
+                for cmd in lease {
+                    cmd.finish(Ok(()));
                 }
-                synced = want_sync;
+                if !durable.is_empty() {
+                    syncer.sync_then_finish(durable);
+                }
+            }
+            None => {
+                for cmd in committed {
+                    cmd.finish(Ok(()));
+                }
             }
         }
-        run_group(&conn, group);
     }
 }
 
-fn run_group(conn: &Connection, mut group: Vec<Box<dyn WriteCommand>>) {
+/// The thread that fsyncs the WAL after commits and then replies to durable commands.
+struct Syncer {
+    tx: mpsc::Sender<Vec<Box<dyn WriteCommand>>>,
+}
+
+impl Syncer {
+    fn spawn(wal: PathBuf) -> std::io::Result<Syncer> {
+        let (tx, rx) = mpsc::channel::<Vec<Box<dyn WriteCommand>>>();
+        thread::Builder::new()
+            .name("deck-sqlite-sync".into())
+            .spawn(move || sync_loop(&wal, rx))?;
+        Ok(Syncer { tx })
+    }
+
+    fn sync_then_finish(&self, committed: Vec<Box<dyn WriteCommand>>) {
+        if let Err(mpsc::SendError(committed)) = self.tx.send(committed) {
+            let err = StoreError::database("sync", "the WAL sync thread stopped", false);
+            for cmd in committed {
+                cmd.finish(Err(&err));
+            }
+        }
+    }
+}
+
+fn sync_loop(wal: &Path, rx: mpsc::Receiver<Vec<Box<dyn WriteCommand>>>) {
+    // Opened once: the writer's connection stays open, so SQLite never deletes or replaces
+    // the WAL file while this store runs (it only rewinds or truncates it in place).
+    let mut file: Option<File> = None;
+    while let Ok(mut batch) = rx.recv() {
+        while let Ok(more) = rx.try_recv() {
+            batch.extend(more);
+        }
+        let synced = sync_wal(&mut file, wal);
+        let outcome = synced.map_err(|e| {
+            StoreError::database(
+                "sync",
+                format!("could not fsync {}: {e}", wal.display()),
+                false,
+            )
+        });
+        for cmd in batch {
+            cmd.finish(outcome.as_ref().map(|_| ()));
+        }
+    }
+}
+
+fn sync_wal(file: &mut Option<File>, wal: &Path) -> std::io::Result<()> {
+    if file.is_none() {
+        *file = Some(OpenOptions::new().read(true).open(wal)?);
+    }
+    match file {
+        Some(f) => f.sync_data(),
+        None => Ok(()),
+    }
+}
+
+/// Run one group in one transaction. The committed commands come back (not yet replied to);
+/// on failure every command has had its answer.
+fn run_group(
+    conn: &Connection,
+    mut group: Vec<Box<dyn WriteCommand>>,
+) -> Option<Vec<Box<dyn WriteCommand>>> {
     if let Err(e) = conn.execute_batch("BEGIN IMMEDIATE") {
         let err = db_err("begin transaction")(e);
         for cmd in group {
             cmd.finish(Err(&err));
         }
-        return;
+        return None;
     }
     let single = group.len() == 1;
     for cmd in group.iter_mut() {
@@ -189,13 +261,13 @@ fn run_group(conn: &Connection, mut group: Vec<Box<dyn WriteCommand>>) {
                 for cmd in group {
                     cmd.finish(Ok(()));
                 }
-                return;
+                return None;
             }
             continue;
         }
         if let Err(e) = conn.execute_batch("SAVEPOINT deck_cmd") {
             abort(conn, group, db_err("savepoint")(e));
-            return;
+            return None;
         }
         let ok = cmd.run(conn);
         let end = if ok {
@@ -205,16 +277,15 @@ fn run_group(conn: &Connection, mut group: Vec<Box<dyn WriteCommand>>) {
         };
         if let Err(e) = end {
             abort(conn, group, db_err("savepoint")(e));
-            return;
+            return None;
         }
     }
     match conn.execute_batch("COMMIT") {
-        Ok(()) => {
-            for cmd in group {
-                cmd.finish(Ok(()));
-            }
+        Ok(()) => Some(group),
+        Err(e) => {
+            abort(conn, group, db_err("commit")(e));
+            None
         }
-        Err(e) => abort(conn, group, db_err("commit")(e)),
     }
 }
 
