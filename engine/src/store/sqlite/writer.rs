@@ -297,3 +297,41 @@ fn abort(conn: &Connection, group: Vec<Box<dyn WriteCommand>>, err: StoreError) 
         cmd.finish(Err(&err));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn wal_connection(dir: &tempfile::TempDir) -> Connection {
+        let conn = Connection::open(dir.path().join("w.db")).unwrap();
+        conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
+            .unwrap();
+        conn.execute_batch("PRAGMA synchronous = NORMAL; CREATE TABLE t (x INTEGER)")
+            .unwrap();
+        conn
+    }
+
+    fn insert(conn: &Connection) -> StoreResult<()> {
+        conn.execute("INSERT INTO t VALUES (1)", [])
+            .map(|_| ())
+            .map_err(db_err("insert"))
+    }
+
+    #[tokio::test]
+    async fn durable_writes_answer_after_the_wal_sync_and_leases_do_not_wait_for_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let wal = dir.path().join("w.db-wal");
+        let writer = Writer::spawn(wal_connection(&dir), Some(wal)).unwrap();
+        writer.write("insert", insert).await.unwrap();
+        writer.write_lease("insert", insert).await.unwrap();
+
+        // A WAL that cannot be synced: the durable write reports it, the lease is answered
+        // at commit.
+        let dir2 = tempfile::tempdir().unwrap();
+        let missing = dir2.path().join("no-such-dir").join("w.db-wal");
+        let writer = Writer::spawn(wal_connection(&dir2), Some(missing)).unwrap();
+        let err = writer.write("insert", insert).await.unwrap_err();
+        assert!(err.to_string().contains("could not fsync"), "{err}");
+        writer.write_lease("insert", insert).await.unwrap();
+    }
+}
