@@ -211,9 +211,10 @@ impl Store for SqliteStore {
             return Ok(Vec::new());
         }
         let worker = worker_id.to_string();
+        let batch = workers::CompletionBatch::new(completions)?;
         self.writer
             .write("complete", move |conn| {
-                workers::complete(conn, &worker, &completions, now_us())
+                workers::complete(conn, &worker, &batch, now_us())
             })
             .await
     }

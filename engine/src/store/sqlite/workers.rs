@@ -268,17 +268,9 @@ pub(crate) fn release(
 fn complete_succeeded(
     conn: &Connection,
     worker_id: &str,
-    batch: &[(JobId, Option<&str>, u64)],
+    json: &str,
     now: i64,
 ) -> StoreResult<HashSet<JobId>> {
-    if batch.is_empty() {
-        return Ok(HashSet::new());
-    }
-    let items: Vec<serde_json::Value> = batch
-        .iter()
-        .map(|(id, result, ms)| serde_json::json!({"id": id_text(*id), "r": result, "d": ms}))
-        .collect();
-    let json = serde_json::Value::Array(items).to_string();
     // CROSS JOIN keeps json_each as the outer loop: one primary-key probe per completion.
     let mut stmt = conn
         .prepare_cached(
@@ -418,32 +410,69 @@ fn complete_dead(
     Ok(Applied::from_rows(moved.len()))
 }
 
+/// A `complete` call's input, prepared before it reaches the writer thread (JSON encoding
+/// is CPU the writer need not spend).
+pub(crate) struct CompletionBatch {
+    completions: Vec<Completion>,
+    /// Per completion: the first for its job in this call (a repeat is not applied).
+    first: Vec<bool>,
+    /// The successes as `[{"id", "r", "d"}, ...]`; `None` when there are none.
+    succeeded_json: Option<String>,
+}
+
+impl CompletionBatch {
+    pub(crate) fn new(completions: Vec<Completion>) -> StoreResult<CompletionBatch> {
+        // A job completed twice in one call is applied once: the first completion wins.
+        let mut seen = HashSet::with_capacity(completions.len());
+        let first: Vec<bool> = completions.iter().map(|c| seen.insert(c.id())).collect();
+        #[derive(serde::Serialize)]
+        struct Item<'a> {
+            id: String,
+            r: Option<&'a str>,
+            d: u64,
+        }
+        let items: Vec<Item<'_>> = completions
+            .iter()
+            .zip(&first)
+            .filter_map(|(c, first)| match c {
+                Completion::Succeeded {
+                    id,
+                    result,
+                    duration_ms,
+                } if *first => Some(Item {
+                    id: id_text(*id),
+                    r: result.as_deref(),
+                    d: *duration_ms,
+                }),
+                _ => None,
+            })
+            .collect();
+        let succeeded_json = if items.is_empty() {
+            None
+        } else {
+            Some(super::codec::to_json(&items)?)
+        };
+        Ok(CompletionBatch {
+            completions,
+            first,
+            succeeded_json,
+        })
+    }
+}
+
 pub(crate) fn complete(
     conn: &Connection,
     worker_id: &str,
-    completions: &[Completion],
+    batch: &CompletionBatch,
     now: i64,
 ) -> StoreResult<Vec<Applied>> {
-    // A job completed twice in one call is applied once: the first completion wins.
-    let mut seen = HashSet::with_capacity(completions.len());
-    let first: Vec<bool> = completions.iter().map(|c| seen.insert(c.id())).collect();
+    let archived = match &batch.succeeded_json {
+        Some(json) => complete_succeeded(conn, worker_id, json, now)?,
+        None => HashSet::new(),
+    };
 
-    let succeeded: Vec<(JobId, Option<&str>, u64)> = completions
-        .iter()
-        .zip(&first)
-        .filter_map(|(c, first)| match c {
-            Completion::Succeeded {
-                id,
-                result,
-                duration_ms,
-            } if *first => Some((*id, result.as_deref(), *duration_ms)),
-            _ => None,
-        })
-        .collect();
-    let archived = complete_succeeded(conn, worker_id, &succeeded, now)?;
-
-    let mut out = Vec::with_capacity(completions.len());
-    for (c, first) in completions.iter().zip(first) {
+    let mut out = Vec::with_capacity(batch.completions.len());
+    for (c, first) in batch.completions.iter().zip(&batch.first) {
         let applied = if !first {
             Applied::NotApplied
         } else {
