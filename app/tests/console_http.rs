@@ -192,6 +192,34 @@ async fn every_page_renders_with_real_data() {
     assert_eq!(status, StatusCode::NOT_FOUND);
 }
 
+/// The label of the nav link marked as the current page.
+fn current_nav(body: &str) -> Option<&str> {
+    let nav = &body[body.find("<nav class=\"nav\">")?..];
+    let nav = &nav[..nav.find("</nav>")?];
+    let at = nav.find("aria-current=\"page\"")?;
+    let label = &nav[at..];
+    let label = &label[label.find('>')? + 1..];
+    Some(&label[..label.find('<')?])
+}
+
+#[tokio::test]
+async fn the_nav_marks_the_section_a_job_page_belongs_to() {
+    let f = fixture(AuthConfig::default()).await;
+    let pending = enqueue(&f.store, "emails", "{}").await;
+    let dead = dead_letter(&f.store, "billing", "card declined").await;
+    for (path, section) in [
+        ("/jobs".to_string(), "Jobs"),
+        (format!("/jobs/{pending}"), "Jobs"),
+        ("/jobs?source=dlq".to_string(), "Dead letters"),
+        (format!("/jobs/{dead}"), "Dead letters"),
+        ("/queues".to_string(), "Queues"),
+    ] {
+        let (status, body, _) = get(&f.router, &path, None).await;
+        assert_eq!(status, StatusCode::OK, "{path}");
+        assert_eq!(current_nav(&body), Some(section), "{path}");
+    }
+}
+
 #[tokio::test]
 async fn actions_need_a_csrf_token_and_land_in_the_audit_log() {
     let f = fixture(AuthConfig::default()).await;

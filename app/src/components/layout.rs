@@ -17,8 +17,24 @@ const NAV: [(&str, &str); 7] = [
     ("/jobs?source=dlq", "Dead letters"),
 ];
 
+/// Whether the page at `here` belongs to the nav entry `href`.
+fn url_is_in(here: &str, source_dlq: bool, href: &str) -> bool {
+    match href {
+        "/" => here == "/",
+        "/jobs" => here.starts_with("/jobs") && !source_dlq,
+        "/jobs?source=dlq" => (here.starts_with("/jobs") && source_dlq) || here.starts_with("/dlq"),
+        h => here.starts_with(h),
+    }
+}
+
+/// `section`: the nav entry (its href) this page belongs to, when the URL does not say (a
+/// dead job's page is under `/jobs/…` but belongs to the dead letters).
 #[component]
-pub fn Layout(title: String, children: Children) -> impl IntoView {
+pub fn Layout(
+    title: String,
+    #[prop(optional)] section: Option<&'static str>,
+    children: Children,
+) -> impl IntoView {
     let here = path();
     let q = query();
     let source_dlq = q.get("source") == Some("dlq");
@@ -31,11 +47,9 @@ pub fn Layout(title: String, children: Children) -> impl IntoView {
     let links = NAV
         .iter()
         .map(|(href, label)| {
-            let active = match *href {
-                "/" => here == "/",
-                "/jobs" => here.starts_with("/jobs") && !source_dlq,
-                "/jobs?source=dlq" => (here.starts_with("/jobs") && source_dlq) || here.starts_with("/dlq"),
-                h => here.starts_with(h),
+            let active = match (section, *href) {
+                (Some(section), h) => section == h,
+                (None, href) => url_is_in(&here, source_dlq, href),
             };
             view! { <a href=*href class:active=active aria-current=active.then_some("page")>{*label}</a> }
         })

@@ -24,7 +24,12 @@ pub fn JobPage() -> impl IntoView {
                 return view! { <Layout title="Job".into()><ErrorBox message=format!("{raw_id:?} is not a job id (a UUID such as 0193a5c2-…).")/></Layout> }.into_any();
             }
         };
-        let body = match console.store().get_job(id).await {
+        let job = console.store().get_job(id).await;
+        let section = match &job {
+            Ok(Some(job)) if job.pillar() == Pillar::Dlq => "/jobs?source=dlq",
+            _ => "/jobs",
+        };
+        let body = match job {
             Ok(Some(job)) => view! { <JobView job=job editing=editing draft=draft/> }.into_any(),
             Ok(None) => view! {
                 <div class="empty"><p>{format!("No job {id} in the active jobs, the archive or the dead-letter queue. It may have been purged or pruned by retention.")}</p>
@@ -33,7 +38,7 @@ pub fn JobPage() -> impl IntoView {
             .into_any(),
             Err(e) => view! { <ErrorBox message=format!("Cannot read job {id}: {e}")/> }.into_any(),
         };
-        view! { <Layout title="Job".into()>{body}</Layout> }.into_any()
+        view! { <Layout title="Job".into() section=section>{body}</Layout> }.into_any()
     })
 }
 
