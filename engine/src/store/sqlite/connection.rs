@@ -1,7 +1,7 @@
 //! Opening connections: pragmas, error mapping, and the schema bootstrap.
 
 use std::path::Path;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rusqlite::config::DbConfig;
 use rusqlite::{Connection, ErrorCode, OpenFlags};
@@ -64,21 +64,10 @@ pub(crate) fn open_connection(path: &str, options: &StoreOptions) -> StoreResult
         SqliteSynchronous::Full => "FULL",
         SqliteSynchronous::Normal => "NORMAL",
     };
+    enable_wal(&conn, path)?;
     // A checkpoint writes each changed page once however often it changed, and the hot
     // table's pages change on every transition: checkpointing every 8,000 WAL pages
     // (~32 MB) instead of SQLite's 1,000 does the same work for many more jobs.
-    // journal_mode=WAL is persistent in the file; asking again is a cheap no-op. It needs a
-    // moment of exclusive access on a fresh file, which the busy timeout covers when several
-    // processes start together.
-    let mode: String = conn
-        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
-        .map_err(|e| unavailable(path, e))?;
-    if !mode.eq_ignore_ascii_case("wal") {
-        return Err(unavailable(
-            path,
-            format!("the database refused WAL mode (journal_mode is {mode})"),
-        ));
-    }
     conn.execute_batch(&format!(
         "PRAGMA synchronous = {synchronous};
          PRAGMA foreign_keys = OFF;
@@ -88,4 +77,32 @@ pub(crate) fn open_connection(path: &str, options: &StoreOptions) -> StoreResult
     ))
     .map_err(|e| unavailable(path, e))?;
     Ok(conn)
+}
+
+/// `journal_mode = WAL` is persistent in the file; asking again is a cheap no-op. Switching a
+/// fresh file needs a moment of exclusive access, and SQLite answers "database is locked"
+/// without waiting out the busy timeout when another connection (another process starting
+/// at the same moment) is opening it too. So retry until the busy timeout has passed.
+fn enable_wal(conn: &Connection, path: &str) -> StoreResult<()> {
+    let deadline = Instant::now() + BUSY_TIMEOUT;
+    let mut pause = Duration::from_millis(2);
+    loop {
+        match conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0)) {
+            Ok(mode) if mode.eq_ignore_ascii_case("wal") => return Ok(()),
+            Ok(mode) => {
+                return Err(unavailable(
+                    path,
+                    format!("the database refused WAL mode (journal_mode is {mode})"),
+                ));
+            }
+            Err(e)
+                if e.sqlite_error_code() == Some(ErrorCode::DatabaseBusy)
+                    && Instant::now() < deadline =>
+            {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            Err(e) => return Err(unavailable(path, e)),
+        }
+    }
 }

@@ -56,9 +56,12 @@ async fn opening_twice_applies_the_schema_once() {
     let path = dir.path().join("deck.db");
     let path = path.to_str().unwrap();
     let options = StoreOptions::default();
-    let (a, b) = tokio::join!(open(path, &options), open(path, &options));
-    a.unwrap().ping().await.unwrap();
-    b.unwrap().ping().await.unwrap();
+    // Four at once, like processes started together on a fresh file: each waits its turn
+    // for WAL mode and the migration instead of failing with "database is locked".
+    let opened = futures::future::join_all((0..4).map(|_| open(path, &options))).await;
+    for store in opened {
+        store.unwrap().ping().await.unwrap();
+    }
 }
 
 #[tokio::test]
