@@ -446,14 +446,15 @@ impl Engine {
             .events
             .active()
             .then(|| (req.queue.clone(), req.job_type.clone()));
+        // Stamped before the write: the job may start (and say so) before the write returns.
+        let submitted = Utc::now();
         let outcome = write_then_wake(shared, shared.store.enqueue(req), |o| o.created).await?;
         if outcome.created
             && let Some((queue, job_type)) = events
         {
-            shared.events.send(
-                EngineEvent::new(EventKind::Enqueued, "enqueued")
-                    .job(outcome.id, &queue, &job_type),
-            );
+            let mut event = EngineEvent::new(EventKind::Enqueued, "enqueued");
+            event.at = submitted;
+            shared.events.send(event.job(outcome.id, &queue, &job_type));
         }
         Ok(outcome)
     }
@@ -478,6 +479,7 @@ impl Engine {
                 .map(|r| (r.queue.clone(), r.job_type.clone()))
                 .collect()
         });
+        let submitted = Utc::now();
         let outcomes = write_then_wake(shared, shared.store.enqueue_batch(reqs), |o| {
             o.iter().any(|o| o.created)
         })
@@ -485,10 +487,9 @@ impl Engine {
         if let Some(names) = events {
             for (o, (queue, job_type)) in outcomes.iter().zip(names) {
                 if o.created {
-                    shared.events.send(
-                        EngineEvent::new(EventKind::Enqueued, "enqueued")
-                            .job(o.id, &queue, &job_type),
-                    );
+                    let mut event = EngineEvent::new(EventKind::Enqueued, "enqueued");
+                    event.at = submitted;
+                    shared.events.send(event.job(o.id, &queue, &job_type));
                 }
             }
         }

@@ -82,7 +82,9 @@ async fn enqueued_job_runs_and_is_archived_with_its_result() {
         stored.result.as_deref(),
         Some(r#"{"attempt":1,"echo":{"n":7}}"#)
     );
-    assert_eq!(engine.snapshot().counters.succeeded, 1);
+    // The answer may come from the store a moment before the completer (waiting for the
+    // fsync) counts the job.
+    eventually(|| engine.snapshot().counters.succeeded == 1).await;
     engine.shutdown().await;
 }
 
@@ -115,7 +117,7 @@ async fn transient_failure_is_retried_then_succeeds() {
     assert_eq!(job.errors.len(), 1);
     assert_eq!(job.errors[0].kind, "transient");
     assert_eq!(job.errors[0].message, "downstream busy");
-    assert_eq!(engine.snapshot().counters.retried, 1);
+    eventually(|| engine.snapshot().counters.retried == 1).await;
     engine.shutdown().await;
 }
 
@@ -948,13 +950,25 @@ async fn middleware_wraps_every_handler_and_progress_shows_in_the_snapshot() {
         outcome.job().unwrap().result.as_deref(),
         Some(r#"{"wrapped":true}"#)
     );
-    let mut kinds = Vec::new();
-    while let Ok(e) = events.try_recv() {
+    // `wait` may answer from the store as soon as the completion is committed, a moment
+    // before the completer (waiting for the fsync) publishes its event: read up to it. The
+    // job may also start before `enqueue` returns, so the feed is ordered by time stamps.
+    use deck_engine::EventKind::*;
+    let mut seen = Vec::new();
+    while !seen
+        .iter()
+        .any(|e: &deck_engine::EngineEvent| e.kind == Succeeded)
+    {
+        let e = tokio::time::timeout(WAIT, events.recv())
+            .await
+            .expect("the succeeded event arrives")
+            .unwrap();
         if e.job_id == Some(id) {
-            kinds.push(e.kind);
+            seen.push(e);
         }
     }
-    use deck_engine::EventKind::*;
+    seen.sort_by_key(|e| e.at);
+    let kinds: Vec<_> = seen.iter().map(|e| e.kind).collect();
     assert_eq!(kinds, vec![Enqueued, Started, Progress, Succeeded]);
     engine.shutdown().await;
 }

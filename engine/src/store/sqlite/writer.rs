@@ -14,7 +14,9 @@
 //! committed while the previous one was in flight. A reply still means "on disk": the WAL is
 //! appended in order, so syncing it after a commit makes that commit (and every earlier one)
 //! durable. Checkpoints are unaffected (`NORMAL` syncs the WAL before each checkpoint and the
-//! database file after it).
+//! database file after it). Readers (the console, `Engine::wait`, other processes) may see a
+//! commit up to one fsync before it is durable; a power cut in that moment loses it like any
+//! unfinished work, which at-least-once delivery covers.
 //!
 //! Lease commands (claim, mark processing, heartbeat, release) do not wait for that fsync:
 //! losing one in a power cut only puts a job back to an earlier, always-safe state (pending,
