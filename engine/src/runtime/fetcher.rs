@@ -31,8 +31,11 @@ struct ClaimPlan {
 impl ClaimPlan {
     fn now(shared: &Shared) -> ClaimPlan {
         let buffered = shared.buffer.len();
-        let start = if direct_start_allowed(shared) {
-            (shared.pool.free() as usize).saturating_sub(buffered)
+        // Checked in this order: the breakers' lock is only taken when there is a worker
+        // to start a job for (this runs whenever a worker frees up).
+        let uncovered = (shared.pool.free() as usize).saturating_sub(buffered);
+        let start = if uncovered > 0 && direct_start_allowed(shared) {
+            uncovered
         } else {
             0
         };
