@@ -62,6 +62,7 @@ macro_rules! store_conformance_tests {
             queues::bulkhead_holds_across_handles,
             transitions::success_moves_the_job_to_the_archive,
             transitions::claim_can_start_the_best_jobs_at_once,
+            transitions::a_large_claim_returns_every_job_once_in_claim_order,
             transitions::retry_puts_the_job_back_with_its_error,
             transitions::dead_letter_moves_the_job_to_the_dlq,
             transitions::release_returns_fetched_jobs_without_spending_an_attempt,

@@ -1127,3 +1127,51 @@ pub async fn claim_can_start_the_best_jobs_at_once(f: StoreFactory) {
     );
     assert_counters_match_rows(&*store).await;
 }
+
+/// A claim larger than any the tests above make: every job once, in claim order, the first
+/// `start` running and the rest fetched (the SQLite store reads big claims back on a reader).
+pub async fn a_large_claim_returns_every_job_once_in_claim_order(f: StoreFactory) {
+    let store = f.store();
+    let requests: Vec<EnqueueRequest> = (0..150)
+        .map(|i| EnqueueRequest {
+            priority: i % 3,
+            ..req("bulk", "step")
+        })
+        .collect();
+    let outcomes = store.enqueue_batch(requests).await.unwrap();
+    assert_eq!(outcomes.len(), 150);
+    let claimed = store
+        .claim_batch(crate::model::ClaimRequest {
+            worker_id: "w1".into(),
+            limit: 140,
+            start: 90,
+            queues: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 140);
+    let distinct: std::collections::HashSet<JobId> = claimed.iter().map(|j| j.id).collect();
+    assert_eq!(distinct.len(), 140, "no job twice");
+    assert!(
+        claimed
+            .windows(2)
+            .all(|w| crate::model::claim_order(&w[0], &w[1]) != std::cmp::Ordering::Greater),
+        "claim order"
+    );
+    assert!(
+        claimed[..50].iter().all(|j| j.priority == 2),
+        "the 50 best first"
+    );
+    let states: Vec<(JobState, u32)> = claimed.iter().map(|j| (j.state, j.attempt)).collect();
+    assert!(states[..90].iter().all(|s| *s == (JobState::Processing, 1)));
+    assert!(states[90..].iter().all(|s| *s == (JobState::Fetched, 0)));
+    assert!(claimed.iter().all(|j| j.worker_id.as_deref() == Some("w1")));
+    assert!(
+        claimed
+            .iter()
+            .all(|j| j.payload == req("bulk", "step").payload)
+    );
+    let s = summary(&*store).await;
+    assert_eq!((s.pending, s.fetched, s.processing), (10, 50, 90));
+    assert_counters_match_rows(&*store).await;
+}

@@ -65,15 +65,12 @@ pub(crate) fn open_connection(path: &str, options: &StoreOptions) -> StoreResult
         SqliteSynchronous::Normal => "NORMAL",
     };
     enable_wal(&conn, path)?;
-    // A checkpoint writes each changed page once however often it changed, and the hot
-    // table's pages change on every transition: checkpointing every 8,000 WAL pages
-    // (~32 MB) instead of SQLite's 1,000 does the same work for many more jobs.
+    // Checkpoints: see `checkpointer`.
     conn.execute_batch(&format!(
         "PRAGMA synchronous = {synchronous};
          PRAGMA foreign_keys = OFF;
          PRAGMA temp_store = MEMORY;
-         PRAGMA cache_size = -32000;
-         PRAGMA wal_autocheckpoint = 8000;"
+         PRAGMA cache_size = -32000;"
     ))
     .map_err(|e| unavailable(path, e))?;
     Ok(conn)

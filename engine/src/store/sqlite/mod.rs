@@ -5,6 +5,7 @@
 //! `BEGIN IMMEDIATE` (the busy timeout queues them up), and every decision (claim,
 //! ownership, rescue) is made inside that transaction.
 
+mod checkpointer;
 mod codec;
 mod connection;
 mod maintenance;
@@ -90,6 +91,12 @@ impl SqliteStore {
             } else {
                 None
             };
+            checkpointer::install(
+                &mut write_conn,
+                open_connection(&path, &options)?,
+                checkpointer::Thresholds::default(),
+            )
+            .map_err(|e| unavailable(&path, e))?;
             let writer = Writer::spawn(write_conn, wal_sync).map_err(|e| unavailable(&path, e))?;
             Ok(SqliteStore {
                 writer,
@@ -161,9 +168,31 @@ impl Store for SqliteStore {
     }
 
     async fn claim_batch(&self, req: ClaimRequest) -> StoreResult<Vec<Job>> {
-        self.writer
+        let outcome = self
+            .writer
             .write_lease("claim", move |conn| workers::claim(conn, &req, now_us()))
+            .await?;
+        let claimed = match outcome {
+            workers::ClaimOutcome::Jobs(jobs) => return Ok(jobs),
+            workers::ClaimOutcome::ReadBack(claimed) => Arc::new(claimed),
+        };
+        // The claim has committed; reading its rows back on a reader keeps that work off the
+        // writer thread. Should the reader fail, the writer reads them: the rows are claimed
+        // (some already started) and would otherwise wait for the rescue sweep.
+        let on_reader = Arc::clone(&claimed);
+        match self
+            .readers
+            .read(move |conn| workers::read_claimed(conn, &on_reader))
             .await
+        {
+            Ok(jobs) => Ok(jobs),
+            Err(err) => {
+                tracing::warn!(error = %err, "reading claimed jobs failed on a reader; reading them on the writer");
+                self.writer
+                    .write_lease("claim", move |conn| workers::read_claimed(conn, &claimed))
+                    .await
+            }
+        }
     }
 
     async fn mark_processing(&self, worker_id: &str, ids: &[JobId]) -> StoreResult<Vec<JobId>> {

@@ -1,0 +1,174 @@
+//! Checkpoints on their own thread and connection.
+//!
+//! SQLite's automatic checkpoint runs inside the commit that crosses the threshold, on the
+//! writer thread: it copied ~8,000 pages into the database file and fsynced it while every
+//! transition waited (about 6 % of the writer's time when draining). Here the writer's
+//! commit hook only wakes a checkpoint thread, which runs a PASSIVE checkpoint on its own
+//! connection beside the writer (WAL allows one checkpointer next to one writer).
+//!
+//! A PASSIVE checkpoint never waits, and the WAL only starts over from its beginning once
+//! every frame in it has been copied; under constant writes the checkpoint thread is
+//! always a commit or two behind. So once the WAL reaches `writer_pages`, the writer
+//! checkpoints itself after its commit: the background thread has already copied all but
+//! the last few frames, so this is short, and the WAL then starts over.
+
+use std::sync::mpsc;
+use std::thread;
+
+use rusqlite::Connection;
+use rusqlite::hooks::Wal;
+use rusqlite::wal::CheckpointMode;
+
+/// WAL sizes (in pages) at which checkpoints run.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Thresholds {
+    /// Wake the checkpoint thread (SQLite's own default would be 1,000).
+    pub background_pages: i32,
+    /// Checkpoint on the writer itself, so the WAL cannot grow without bound.
+    pub writer_pages: i32,
+}
+
+impl Default for Thresholds {
+    fn default() -> Self {
+        // A checkpoint writes each changed page once however often it changed, and the hot
+        // table's pages change on every transition: letting ~8,000 pages (~32 MB) gather
+        // does the same work for many more jobs.
+        Thresholds {
+            background_pages: 8_000,
+            writer_pages: 32_000,
+        }
+    }
+}
+
+/// Hand `writer`'s checkpoints to a new thread checkpointing through `checkpoint_conn` (a
+/// second connection to the same file). The thread ends when the writer connection closes.
+pub(crate) fn install(
+    writer: &mut Connection,
+    checkpoint_conn: Connection,
+    thresholds: Thresholds,
+) -> std::io::Result<()> {
+    // One pending wake-up is enough: the checkpoint that runs copies everything committed
+    // so far.
+    let (wake, woken) = mpsc::sync_channel::<()>(1);
+    thread::Builder::new()
+        .name("deck-sqlite-checkpoint".into())
+        .spawn(move || {
+            while woken.recv().is_ok() {
+                checkpoint(&checkpoint_conn);
+            }
+        })?;
+    let hook = move |wal: &mut Wal, pages: i32| {
+        if pages >= thresholds.writer_pages {
+            // The commit has happened whatever this returns: an error here would only make
+            // SQLite report a committed transaction as failed. BUSY (the checkpoint thread
+            // holds the lock) is retried after the next commit.
+            if let Err(err) = wal.checkpoint_v2(CheckpointMode::PASSIVE) {
+                tracing::debug!(error = %err, pages, "writer checkpoint skipped");
+            }
+        } else if pages >= thresholds.background_pages {
+            let _ = wake.try_send(());
+        }
+        Ok(())
+    };
+    writer
+        .wal_hook(Some(hook))
+        .map_err(|e| std::io::Error::other(e.to_string()))
+}
+
+fn checkpoint(conn: &Connection) {
+    match conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE) {
+        Ok(_) => {}
+        // The writer is checkpointing itself, or another process is: nothing to do.
+        Err(err) if err.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => {}
+        Err(err) => tracing::warn!(error = %err, "background WAL checkpoint failed"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::path::Path;
+    use std::time::{Duration, Instant};
+
+    fn open(path: &Path) -> Connection {
+        let conn = Connection::open(path).unwrap();
+        conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get::<_, String>(0))
+            .unwrap();
+        conn.execute_batch("PRAGMA synchronous = NORMAL").unwrap();
+        conn
+    }
+
+    /// Pages of the main database file: only a checkpoint copies WAL pages into it.
+    fn db_pages(path: &Path) -> u64 {
+        std::fs::metadata(path).unwrap().len() / 4096
+    }
+
+    fn write_pages(conn: &Connection, commits: usize) {
+        for _ in 0..commits {
+            conn.execute(
+                "INSERT INTO t (x) VALUES (randomblob(4000)), (randomblob(4000))",
+                [],
+            )
+            .unwrap();
+        }
+    }
+
+    fn setup(dir: &tempfile::TempDir, thresholds: Thresholds) -> (Connection, std::path::PathBuf) {
+        let path = dir.path().join("c.db");
+        let mut writer = open(&path);
+        writer.execute_batch("CREATE TABLE t (x BLOB)").unwrap();
+        install(&mut writer, open(&path), thresholds).unwrap();
+        (writer, path)
+    }
+
+    #[test]
+    fn the_checkpoint_thread_copies_the_wal_into_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, path) = setup(
+            &dir,
+            Thresholds {
+                background_pages: 20,
+                writer_pages: i32::MAX,
+            },
+        );
+        let before = db_pages(&path);
+        write_pages(&writer, 40);
+        // The checkpoint thread works beside the writer: wait for its effect.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while db_pages(&path) < before + 60 {
+            assert!(
+                Instant::now() < deadline,
+                "no background checkpoint: {} pages",
+                db_pages(&path)
+            );
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn the_writer_checkpoints_itself_when_the_wal_grows_past_its_limit() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, path) = setup(
+            &dir,
+            Thresholds {
+                background_pages: i32::MAX,
+                writer_pages: 20,
+            },
+        );
+        let before = db_pages(&path);
+        write_pages(&writer, 40);
+        // Synchronous: the commit that crossed the limit checkpointed before returning.
+        assert!(db_pages(&path) >= before + 60, "{} pages", db_pages(&path));
+    }
+
+    #[test]
+    fn sqlites_own_checkpoint_no_longer_runs_on_the_writer() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, path) = setup(&dir, Thresholds::default());
+        let before = db_pages(&path);
+        // ~1,200 WAL pages: past SQLite's default automatic checkpoint (1,000 pages), below
+        // both of ours.
+        write_pages(&writer, 600);
+        assert_eq!(db_pages(&path), before);
+    }
+}
