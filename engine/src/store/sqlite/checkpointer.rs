@@ -3,15 +3,18 @@
 //! SQLite's automatic checkpoint runs inside the commit that crosses the threshold, on the
 //! writer thread: it copied ~8,000 pages into the database file and fsynced it while every
 //! transition waited (about 6 % of the writer's time when draining). Here the writer's
-//! commit hook only wakes a checkpoint thread, which runs a PASSIVE checkpoint on its own
+//! commit hook wakes a checkpoint thread, which runs a PASSIVE checkpoint on its own
 //! connection beside the writer (WAL allows one checkpointer next to one writer).
 //!
-//! A PASSIVE checkpoint never waits, and the WAL only starts over from its beginning once
-//! every frame in it has been copied; under constant writes the checkpoint thread is
-//! always a commit or two behind. So once the WAL reaches `writer_pages`, the writer
-//! checkpoints itself after its commit: the background thread has already copied all but
-//! the last few frames, so this is short, and the WAL then starts over.
+//! The WAL only starts over from its beginning once every frame in it has been copied, and
+//! under constant writes the checkpoint thread is always a little behind the writer. So
+//! once that thread has copied all but `catch_up_pages` of the WAL, the writer checkpoints
+//! the rest itself after its commit (short: a few hundred pages), and the WAL starts over
+//! with the next transaction. Should the thread fall behind anyway (a slow disk), the
+//! writer checkpoints itself at `writer_pages`, so the WAL stays bounded.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::mpsc;
 use std::thread;
 
@@ -24,7 +27,9 @@ use rusqlite::wal::CheckpointMode;
 pub(crate) struct Thresholds {
     /// Wake the checkpoint thread (SQLite's own default would be 1,000).
     pub background_pages: i32,
-    /// Checkpoint on the writer itself, so the WAL cannot grow without bound.
+    /// The writer finishes a checkpoint once at most this many pages are left to copy.
+    pub catch_up_pages: i32,
+    /// The writer checkpoints whatever is left, so the WAL cannot grow without bound.
     pub writer_pages: i32,
 }
 
@@ -35,6 +40,7 @@ impl Default for Thresholds {
         // does the same work for many more jobs.
         Thresholds {
             background_pages: 8_000,
+            catch_up_pages: 1_000,
             writer_pages: 32_000,
         }
     }
@@ -50,20 +56,27 @@ pub(crate) fn install(
     // One pending wake-up is enough: the checkpoint that runs copies everything committed
     // so far.
     let (wake, woken) = mpsc::sync_channel::<()>(1);
+    let progress = Arc::new(Progress::default());
+    let published = Arc::clone(&progress);
     thread::Builder::new()
         .name("deck-sqlite-checkpoint".into())
         .spawn(move || {
             while woken.recv().is_ok() {
-                checkpoint(&checkpoint_conn);
+                if let Some((wal_pages, copied)) = checkpoint(&checkpoint_conn) {
+                    published.record(wal_pages, copied);
+                }
             }
         })?;
     let hook = move |wal: &mut Wal, pages: i32| {
-        if pages >= thresholds.writer_pages {
+        let caught_up = pages >= thresholds.background_pages
+            && progress.left_to_copy(pages) <= Some(thresholds.catch_up_pages);
+        if caught_up || pages >= thresholds.writer_pages {
             // The commit has happened whatever this returns: an error here would only make
             // SQLite report a committed transaction as failed. BUSY (the checkpoint thread
             // holds the lock) is retried after the next commit.
-            if let Err(err) = wal.checkpoint_v2(CheckpointMode::PASSIVE) {
-                tracing::debug!(error = %err, pages, "writer checkpoint skipped");
+            match wal.checkpoint_v2(CheckpointMode::PASSIVE) {
+                Ok(_) => progress.reset(),
+                Err(err) => tracing::debug!(error = %err, pages, "writer checkpoint skipped"),
             }
         } else if pages >= thresholds.background_pages {
             let _ = wake.try_send(());
@@ -75,12 +88,41 @@ pub(crate) fn install(
         .map_err(|e| std::io::Error::other(e.to_string()))
 }
 
-fn checkpoint(conn: &Connection) {
+/// What the checkpoint thread's last checkpoint saw: the WAL's size and how much of it had
+/// been copied, both in pages, packed into one atomic so they are read together.
+#[derive(Default)]
+struct Progress(AtomicI64);
+
+impl Progress {
+    fn record(&self, wal_pages: i32, copied: i32) {
+        let packed = (i64::from(wal_pages) << 32) | i64::from(copied.max(0));
+        self.0.store(packed, Ordering::Release);
+    }
+
+    /// Forget it: the WAL is about to start over, and old numbers would mislead.
+    fn reset(&self) {
+        self.0.store(0, Ordering::Release);
+    }
+
+    /// Pages the writer would still have to copy with a WAL of `pages` now; `None` when the
+    /// numbers are not about this WAL (nothing recorded since it started over).
+    fn left_to_copy(&self, pages: i32) -> Option<i32> {
+        let packed = self.0.load(Ordering::Acquire);
+        let (wal_pages, copied) = ((packed >> 32) as i32, (packed & 0xffff_ffff) as i32);
+        (copied > 0 && wal_pages <= pages).then(|| pages - copied)
+    }
+}
+
+/// A PASSIVE checkpoint: `(pages in the WAL, pages copied)`, or `None` when it could not run.
+fn checkpoint(conn: &Connection) -> Option<(i32, i32)> {
     match conn.wal_checkpoint_v2(None::<&str>, CheckpointMode::PASSIVE) {
-        Ok(_) => {}
+        Ok(done) => Some(done),
         // The writer is checkpointing itself, or another process is: nothing to do.
-        Err(err) if err.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => {}
-        Err(err) => tracing::warn!(error = %err, "background WAL checkpoint failed"),
+        Err(err) if err.sqlite_error_code() == Some(rusqlite::ErrorCode::DatabaseBusy) => None,
+        Err(err) => {
+            tracing::warn!(error = %err, "background WAL checkpoint failed");
+            None
+        }
     }
 }
 
@@ -128,6 +170,8 @@ mod tests {
             &dir,
             Thresholds {
                 background_pages: 20,
+                // Never: only the checkpoint thread copies.
+                catch_up_pages: -1,
                 writer_pages: i32::MAX,
             },
         );
@@ -152,6 +196,7 @@ mod tests {
             &dir,
             Thresholds {
                 background_pages: i32::MAX,
+                catch_up_pages: -1,
                 writer_pages: 20,
             },
         );
@@ -159,6 +204,33 @@ mod tests {
         write_pages(&writer, 40);
         // Synchronous: the commit that crossed the limit checkpointed before returning.
         assert!(db_pages(&path) >= before + 60, "{} pages", db_pages(&path));
+    }
+
+    /// WAL header bytes 12..16: the checkpoint sequence number, which goes up each time the
+    /// WAL starts over from its beginning.
+    fn wal_generation(path: &Path) -> u32 {
+        let wal = std::fs::read(path.with_extension("db-wal")).unwrap();
+        u32::from_be_bytes([wal[12], wal[13], wal[14], wal[15]])
+    }
+
+    #[test]
+    fn the_wal_starts_over_while_writes_go_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let (writer, path) = setup(
+            &dir,
+            Thresholds {
+                background_pages: 100,
+                catch_up_pages: 50,
+                writer_pages: i32::MAX,
+            },
+        );
+        write_pages(&writer, 1);
+        let first = wal_generation(&path);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while wal_generation(&path) == first {
+            assert!(Instant::now() < deadline, "the WAL never started over");
+            write_pages(&writer, 10);
+        }
     }
 
     #[test]
