@@ -46,6 +46,15 @@ impl Default for Thresholds {
     }
 }
 
+impl Thresholds {
+    /// Whether the writer checkpoints after a commit that left `pages` in the WAL, with
+    /// `left` of them not yet copied by the checkpoint thread (`None`: not known).
+    fn writer_checkpoints(&self, pages: i32, left: Option<i32>) -> bool {
+        let caught_up = matches!(left, Some(left) if left <= self.catch_up_pages);
+        pages >= self.writer_pages || (pages >= self.background_pages && caught_up)
+    }
+}
+
 /// Hand `writer`'s checkpoints to a new thread checkpointing through `checkpoint_conn` (a
 /// second connection to the same file). The thread ends when the writer connection closes.
 pub(crate) fn install(
@@ -68,9 +77,7 @@ pub(crate) fn install(
             }
         })?;
     let hook = move |wal: &mut Wal, pages: i32| {
-        let caught_up = pages >= thresholds.background_pages
-            && progress.left_to_copy(pages) <= Some(thresholds.catch_up_pages);
-        if caught_up || pages >= thresholds.writer_pages {
+        if thresholds.writer_checkpoints(pages, progress.left_to_copy(pages)) {
             // The commit has happened whatever this returns: an error here would only make
             // SQLite report a committed transaction as failed. BUSY (the checkpoint thread
             // holds the lock) is retried after the next commit.
@@ -161,6 +168,47 @@ mod tests {
         writer.execute_batch("CREATE TABLE t (x BLOB)").unwrap();
         install(&mut writer, open(&path), thresholds).unwrap();
         (writer, path)
+    }
+
+    #[test]
+    fn the_writer_checkpoints_only_to_finish_the_threads_work_or_at_its_limit() {
+        let t = Thresholds {
+            background_pages: 100,
+            catch_up_pages: 10,
+            writer_pages: 1_000,
+        };
+        assert!(
+            !t.writer_checkpoints(99, Some(0)),
+            "below the background threshold"
+        );
+        assert!(
+            !t.writer_checkpoints(500, None),
+            "the thread has not reported"
+        );
+        assert!(
+            !t.writer_checkpoints(500, Some(11)),
+            "the thread is still behind"
+        );
+        assert!(
+            t.writer_checkpoints(500, Some(10)),
+            "little left: finish it"
+        );
+        assert!(t.writer_checkpoints(1_000, None), "the limit");
+    }
+
+    #[test]
+    fn progress_is_only_about_the_current_wal() {
+        let p = Progress::default();
+        assert_eq!(p.left_to_copy(500), None, "nothing recorded");
+        p.record(400, 390);
+        assert_eq!(p.left_to_copy(500), Some(110));
+        assert_eq!(
+            p.left_to_copy(300),
+            None,
+            "a WAL smaller than recorded has started over"
+        );
+        p.reset();
+        assert_eq!(p.left_to_copy(500), None);
     }
 
     #[test]
