@@ -106,7 +106,9 @@ impl Progress {
         self.0.store(packed, Ordering::Release);
     }
 
-    /// Forget it: the WAL is about to start over, and old numbers would mislead.
+    /// Forget it: the WAL is about to start over, and old numbers would mislead. (A thread
+    /// checkpoint finishing just after may still record numbers about the old WAL; that
+    /// costs at most one extra checkpoint on the writer.)
     fn reset(&self) {
         self.0.store(0, Ordering::Release);
     }

@@ -65,7 +65,7 @@ pub(crate) fn open_connection(path: &str, options: &StoreOptions) -> StoreResult
         SqliteSynchronous::Normal => "NORMAL",
     };
     enable_wal(&conn, path)?;
-    // Checkpoints: see `checkpointer`.
+    // No `wal_autocheckpoint` here: the writer hands its checkpoints to `checkpointer`.
     conn.execute_batch(&format!(
         "PRAGMA synchronous = {synchronous};
          PRAGMA foreign_keys = OFF;

@@ -1,5 +1,6 @@
 //! The embedded SQLite store (DESIGN §6): one file, WAL, one writer thread that
-//! group-commits every transition, and a small pool of WAL readers for the console.
+//! group-commits every transition, a small pool of WAL readers (the console, and large
+//! claims read back once committed), and a thread that checkpoints beside the writer.
 //!
 //! Several `deck` processes may share the file: every write transaction is
 //! `BEGIN IMMEDIATE` (the busy timeout queues them up), and every decision (claim,

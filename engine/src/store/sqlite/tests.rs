@@ -486,3 +486,34 @@ async fn sqlite_console_reads() {
     let page = s.list_jobs(&d).await.unwrap();
     time("dlq 100k text search, no match", t, page.items.len());
 }
+
+#[tokio::test]
+async fn a_large_claim_whose_read_back_fails_on_a_reader_is_read_on_the_writer() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deck.db");
+    let options = StoreOptions::default();
+    let mut s = SqliteStore::open(path.to_str().unwrap(), &options)
+        .await
+        .unwrap();
+    // Readers that cannot read the jobs: their one connection is to an empty database.
+    let elsewhere = dir.path().join("empty.db");
+    let elsewhere = elsewhere.to_str().unwrap().to_string();
+    let broken = open_connection(&elsewhere, &options).unwrap();
+    s.readers = Readers::new(elsewhere, options, broken);
+
+    let requests: Vec<EnqueueRequest> = (0..100).map(|_| req("q")).collect();
+    s.enqueue_batch(requests).await.unwrap();
+    let claimed = s
+        .claim_batch(ClaimRequest {
+            start: 30,
+            ..claim_req("w1", 100)
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 100, "every claimed job comes back");
+    let running = claimed
+        .iter()
+        .filter(|j| j.state == JobState::Processing)
+        .count();
+    assert_eq!(running, 30);
+}
