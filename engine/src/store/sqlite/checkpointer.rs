@@ -48,10 +48,18 @@ impl Default for Thresholds {
 
 impl Thresholds {
     /// Whether the writer checkpoints after a commit that left `pages` in the WAL, with
-    /// `left` of them not yet copied by the checkpoint thread (`None`: not known).
-    fn writer_checkpoints(&self, pages: i32, left: Option<i32>) -> bool {
+    /// `left` of them not yet copied by the checkpoint thread (`None`: not known), when its
+    /// own last checkpoint was at `last` pages (0: none since the WAL started over).
+    ///
+    /// A checkpoint that copied everything does not always let the WAL start over: a reader
+    /// still reading older frames at that moment keeps it growing. The writer then waits
+    /// for `catch_up_pages` more before trying again; without that pause it would
+    /// checkpoint, fsync included, after every commit until the WAL started over.
+    fn writer_checkpoints(&self, pages: i32, left: Option<i32>, last: i32) -> bool {
         let caught_up = matches!(left, Some(left) if left <= self.catch_up_pages);
-        pages >= self.writer_pages || (pages >= self.background_pages && caught_up)
+        let due = pages >= self.writer_pages || (pages >= self.background_pages && caught_up);
+        let started_over = pages < last;
+        due && (started_over || pages >= last.saturating_add(self.catch_up_pages.max(1)))
     }
 }
 
@@ -76,13 +84,18 @@ pub(crate) fn install(
                 }
             }
         })?;
+    let mut last_writer_checkpoint = 0;
     let hook = move |wal: &mut Wal, pages: i32| {
-        if thresholds.writer_checkpoints(pages, progress.left_to_copy(pages)) {
+        let left = progress.left_to_copy(pages);
+        if thresholds.writer_checkpoints(pages, left, last_writer_checkpoint) {
             // The commit has happened whatever this returns: an error here would only make
             // SQLite report a committed transaction as failed. BUSY (the checkpoint thread
             // holds the lock) is retried after the next commit.
             match wal.checkpoint_v2(CheckpointMode::PASSIVE) {
-                Ok(_) => progress.reset(),
+                Ok(_) => {
+                    progress.reset();
+                    last_writer_checkpoint = pages;
+                }
                 Err(err) => tracing::debug!(error = %err, pages, "writer checkpoint skipped"),
             }
         } else if pages >= thresholds.background_pages {
@@ -180,22 +193,39 @@ mod tests {
             writer_pages: 1_000,
         };
         assert!(
-            !t.writer_checkpoints(99, Some(0)),
+            !t.writer_checkpoints(99, Some(0), 0),
             "below the background threshold"
         );
         assert!(
-            !t.writer_checkpoints(500, None),
+            !t.writer_checkpoints(500, None, 0),
             "the thread has not reported"
         );
         assert!(
-            !t.writer_checkpoints(500, Some(11)),
+            !t.writer_checkpoints(500, Some(11), 0),
             "the thread is still behind"
         );
         assert!(
-            t.writer_checkpoints(500, Some(10)),
+            t.writer_checkpoints(500, Some(10), 0),
             "little left: finish it"
         );
-        assert!(t.writer_checkpoints(1_000, None), "the limit");
+        assert!(t.writer_checkpoints(1_000, None, 0), "the limit");
+    }
+
+    #[test]
+    fn a_wal_that_did_not_start_over_is_checkpointed_again_only_after_it_grew() {
+        let t = Thresholds {
+            background_pages: 100,
+            catch_up_pages: 10,
+            writer_pages: 1_000,
+        };
+        assert!(!t.writer_checkpoints(1_005, None, 1_000));
+        assert!(!t.writer_checkpoints(505, Some(0), 500));
+        assert!(t.writer_checkpoints(1_010, None, 1_000));
+        assert!(t.writer_checkpoints(510, Some(0), 500));
+        assert!(
+            t.writer_checkpoints(200, Some(0), 500),
+            "smaller than at the last checkpoint: the WAL started over"
+        );
     }
 
     #[test]
