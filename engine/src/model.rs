@@ -524,10 +524,13 @@ impl JobEdit {
 
 /// The order claims hand jobs out in: highest priority first, then earliest due, then id.
 pub fn claim_order(a: &Job, b: &Job) -> std::cmp::Ordering {
-    b.priority
-        .cmp(&a.priority)
-        .then(a.scheduled_at.cmp(&b.scheduled_at))
-        .then(a.id.cmp(&b.id))
+    claim_key(a.priority, a.scheduled_at, a.id).cmp(&claim_key(b.priority, b.scheduled_at, b.id))
+}
+
+/// `claim_order` as a sort key, for stores that rank rows before they are jobs (`due` and
+/// `id` in any form that sorts like the timestamp and the id).
+pub fn claim_key<T: Ord, I: Ord>(priority: i32, due: T, id: I) -> (std::cmp::Reverse<i32>, T, I) {
+    (std::cmp::Reverse(priority), due, id)
 }
 
 /// Ask for the next batch of work.

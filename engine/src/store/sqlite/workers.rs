@@ -11,7 +11,7 @@ use rusqlite::{Connection, params};
 use crate::error::StoreResult;
 use crate::model::{
     Applied, ClaimRequest, Completion, FailureReason, HeartbeatReport, Job, JobId, Pillar,
-    claim_order,
+    claim_key, claim_order,
 };
 
 use super::codec::{error_json, id_text, ids_json, job_from_row, parse_id, select_job};
@@ -127,11 +127,13 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, now: i64) -> StoreRes
             candidates.push(row.map_err(db_err("claim"))?);
         }
     }
+    // Microseconds and lower-case UUID text sort like the job's timestamp and id.
     candidates.sort_by(|a, b| {
-        b.priority
-            .cmp(&a.priority)
-            .then(a.scheduled_at.cmp(&b.scheduled_at))
-            .then_with(|| a.id.cmp(&b.id))
+        claim_key(a.priority, a.scheduled_at, &a.id).cmp(&claim_key(
+            b.priority,
+            b.scheduled_at,
+            &b.id,
+        ))
     });
     candidates.truncate(req.limit as usize);
 
