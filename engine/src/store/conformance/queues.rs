@@ -197,21 +197,13 @@ pub async fn bulkhead_holds_when_the_claim_starts_jobs(f: StoreFactory) {
         .enqueue_batch((0..5).map(|_| req("limited", "t")).collect())
         .await
         .unwrap();
-    let start = |limit, start| {
-        store.claim_batch(crate::model::ClaimRequest {
-            worker_id: "w1".into(),
-            limit,
-            start,
-            queues: None,
-        })
-    };
-    let first = start(1, 1).await.unwrap();
+    let first = claim_starting(&*store, "w1", 1, 1).await;
     assert_eq!(first.len(), 1);
     assert_eq!(first[0].state, JobState::Processing);
-    let second = start(10, 10).await.unwrap();
+    let second = claim_starting(&*store, "w1", 10, 10).await;
     assert_eq!(second.len(), 1, "one slot of two was left");
     assert!(
-        start(10, 10).await.unwrap().is_empty(),
+        claim_starting(&*store, "w1", 10, 10).await.is_empty(),
         "the limit is reached"
     );
     let s = summary(&*store).await;

@@ -194,6 +194,20 @@ pub async fn claim_jobs(
         .expect("claim batch")
 }
 
+/// Claim up to `limit` jobs from every queue as `worker`, the first `start` of them started
+/// by the claim itself.
+pub async fn claim_starting(store: &dyn Store, worker: &str, limit: u32, start: u32) -> Vec<Job> {
+    store
+        .claim_batch(ClaimRequest {
+            worker_id: worker.into(),
+            limit,
+            start,
+            queues: None,
+        })
+        .await
+        .expect("claim batch")
+}
+
 /// Claim `n` jobs and start them (fetched → processing) as `worker`.
 pub async fn start(store: &dyn Store, worker: &str, n: u32) -> Vec<JobId> {
     let ids = claim(store, worker, n).await;

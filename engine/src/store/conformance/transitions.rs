@@ -1075,15 +1075,7 @@ pub async fn claim_can_start_the_best_jobs_at_once(f: StoreFactory) {
         },
     )
     .await;
-    let claimed = store
-        .claim_batch(crate::model::ClaimRequest {
-            worker_id: "w1".into(),
-            limit: 5,
-            start: 1,
-            queues: None,
-        })
-        .await
-        .unwrap();
+    let claimed = claim_starting(&*store, "w1", 5, 1).await;
     let got: Vec<(JobId, JobState, u32)> =
         claimed.iter().map(|j| (j.id, j.state, j.attempt)).collect();
     assert_eq!(
@@ -1140,15 +1132,7 @@ pub async fn a_large_claim_returns_every_job_once_in_claim_order(f: StoreFactory
         .collect();
     let outcomes = store.enqueue_batch(requests).await.unwrap();
     assert_eq!(outcomes.len(), 150);
-    let claimed = store
-        .claim_batch(crate::model::ClaimRequest {
-            worker_id: "w1".into(),
-            limit: 140,
-            start: 90,
-            queues: None,
-        })
-        .await
-        .unwrap();
+    let claimed = claim_starting(&*store, "w1", 140, 90).await;
     assert_eq!(claimed.len(), 140);
     let distinct: std::collections::HashSet<JobId> = claimed.iter().map(|j| j.id).collect();
     assert_eq!(distinct.len(), 140, "no job twice");
