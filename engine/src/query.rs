@@ -1,6 +1,7 @@
 //! Committed reads: job list filters, whitelisted sorts and keyset paging.
 //!
-//! Paging is keyset-based (sort value + id as tie-breaker), never OFFSET, so the last page
+//! Paging is keyset-based (sort value + a tie-breaker found from the id: the id itself on
+//! SQL Server, the row's insertion order on SQLite), never OFFSET, so the last page
 //! of a million-row archive costs what the first one does.
 
 use std::fmt;
@@ -141,7 +142,8 @@ impl Default for JobSort {
     }
 }
 
-/// A position in a sorted list: the sort key of a row plus its id (the tie-breaker).
+/// A position in a sorted list: the sort key of a row plus its id (which gives the
+/// tie-breaker).
 /// Opaque to callers; rendered into URLs with `Display` and parsed back with `FromStr`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Cursor {

@@ -195,8 +195,9 @@ pub trait Store: Send + Sync + 'static {
     /// Those of `ids` that have finished (archive or DLQ), for result waiters.
     async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>>;
 
-    /// A keyset page of one pillar, filtered and sorted by a whitelisted column with the id as
-    /// tie-breaker.
+    /// A keyset page of one pillar, filtered and sorted by a whitelisted column. Ties keep one
+    /// stable order the store chooses (SQL Server: the id; SQLite: insertion order), found
+    /// again from the cursor's id.
     async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<JobSummary>>;
 
     // ------------------------------------------------------------------ telemetry (approximate)

@@ -1,5 +1,7 @@
 //! Committed reads: one job, finished jobs, filtered keyset pages and bulk previews.
 //! Every filter value is a bound parameter; sort columns come from a fixed whitelist.
+//! Rows with equal sort values are ordered by rowid (insertion order), which every index
+//! entry carries anyway.
 
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension};
@@ -204,9 +206,19 @@ pub(crate) fn list_jobs(conn: &Connection, q: &JobQuery) -> StoreResult<Page<Job
             SortDirection::Asc => ">",
             SortDirection::Desc => "<",
         };
-        where_sql.push_str(&format!(" AND ({col}, id) {op} (?, ?)"));
+        // The rowid breaks ties (the list indexes end in it; see migration 0003), found from
+        // the cursor's id. If that row has gone since the page was drawn, the page starts at
+        // the first row of its sort value: a few rows may show twice, none is skipped.
+        where_sql.push_str(&format!(
+            " AND ({col}, rowid) {op} (?, coalesce((SELECT c.rowid FROM {} AS c WHERE c.id = ?), ?))",
+            table(pillar)
+        ));
         values.push(cursor_value(c, text_key)?);
         values.push(Value::Text(id_text(c.id)));
+        values.push(Value::Integer(match read_dir {
+            SortDirection::Asc => i64::MIN,
+            SortDirection::Desc => i64::MAX,
+        }));
     }
     let dir = match read_dir {
         SortDirection::Asc => "ASC",
@@ -214,7 +226,7 @@ pub(crate) fn list_jobs(conn: &Connection, q: &JobQuery) -> StoreResult<Page<Job
     };
     values.push(Value::Integer(size as i64 + 1));
     let sql = format!(
-        "SELECT {}, {col} FROM {} WHERE {where_sql} ORDER BY {col} {dir}, id {dir} LIMIT ?",
+        "SELECT {}, {col} FROM {} WHERE {where_sql} ORDER BY {col} {dir}, rowid {dir} LIMIT ?",
         summary_cols(pillar),
         table(pillar)
     );
@@ -262,8 +274,8 @@ pub(crate) fn list_jobs(conn: &Connection, q: &JobQuery) -> StoreResult<Page<Job
 
 fn newest_first(pillar: Pillar) -> &'static str {
     match pillar {
-        Pillar::Hot => "created_at DESC, id DESC",
-        _ => "finished_at DESC, id DESC",
+        Pillar::Hot => "created_at DESC, rowid DESC",
+        _ => "finished_at DESC, rowid DESC",
     }
 }
 

@@ -20,6 +20,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         "active_list_index",
         include_str!("../../../../migrations/sqlite/0002_active_list_index.sql"),
     ),
+    (
+        3,
+        "index_keys_end_in_rowid",
+        include_str!("../../../../migrations/sqlite/0003_index_keys_end_in_rowid.sql"),
+    ),
 ];
 
 pub(crate) fn latest_version() -> i64 {

@@ -397,7 +397,7 @@ async fn hot_path_statements_never_scan_the_hot_table() {
         "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))",
         "SELECT j.id FROM json_each(?1) AS c CROSS JOIN jobs AS j ON j.id = c.value ->> 'id' WHERE j.status = 2 AND j.worker_id = ?2",
         "SELECT id FROM jobs WHERE idempotency_key = ?1",
-        "SELECT id FROM archive WHERE (finished_at, id) < (?1, ?2) ORDER BY finished_at DESC, id DESC LIMIT 5",
+        "SELECT id FROM archive WHERE (finished_at, rowid) < (?1, coalesce((SELECT c.rowid FROM archive AS c WHERE c.id = ?2), ?3)) ORDER BY finished_at DESC, rowid DESC LIMIT 5",
     ];
     for sql in statements {
         let mut stmt = conn.prepare(&format!("EXPLAIN QUERY PLAN {sql}")).unwrap();
