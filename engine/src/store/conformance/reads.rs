@@ -356,22 +356,9 @@ pub async fn list_jobs_pages_jobs_finished_together(f: StoreFactory) {
             column: SortColumn::FinishedAt,
             direction,
         };
-        check_paging(
-            &*store,
-            Pillar::Archive,
-            &JobFilter::default(),
-            sort,
-            &archived,
-        )
-        .await;
-        check_paging(
-            &*store,
-            Pillar::Archive,
-            &filter_queue("batch"),
-            sort,
-            &archived,
-        )
-        .await;
+        for filter in [JobFilter::default(), filter_queue("batch")] {
+            check_paging(&*store, Pillar::Archive, &filter, sort, &archived).await;
+        }
     }
     assert_counters_match_rows(&*store).await;
 }
@@ -410,7 +397,7 @@ pub async fn a_page_after_a_vanished_row_skips_nothing(f: StoreFactory) {
                 None => break,
             }
         }
-        let left: HashSet<JobId> = ids_in(&*store, Pillar::Hot, filter_queue("gone"))
+        let left: HashSet<JobId> = ids_in(&*store, Pillar::Hot, filter.clone())
             .await
             .into_iter()
             .collect();
