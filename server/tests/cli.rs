@@ -47,6 +47,22 @@ fn an_environment_variable_with_a_bad_value_names_itself() {
 }
 
 #[test]
+fn an_unrelated_deck_variable_warns_and_does_not_stop_deck() {
+    // The README's API example exports DECK_TOKEN; the shell that runs deck may have it too.
+    let dir = tempfile::tempdir().unwrap();
+    let out = run(deck(dir.path())
+        .args(["stats", "--json"])
+        .env("DECK_TOKEN", "abc"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert_eq!(
+        err.matches("DECK_TOKEN is not a deck setting").count(),
+        1,
+        "warned once, by name: {err}"
+    );
+}
+
+#[test]
 fn an_unknown_database_url_says_what_to_use() {
     let dir = tempfile::tempdir().unwrap();
     let out = run(deck(dir.path()).args(["stats", "--database", "postgres://x"]));

@@ -17,8 +17,8 @@ use deck_engine::StoreOptions;
 /// (a double underscore nests).
 pub const ENV_PREFIX: &str = "DECK_";
 
-/// `DECK_…` variables that are not configuration keys: the log filter, the config file path
-/// (a flag's environment fallback) and test hooks.
+/// `DECK_…` variables that deck reads but that are not configuration keys: the log filter,
+/// the config file path (a flag's environment fallback) and test hooks. Not warned about.
 const ENV_NOT_SETTINGS: &[&str] = &["log", "log_format", "config"];
 const ENV_NOT_SETTINGS_PREFIX: &str = "test_";
 
@@ -92,7 +92,9 @@ pub fn load(sources: &ConfigSources) -> Result<Loaded, ConfigError> {
         None => Some(PathBuf::from(DEFAULT_CONFIG_FILE)).filter(|p| p.is_file()),
     };
 
-    let figment = figment(file.as_deref(), &sources.overrides);
+    let known = KnownKeys::of_defaults();
+    let environment = EnvScan::read(&known);
+    let figment = figment(file.as_deref(), &environment, &sources.overrides);
 
     // Syntax errors (a broken TOML file) stop here: nothing below can be trusted.
     let merged: Dict = match figment.extract() {
@@ -105,7 +107,7 @@ pub fn load(sources: &ConfigSources) -> Result<Loaded, ConfigError> {
     };
 
     let mut problems = Vec::new();
-    unknown_keys(&figment, &merged, &mut problems);
+    unknown_keys(&figment, &merged, &known, &mut problems);
 
     // Extract section by section so a type error in one does not hide those in another.
     let defaults = Settings::default();
@@ -142,7 +144,7 @@ pub fn load(sources: &ConfigSources) -> Result<Loaded, ConfigError> {
         settings.auth = auth;
     }
 
-    let mut warnings = Vec::new();
+    let mut warnings = environment.warnings(&known);
     let first_semantic = problems.len();
     validate(&settings, &mut problems, &mut warnings);
     for p in &mut problems[first_semantic..] {
@@ -166,14 +168,115 @@ pub fn load(sources: &ConfigSources) -> Result<Loaded, ConfigError> {
     }
 }
 
-fn figment(file: Option<&Path>, overrides: &[(String, Value)]) -> Figment {
+/// Every key a setting reads, from the serialized defaults, so a new setting is known here
+/// the moment it has a default.
+struct KnownKeys {
+    /// Dotted paths of every key and table (`engine`, `engine.rescue.zombie_timeout`).
+    all: Vec<String>,
+    /// Tables whose default is empty: open-ended maps that their own deserializer judges.
+    open_tables: Vec<String>,
+    defaults: Dict,
+}
+
+impl KnownKeys {
+    fn of_defaults() -> Self {
+        let defaults = match Value::serialize(Settings::default()) {
+            Ok(Value::Dict(_, d)) => d,
+            _ => Dict::new(),
+        };
+        let mut known = KnownKeys {
+            all: Vec::new(),
+            open_tables: Vec::new(),
+            defaults: Dict::new(),
+        };
+        collect_keys(&defaults, "", &mut known.all, &mut known.open_tables);
+        known.defaults = defaults;
+        known
+    }
+
+    fn contains(&self, key: &str) -> bool {
+        self.all.iter().any(|k| k == key)
+            || self.open_tables.iter().any(|t| {
+                key.strip_prefix(t.as_str())
+                    .is_some_and(|rest| rest.starts_with('.'))
+            })
+    }
+}
+
+/// The `DECK_…` variables of this process, sorted into settings and the rest.
+///
+/// Other tools share the prefix (`DECK_TOKEN` in a shell that calls the API, say), so the
+/// environment is read for known keys only: a variable that is not a setting is ignored with a
+/// warning naming it, never fatal. A file or a flag with an unknown key still is.
+struct EnvScan {
+    /// Variables (as written) that name no setting.
+    ignored: Vec<(String, String)>,
+}
+
+impl EnvScan {
+    fn read(known: &KnownKeys) -> Self {
+        let mut ignored = Vec::new();
+        for (name, _) in std::env::vars_os() {
+            let Some(name) = name.to_str() else { continue };
+            let Some(key) = env_key(name) else { continue };
+            if !known.contains(&key) && !deck_reads_itself(&key) {
+                ignored.push((name.to_string(), key));
+            }
+        }
+        ignored.sort();
+        EnvScan { ignored }
+    }
+
+    /// The keys to leave out of the environment provider.
+    fn not_settings(&self) -> Vec<String> {
+        self.ignored.iter().map(|(_, k)| k.clone()).collect()
+    }
+
+    fn warnings(&self, known: &KnownKeys) -> Vec<String> {
+        self.ignored
+            .iter()
+            .map(|(name, key)| {
+                let hint = match closest(key, &known.all) {
+                    Some(k) => format!(
+                        "; did you mean {ENV_PREFIX}{}?",
+                        k.replace('.', "__").to_ascii_uppercase()
+                    ),
+                    None => String::new(),
+                };
+                format!(
+                    "environment variable {name} is not a deck setting and is ignored{hint} \
+                     (settings are listed in README → Configuration)"
+                )
+            })
+            .collect()
+    }
+}
+
+/// `DECK_ENGINE__WORKERS` → `engine.workers`, the way figment's `Env` provider names it.
+fn env_key(name: &str) -> Option<String> {
+    let prefix = name.get(..ENV_PREFIX.len())?;
+    if !prefix.eq_ignore_ascii_case(ENV_PREFIX) {
+        return None;
+    }
+    let key = name[ENV_PREFIX.len()..]
+        .to_ascii_lowercase()
+        .replace("__", ".");
+    (!key.is_empty()).then_some(key)
+}
+
+fn deck_reads_itself(key: &str) -> bool {
+    ENV_NOT_SETTINGS.contains(&key) || key.starts_with(ENV_NOT_SETTINGS_PREFIX)
+}
+
+fn figment(file: Option<&Path>, environment: &EnvScan, overrides: &[(String, Value)]) -> Figment {
     let mut figment = Figment::new();
     if let Some(path) = file {
         figment = figment.merge(Toml::file_exact(path));
     }
-    figment = figment.merge(Env::prefixed(ENV_PREFIX).split("__").filter(|k| {
+    let ignored = environment.not_settings();
+    figment = figment.merge(Env::prefixed(ENV_PREFIX).split("__").filter(move |k| {
         let k = k.as_str().to_ascii_lowercase();
-        !ENV_NOT_SETTINGS.contains(&k.as_str()) && !k.starts_with(ENV_NOT_SETTINGS_PREFIX)
+        !deck_reads_itself(&k) && !ignored.contains(&k)
     }));
     for (key, value) in overrides {
         figment = figment.merge(Serialized::default(key, value.clone()));
@@ -206,20 +309,14 @@ fn section<T: DeserializeOwned>(
 }
 
 /// Report every key that no setting reads, with where it came from and the closest known key.
-fn unknown_keys(figment: &Figment, merged: &Dict, problems: &mut Vec<Problem>) {
-    let known = match Value::serialize(Settings::default()) {
-        Ok(Value::Dict(_, d)) => d,
-        _ => return,
-    };
-    let mut all_known = Vec::new();
-    collect_keys(&known, "", &mut all_known);
+fn unknown_keys(figment: &Figment, merged: &Dict, known: &KnownKeys, problems: &mut Vec<Problem>) {
     let mut unknown = Vec::new();
-    walk_unknown(merged, &known, "", &mut unknown);
+    walk_unknown(merged, &known.defaults, "", &mut unknown);
     for key in unknown {
         let source = figment
             .find_metadata(&key)
             .map(|m| describe_source(m, &key));
-        let help = match closest(&key, &all_known) {
+        let help = match closest(&key, &known.all) {
             Some(k) => {
                 format!("did you mean `{k}`? (every key is listed in README → Configuration)")
             }
@@ -255,7 +352,7 @@ fn walk_unknown(given: &Dict, known: &Dict, prefix: &str, out: &mut Vec<String>)
     }
 }
 
-fn collect_keys(d: &Dict, prefix: &str, out: &mut Vec<String>) {
+fn collect_keys(d: &Dict, prefix: &str, out: &mut Vec<String>, open_tables: &mut Vec<String>) {
     for (k, v) in d {
         let path = if prefix.is_empty() {
             k.clone()
@@ -263,7 +360,10 @@ fn collect_keys(d: &Dict, prefix: &str, out: &mut Vec<String>) {
             format!("{prefix}.{k}")
         };
         if let Value::Dict(_, inner) = v {
-            collect_keys(inner, &path, out);
+            if inner.is_empty() {
+                open_tables.push(path.clone());
+            }
+            collect_keys(inner, &path, out, open_tables);
         }
         out.push(path);
     }
@@ -432,7 +532,54 @@ mod tests {
             ("DECK_TEST_MSSQL", "x"),
             ("DECK_CONFIG", "deck.toml"),
         ];
-        assert!(load_with("", &env, &[]).is_ok());
+        let loaded = load_with("", &env, &[]).unwrap();
+        assert!(
+            loaded.warnings.is_empty(),
+            "deck reads these itself: {:?}",
+            loaded.warnings
+        );
+    }
+
+    #[test]
+    fn unknown_deck_variables_are_ignored_with_a_warning_naming_them() {
+        // The README's own API example exports DECK_TOKEN; that must not stop `deck serve`.
+        let env = [
+            ("DECK_TOKEN", "abc"),
+            ("DECK_ENGINE__WOKERS", "3"),
+            ("DECK_ENGINE__PREFETCH", "7"),
+        ];
+        let loaded = load_with("", &env, &[]).unwrap();
+        assert_eq!(loaded.settings.engine.prefetch, 7, "known keys still apply");
+        assert_eq!(loaded.settings.engine.workers, None);
+        let text = loaded.warnings.join("\n");
+        assert_eq!(loaded.warnings.len(), 2, "{text}");
+        assert!(text.contains("DECK_TOKEN is not a deck setting"), "{text}");
+        assert!(
+            text.contains("DECK_ENGINE__WOKERS is not a deck setting")
+                && text.contains("did you mean DECK_ENGINE__WORKERS?"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn unknown_keys_in_the_file_and_flags_stay_fatal() {
+        let err = load_with(
+            "[engine]
+wokers = 3
+",
+            &[],
+            &[],
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("engine.wokers"), "{err}");
+        let err = load_with("", &[], &[("engine.wokers", Value::from(3u32))]).unwrap_err();
+        assert!(err.to_string().contains("engine.wokers"), "{err}");
+    }
+
+    #[test]
+    fn a_known_variable_with_a_bad_value_is_still_an_error() {
+        let err = load_with("", &[("DECK_ENGINE__PREFETCH", "lots")], &[]).unwrap_err();
+        assert!(err.to_string().contains("DECK_ENGINE__PREFETCH"), "{err}");
     }
 
     #[test]
