@@ -13,6 +13,7 @@ mod health;
 mod http;
 mod logging;
 mod metrics;
+mod ops_auth;
 mod request_limits;
 mod serve;
 mod state;
