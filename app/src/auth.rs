@@ -3,6 +3,9 @@
 //! Users authenticate with HTTP basic auth or a bearer token; each has a role. `viewer`
 //! reads, `operator` acts. With no users configured the console runs without auth, which
 //! the server only allows on a loopback address (`AuthConfig::check_bind`).
+//!
+//! The server's operations endpoints (`/metrics`, `/readyz`, the OpenAPI document) need a
+//! viewer too once users exist, unless their `public_…` key opens them to anyone.
 
 use std::net::SocketAddr;
 
@@ -55,6 +58,15 @@ impl std::fmt::Debug for UserConfig {
 pub struct AuthConfig {
     #[serde(default)]
     pub users: Vec<UserConfig>,
+    /// `/metrics` without credentials (it names queues and instances).
+    #[serde(default)]
+    pub public_metrics: bool,
+    /// `/readyz` without credentials, for probes that cannot send a header.
+    #[serde(default)]
+    pub public_readyz: bool,
+    /// `/api/v1/openapi.json` without credentials.
+    #[serde(default)]
+    pub public_openapi: bool,
 }
 
 /// An authenticated caller.
@@ -198,6 +210,7 @@ mod tests {
                     token: None,
                 },
             ],
+            ..AuthConfig::default()
         }
     }
 
@@ -259,6 +272,7 @@ mod tests {
                 password: None,
                 token: Some("short".into()),
             }],
+            ..AuthConfig::default()
         };
         let err = c.validate().unwrap_err();
         assert_eq!(err.lines().count(), 2, "{err}");

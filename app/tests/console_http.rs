@@ -272,6 +272,7 @@ async fn viewers_read_but_cannot_act_and_strangers_are_asked_to_sign_in() {
                 token: None,
             },
         ],
+        ..AuthConfig::default()
     };
     let f = fixture(auth).await;
     enqueue(&f.store, "emails", "{}").await;

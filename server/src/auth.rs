@@ -18,10 +18,20 @@ pub fn check(auth: &AuthConfig, addr: SocketAddr) -> anyhow::Result<()> {
         bail!("{message}");
     }
     if !auth.is_open() {
+        let public: Vec<&str> = [
+            (auth.public_metrics, "/metrics"),
+            (auth.public_readyz, "/readyz"),
+            (auth.public_openapi, "/api/v1/openapi.json"),
+        ]
+        .into_iter()
+        .filter_map(|(open, path)| open.then_some(path))
+        .collect();
         tracing::info!(
             event = "console.auth",
             users = auth.users.len(),
-            "console requires sign-in"
+            public = ?public,
+            "console, API and operations endpoints require sign-in (open to anyone: /healthz{})",
+            public.iter().map(|p| format!(", {p}")).collect::<String>()
         );
     }
     Ok(())

@@ -11,4 +11,8 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::metrics::router(state.clone()))
         .merge(crate::api::router(state.clone()))
         .merge(crate::auth::console(&state))
+        .layer(axum::middleware::from_fn_with_state(
+            crate::ops_auth::OpsAccess::new(&state.settings.auth),
+            crate::ops_auth::guard,
+        ))
 }

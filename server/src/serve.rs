@@ -73,14 +73,16 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<()>
         )
     });
 
+    let limits = crate::connections::ConnectionLimits::from(&settings.http);
+    let body_bounds = settings.http.clone();
     let state = AppState::new(engine.clone(), settings);
-    let app = crate::http::router(state);
-    let http_stop = shutdown.clone();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(http_stop.cancelled_owned())
-            .await
-    });
+    let app = crate::request_limits::apply(crate::http::router(state), &body_bounds);
+    let server = tokio::spawn(crate::connections::serve(
+        listener,
+        app,
+        limits,
+        shutdown.clone(),
+    ));
 
     wait_for_signal().await;
     tracing::info!(
@@ -100,10 +102,7 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<()>
     }
     engine.shutdown().await;
     match tokio::time::timeout(HTTP_DRAIN, server).await {
-        Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(e))) => {
-            tracing::warn!(event = "server.http_error", error = %e, "HTTP server stopped with an error")
-        }
+        Ok(Ok(())) => {}
         Ok(Err(e)) => {
             tracing::warn!(event = "server.http_error", error = %e, "HTTP server task failed")
         }

@@ -10,7 +10,7 @@ use figment::{Figment, Metadata};
 use serde::de::DeserializeOwned;
 
 use super::validate::{Problem, validate};
-use super::{AuthSettings, DEFAULT_CONFIG_FILE, EngineSettings, Settings};
+use super::{AuthSettings, DEFAULT_CONFIG_FILE, EngineSettings, HttpSettings, Settings};
 use deck_engine::StoreOptions;
 
 /// Environment variables read as configuration: `DECK_DATABASE`, `DECK_ENGINE__POLL_INTERVAL`
@@ -142,6 +142,9 @@ pub fn load(sources: &ConfigSources) -> Result<Loaded, ConfigError> {
     }
     if let Some(auth) = section::<AuthSettings>(&figment, Some("auth"), &mut problems) {
         settings.auth = auth;
+    }
+    if let Some(http) = section::<HttpSettings>(&figment, Some("http"), &mut problems) {
+        settings.http = http;
     }
 
     let mut warnings = environment.warnings(&known);
@@ -517,6 +520,28 @@ mod tests {
         let text = err.to_string();
         assert!(text.contains("engine.poll_interval"), "{text}");
         assert!(text.contains("\"5s\""), "{text}");
+    }
+
+    #[test]
+    fn the_http_table_reads_its_keys_and_names_typos() {
+        let file = "[http]\nheader_read_timeout = \"5s\"\nmax_connections = 64\n";
+        let s = load_with(file, &[], &[]).unwrap().settings;
+        assert_eq!(
+            s.http.header_read_timeout,
+            std::time::Duration::from_secs(5)
+        );
+        assert_eq!(s.http.max_connections, 64);
+        assert_eq!(
+            s.http.max_body_bytes,
+            HttpSettings::default().max_body_bytes
+        );
+
+        let err = load_with("[http]\nmax_conections = 64\n", &[], &[]).unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("did you mean `http.max_connections`"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -37,6 +37,7 @@ pub struct Settings {
     pub engine: EngineSettings,
     /// Console authentication (extended by the console).
     pub auth: AuthSettings,
+    pub http: HttpSettings,
 }
 
 impl Default for Settings {
@@ -48,6 +49,7 @@ impl Default for Settings {
             store: StoreOptions::default(),
             engine: EngineSettings::default(),
             auth: AuthSettings::default(),
+            http: HttpSettings::default(),
         }
     }
 }
@@ -175,6 +177,39 @@ impl Default for BreakerSettings {
         }
     }
 }
+
+/// `[http]`: bounds on what one client can hold of the server. Every wait a client can
+/// impose is capped, so slow or stalled clients cannot pin connections or memory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct HttpSettings {
+    /// Time to send a request's line and headers; also how long an idle keep-alive
+    /// connection stays open waiting for its next request.
+    #[serde(with = "values::duration")]
+    pub header_read_timeout: Duration,
+    /// Time to send a request's whole body, counted from the end of its headers.
+    #[serde(with = "values::duration")]
+    pub request_body_timeout: Duration,
+    /// Connections served at once; more wait in the listen backlog until one closes.
+    pub max_connections: u32,
+    /// Largest request body; a larger declared `Content-Length` is refused before reading.
+    pub max_body_bytes: u64,
+}
+
+impl Default for HttpSettings {
+    fn default() -> Self {
+        HttpSettings {
+            header_read_timeout: Duration::from_secs(10),
+            request_body_timeout: Duration::from_secs(60),
+            max_connections: 1024,
+            max_body_bytes: MAX_BODY_BYTES,
+        }
+    }
+}
+
+/// No endpoint accepts more than a batch does, so a larger `http.max_body_bytes` could
+/// only ever waste memory.
+pub const MAX_BODY_BYTES: u64 = crate::api::BATCH_BODY_LIMIT as u64;
 
 /// `[auth]`: who may use the console and the API. The console owns the keys of this table.
 pub type AuthSettings = deck_app::AuthConfig;

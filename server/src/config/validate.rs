@@ -9,8 +9,8 @@ use deck_engine::store::open::DatabaseUrl;
 use deck_engine::validation::validate_name;
 use figment::Figment;
 
-use super::Settings;
 use super::load::describe_source;
+use super::{HttpSettings, MAX_BODY_BYTES, Settings};
 
 /// One thing wrong with the configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -294,6 +294,8 @@ pub(super) fn validate(s: &Settings, problems: &mut Vec<Problem>, warnings: &mut
         );
     }
 
+    validate_http(&s.http, &mut problem, warnings);
+
     if s.store.pool_size == 0 {
         problem(
             "store.pool_size",
@@ -316,6 +318,62 @@ pub(super) fn validate(s: &Settings, problems: &mut Vec<Problem>, warnings: &mut
              e.g. deck"
                 .into(),
         );
+    }
+}
+
+const MIN_HTTP_TIMEOUT: Duration = Duration::from_secs(1);
+const MAX_HTTP_TIMEOUT: Duration = Duration::from_secs(3600);
+const MAX_CONNECTIONS: u32 = 1_000_000;
+const MIN_BODY_BYTES: u64 = 1024;
+
+fn validate_http(
+    h: &HttpSettings,
+    problem: &mut impl FnMut(&str, String, String),
+    warnings: &mut Vec<String>,
+) {
+    for (key, value) in [
+        ("http.header_read_timeout", h.header_read_timeout),
+        ("http.request_body_timeout", h.request_body_timeout),
+    ] {
+        if !(MIN_HTTP_TIMEOUT..=MAX_HTTP_TIMEOUT).contains(&value) {
+            problem(
+                key,
+                format!("{} is out of range", human(value)),
+                format!(
+                    "use {} to {}; shorter cuts off honest clients on slow links, longer lets \
+                     stalled clients hold connections",
+                    human(MIN_HTTP_TIMEOUT),
+                    human(MAX_HTTP_TIMEOUT)
+                ),
+            );
+        }
+    }
+    if h.max_connections == 0 || h.max_connections > MAX_CONNECTIONS {
+        problem(
+            "http.max_connections",
+            format!("{} is out of range", h.max_connections),
+            format!(
+                "use 1 to {MAX_CONNECTIONS} (default 1024), and keep it below the process's \
+                 open-files limit (ulimit -n)"
+            ),
+        );
+    }
+    if !(MIN_BODY_BYTES..=MAX_BODY_BYTES).contains(&h.max_body_bytes) {
+        problem(
+            "http.max_body_bytes",
+            format!("{} is out of range", h.max_body_bytes),
+            format!(
+                "use {MIN_BODY_BYTES} to {MAX_BODY_BYTES} bytes (default {MAX_BODY_BYTES} = \
+                 32 MiB, the batch limit; no endpoint accepts more)"
+            ),
+        );
+    } else if h.max_body_bytes < crate::api::SINGLE_BODY_LIMIT as u64 {
+        warnings.push(format!(
+            "http.max_body_bytes = {} is below one maximal job ({} bytes): jobs with payloads \
+             near the 1 MiB limit will be refused with 413",
+            h.max_body_bytes,
+            crate::api::SINGLE_BODY_LIMIT
+        ));
     }
 }
 
@@ -369,6 +427,29 @@ mod tests {
         assert_eq!(p[0].key, "engine.rescue.zombie_timeout");
         let (p, _) = check(|s| s.engine.rescue.dead_instance_timeout = Duration::from_secs(6));
         assert_eq!(p[0].key, "engine.rescue.dead_instance_timeout");
+    }
+
+    #[test]
+    fn http_bounds_are_checked() {
+        let (p, _) = check(|s| {
+            s.http.header_read_timeout = Duration::from_millis(500);
+            s.http.request_body_timeout = Duration::from_secs(2 * 3600);
+            s.http.max_connections = 0;
+            s.http.max_body_bytes = MAX_BODY_BYTES + 1;
+        });
+        let keys: Vec<_> = p.iter().map(|p| p.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "http.header_read_timeout",
+                "http.request_body_timeout",
+                "http.max_connections",
+                "http.max_body_bytes"
+            ]
+        );
+        let (p, w) = check(|s| s.http.max_body_bytes = 64 * 1024);
+        assert!(p.is_empty(), "{p:?}");
+        assert!(w[0].contains("http.max_body_bytes"), "{w:?}");
     }
 
     #[test]
