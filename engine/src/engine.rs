@@ -278,7 +278,8 @@ pub struct ShutdownReport {
     /// Finished jobs whose outcome could not be committed within `shutdown_flush_timeout`
     /// (the store refused or did not answer). They stay `Processing` by this instance; the
     /// rescuer moves them to the DLQ as `Zombie` once the instance counts as gone, since
-    /// their handler ran.
+    /// their handler ran. (A commit still in flight when shutdown gave up may land after
+    /// all; the rescuer then finds the job finished and leaves it.)
     pub uncommitted: Vec<JobId>,
     /// Jobs whose handler ignored cancellation and was still running when shutdown stopped
     /// waiting; rescued as `Zombie` the same way.

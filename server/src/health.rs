@@ -1,5 +1,6 @@
 //! `/healthz` (the process answers) and `/readyz` (it can do its job: the database answers
-//! with its schema in place, the workers run, the engine is not shutting down).
+//! with its schema in place, its writes succeed, the workers run, the engine is not shutting
+//! down).
 
 use std::time::{Duration, Instant};
 
@@ -171,6 +172,6 @@ fn writes_check(health: &StoreHealth) -> Check {
                 at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
             ),
         ),
-        None => Check::new("writes", "ok", "no failed write"),
+        None => Check::new("writes", "ok", "no write since the store opened"),
     }
 }

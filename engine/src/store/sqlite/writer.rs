@@ -126,6 +126,15 @@ fn group_failure(operation: &'static str, e: &StoreError) -> StoreError {
     }
 }
 
+/// A command's storage fault, kept for the group (its own caller gets the original).
+fn copy_fault(e: &StoreError) -> StoreError {
+    let operation = match e {
+        StoreError::Storage { operation, .. } => operation,
+        _ => "write",
+    };
+    group_failure(operation, e)
+}
+
 /// What the writer checks before each group and reports after it; shared with the store.
 #[derive(Clone, Default)]
 pub(crate) struct Watch {
@@ -378,7 +387,7 @@ fn run_group(
             continue;
         }
         if fault.is_none() {
-            fault = cmd.storage_fault().map(|e| group_failure("write", e));
+            fault = cmd.storage_fault().map(copy_fault);
         }
         if conn.is_autocommit() {
             // On a full disk or an I/O error SQLite may roll back the whole transaction, not
