@@ -13,7 +13,7 @@
 //! # Ok(()) }
 //! ```
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::task::Poll;
@@ -41,7 +41,7 @@ use crate::runtime::instance::{InstanceHeartbeat, InstanceHeartbeatConfig, host_
 use crate::runtime::pruner::{Pruner, PrunerConfig};
 use crate::runtime::rescuer::{Rescuer, RescuerConfig};
 use crate::runtime::retry::RetryPolicy;
-use crate::runtime::running::{CancelReason, RunningJobs};
+use crate::runtime::running::{CancelReason, RunningJob, RunningJobs};
 use crate::runtime::snapshot::{self, RuntimeSnapshot};
 use crate::runtime::timeouts::{TimeoutWatchdog, WatchdogConfig};
 use crate::runtime::worker::{ensure_workers, run_starter};
@@ -55,6 +55,11 @@ pub const MAX_WORKERS: u32 = 10_000;
 pub const MAX_PREFETCH: u32 = 100_000;
 /// How long shutdown waits for cancelled jobs to wind down after the grace period.
 const CANCEL_WIND_DOWN: Duration = Duration::from_secs(10);
+/// How long the background loops get to stop (finish the store call in flight, deregister
+/// the instance) once everything else is done.
+const LOOPS_STOP: Duration = Duration::from_secs(5);
+/// Job ids a shutdown log line names at most; the count is always given.
+const LOGGED_IDS: usize = 20;
 
 /// How this engine instance runs. `Default` gives the documented defaults; `validate` lists
 /// every problem at once.
@@ -80,6 +85,9 @@ pub struct EngineConfig {
     pub timeout_check_interval: Duration,
     /// How long shutdown lets running jobs finish before cancelling them.
     pub shutdown_grace: Duration,
+    /// How long shutdown keeps trying to commit the outcomes of finished jobs once their
+    /// handlers have stopped, before it gives up and reports them (`ShutdownReport`).
+    pub shutdown_flush_timeout: Duration,
     pub rescue_interval: Duration,
     pub rescue: RescuePolicy,
     pub retention_interval: Duration,
@@ -106,6 +114,7 @@ impl Default for EngineConfig {
             execution_timeout: Duration::from_secs(15 * 60),
             timeout_check_interval: Duration::from_secs(1),
             shutdown_grace: Duration::from_secs(30),
+            shutdown_flush_timeout: Duration::from_secs(5),
             rescue_interval: Duration::from_secs(60),
             rescue: RescuePolicy::default(),
             retention_interval: Duration::from_secs(3600),
@@ -192,6 +201,13 @@ impl EngineConfig {
         if self.execution_timeout.is_zero() {
             problems.push("execution_timeout must be more than zero (default 15 min)".into());
         }
+        if self.shutdown_flush_timeout.is_zero() {
+            problems.push(
+                "shutdown_flush_timeout must be more than zero (default 5 s): finished jobs \
+                 need a moment to commit at shutdown"
+                    .into(),
+            );
+        }
         if self.timeout_check_interval < Duration::from_millis(10) {
             problems.push("timeout_check_interval must be at least 10 ms (default 1 s)".into());
         }
@@ -251,6 +267,88 @@ struct EngineInner {
     loops: Mutex<Vec<JoinHandle<()>>>,
     shutdown_started: AtomicBool,
     finished: CancellationToken,
+    /// What the first `shutdown` call found, for later callers.
+    report: Mutex<Option<ShutdownReport>>,
+}
+
+/// What a shutdown left behind. Nothing is lost: each job named here is still in the
+/// database, and the rescue rules take it from there (see each field).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ShutdownReport {
+    /// Finished jobs whose outcome could not be committed within `shutdown_flush_timeout`
+    /// (the store refused or did not answer). They stay `Processing` by this instance; the
+    /// rescuer moves them to the DLQ as `Zombie` once the instance counts as gone, since
+    /// their handler ran. (A commit still in flight when shutdown gave up may land after
+    /// all; the rescuer then finds the job finished and leaves it.)
+    pub uncommitted: Vec<JobId>,
+    /// Jobs whose handler ignored cancellation and was still running when shutdown stopped
+    /// waiting; rescued as `Zombie` the same way.
+    pub still_running: Vec<JobId>,
+    /// Buffered (never started) jobs the store refused to hand back; the rescuer returns them
+    /// to pending, unrun.
+    pub unreleased: Vec<JobId>,
+    /// Whether this instance's row was marked gone. If not, its work is rescued once its
+    /// heartbeat is older than `rescue.dead_instance_timeout`.
+    pub deregistered: bool,
+}
+
+impl ShutdownReport {
+    /// Everything this instance held was committed or handed back.
+    pub fn is_clean(&self) -> bool {
+        self.uncommitted.is_empty() && self.still_running.is_empty() && self.unreleased.is_empty()
+    }
+
+    fn log(&self, instance: &str) {
+        let when = if self.deregistered {
+            "at the next rescue sweep of any instance"
+        } else {
+            "once this instance's heartbeat is older than engine.rescue.dead_instance_timeout"
+        };
+        if !self.uncommitted.is_empty() {
+            tracing::error!(
+                event = "engine.shutdown.uncommitted",
+                instance,
+                jobs = self.uncommitted.len(),
+                ids = %sample(&self.uncommitted),
+                "finished jobs whose outcome could not be committed: they stay processing \
+                 in the database and go to the dead-letter queue as Zombie {when} (their \
+                 handler ran; resurrect them to run them again)"
+            );
+        }
+        if !self.still_running.is_empty() {
+            tracing::error!(
+                event = "engine.shutdown.still_running",
+                instance,
+                jobs = self.still_running.len(),
+                ids = %sample(&self.still_running),
+                "jobs whose handler ignored cancellation: they go to the dead-letter queue \
+                 as Zombie {when}"
+            );
+        }
+        if !self.unreleased.is_empty() {
+            tracing::warn!(
+                event = "engine.shutdown.unreleased",
+                instance,
+                jobs = self.unreleased.len(),
+                ids = %sample(&self.unreleased),
+                "buffered jobs that could not be handed back: they return to pending, unrun, \
+                 {when}"
+            );
+        }
+    }
+}
+
+/// Up to `LOGGED_IDS` ids, and how many more there are.
+fn sample(ids: &[JobId]) -> String {
+    let shown: Vec<String> = ids
+        .iter()
+        .take(LOGGED_IDS)
+        .map(|id| id.to_string())
+        .collect();
+    match ids.len().saturating_sub(LOGGED_IDS) {
+        0 => shown.join(" "),
+        more => format!("{} and {more} more", shown.join(" ")),
+    }
 }
 
 impl std::fmt::Debug for Engine {
@@ -324,6 +422,9 @@ impl Engine {
             counters: Counters::default(),
             claiming: CancellationToken::new(),
             stopped: CancellationToken::new(),
+            abandon_commits: CancellationToken::new(),
+            uncommitted: Mutex::new(Vec::new()),
+            deregistered: AtomicBool::new(false),
             config,
         });
 
@@ -413,6 +514,7 @@ impl Engine {
                 loops: Mutex::new(loops),
                 shutdown_started: AtomicBool::new(false),
                 finished: CancellationToken::new(),
+                report: Mutex::new(None),
             }),
         })
     }
@@ -613,32 +715,47 @@ impl Engine {
     }
 
     /// Graceful shutdown: stop claiming, hand the buffer back, let running jobs finish
-    /// within `shutdown_grace`, cancel the rest (their attempt is retried later), stop the
-    /// loops and deregister. Calling it again waits for the first call to finish.
-    pub async fn shutdown(&self) {
+    /// within `shutdown_grace`, cancel the rest (their attempt is retried later), give the
+    /// finished jobs' outcomes `shutdown_flush_timeout` to commit, stop the loops and
+    /// deregister. It returns whatever the store refuses by then, without waiting further:
+    /// the report says what was left to the rescuer. Calling it again waits for the first
+    /// call and returns the same report.
+    pub async fn shutdown(&self) -> ShutdownReport {
         if self.inner.shutdown_started.swap(true, Ordering::AcqRel) {
             self.inner.finished.cancelled().await;
-            return;
+            return self.stored_report();
         }
         let shared = self.shared();
+        let config = &shared.config;
         tracing::info!(instance = %shared.instance_id, "shutting down: no new claims");
+        shared.running.start_draining();
         shared.claiming.cancel();
         for handle in take_handles(&self.inner.intake) {
             let _ = handle.await;
         }
         let buffered: Vec<JobId> = shared.buffer.take_all().iter().map(|j| j.id).collect();
-        shared.release(&buffered, "shutdown").await;
+        let unreleased = if shared.release(&buffered, "shutdown").await {
+            Vec::new()
+        } else {
+            buffered
+        };
 
-        let running = shared.running.len();
+        // Handlers first: the grace period is theirs. Outcomes commit as they come meanwhile.
+        let handlers_stopped =
+            |jobs: &HashMap<JobId, Arc<RunningJob>>| jobs.values().all(|j| j.handler_done());
+        let running = shared.running.executing().len();
         if running > 0 {
-            tracing::info!(running, grace = ?shared.config.shutdown_grace,
+            tracing::info!(running, grace = ?config.shutdown_grace,
                 "waiting for running jobs to finish");
         }
-        if tokio::time::timeout(shared.config.shutdown_grace, shared.running.wait_empty())
-            .await
-            .is_err()
+        if tokio::time::timeout(
+            config.shutdown_grace,
+            shared.running.wait_until(handlers_stopped),
+        )
+        .await
+        .is_err()
         {
-            let left = shared.running.all();
+            let left = shared.running.executing();
             tracing::warn!(
                 jobs = left.len(),
                 "grace period over: cancelling running jobs"
@@ -646,23 +763,90 @@ impl Engine {
             for run in &left {
                 run.cancel(CancelReason::Shutdown);
             }
-            if tokio::time::timeout(CANCEL_WIND_DOWN, shared.running.wait_empty())
-                .await
-                .is_err()
+            if tokio::time::timeout(
+                CANCEL_WIND_DOWN,
+                shared.running.wait_until(handlers_stopped),
+            )
+            .await
+            .is_err()
             {
                 tracing::error!(
-                    jobs = shared.running.len(),
-                    "jobs ignored cancellation; \
-                    leaving them to the rescuer"
+                    jobs = shared.running.executing().len(),
+                    "jobs ignored cancellation; leaving them to the rescuer"
                 );
             }
         }
-        shared.stopped.cancel();
-        for handle in take_handles(&self.inner.loops) {
-            let _ = handle.await;
+
+        // Then the outcomes of every handler that returned: committed, or given up on.
+        let only_stuck_left =
+            |jobs: &HashMap<JobId, Arc<RunningJob>>| jobs.values().all(|j| !j.handler_done());
+        if tokio::time::timeout(
+            config.shutdown_flush_timeout,
+            shared.running.wait_until(only_stuck_left),
+        )
+        .await
+        .is_err()
+        {
+            tracing::warn!(flush_timeout = ?config.shutdown_flush_timeout,
+                "the store did not commit every finished job in time; giving up on the rest");
         }
-        tracing::info!(instance = %shared.instance_id, "engine stopped");
+        shared.abandon_commits.cancel();
+        shared.stopped.cancel();
+        let loops = take_handles(&self.inner.loops);
+        let aborts: Vec<_> = loops.iter().map(JoinHandle::abort_handle).collect();
+        if tokio::time::timeout(LOOPS_STOP, futures::future::join_all(loops))
+            .await
+            .is_err()
+        {
+            tracing::warn!(
+                "background loops did not stop within {} s; stopping them",
+                LOOPS_STOP.as_secs()
+            );
+            for abort in aborts {
+                abort.abort();
+            }
+        }
+
+        let mut uncommitted =
+            std::mem::take(&mut *shared.uncommitted.lock().unwrap_or_else(|p| p.into_inner()));
+        // Whatever is still registered was never committed either (a completer stopped by
+        // force leaves its batch here).
+        let mut still_running = Vec::new();
+        for run in shared.running.all() {
+            if run.handler_done() {
+                uncommitted.push(run.job.id);
+            } else {
+                still_running.push(run.job.id);
+            }
+        }
+        uncommitted.sort();
+        uncommitted.dedup();
+        still_running.sort();
+        let report = ShutdownReport {
+            uncommitted,
+            still_running,
+            unreleased,
+            deregistered: shared.deregistered.load(Ordering::Acquire),
+        };
+        report.log(&shared.instance_id);
+        if report.is_clean() {
+            tracing::info!(instance = %shared.instance_id, "engine stopped");
+        } else {
+            tracing::warn!(instance = %shared.instance_id,
+                "engine stopped, leaving work to the rescuer");
+        }
+        *self.inner.report.lock().unwrap_or_else(|p| p.into_inner()) = Some(report.clone());
         self.inner.finished.cancel();
+        report
+    }
+
+    fn stored_report(&self) -> ShutdownReport {
+        self.inner
+            .report
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .unwrap_or_default()
     }
 }
 

@@ -52,6 +52,25 @@ pub enum StoreError {
         transient: bool,
     },
 
+    /// The database refused to be written at the storage level: the disk is full, an I/O
+    /// error, the file became read-only. Writes are expected to work again once the cause is
+    /// fixed; the store's health (`Store::health`) reports it meanwhile.
+    #[error("cannot write the database during {operation}: {message}\n  help: {help}")]
+    Storage {
+        operation: &'static str,
+        message: String,
+        help: String,
+    },
+
+    /// The database file was deleted or replaced by another file while the store had it
+    /// open: whatever it wrote now would go to a file nobody will read again. The store
+    /// refuses all work from then on; only a restart (which opens the current file) helps.
+    #[error(
+        "the database file {path:?} was {change} while deck was running; writes would be lost \
+         with the old file\n  help: restart deck to open the current file"
+    )]
+    FileReplaced { path: String, change: &'static str },
+
     /// The store was closed (shutdown) while an operation was waiting.
     #[error("store is closed")]
     Closed,
@@ -65,6 +84,15 @@ impl StoreError {
                 transient: true,
                 ..
             }
+        )
+    }
+
+    /// The store can take no more work until the database's storage is fixed or deck
+    /// restarts (see `Storage` and `FileReplaced`).
+    pub fn is_storage_fault(&self) -> bool {
+        matches!(
+            self,
+            StoreError::Storage { .. } | StoreError::FileReplaced { .. }
         )
     }
 

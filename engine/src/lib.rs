@@ -15,7 +15,7 @@ pub mod telemetry;
 pub mod validation;
 
 pub use channel::WaitOutcome;
-pub use engine::{ConfigError, Engine, EngineConfig, EngineError};
+pub use engine::{ConfigError, Engine, EngineConfig, EngineError, ShutdownReport};
 pub use error::{StoreError, StoreResult};
 pub use handler::{HandlerError, HandlerOutcome, HandlerRegistry, JobContext, Middleware, Next};
 pub use model::*;
@@ -24,5 +24,5 @@ pub use runtime::{
     BreakerConfig, BreakerInfo, BreakerStateName, EngineEvent, EventKind, Progress, RetryPolicy,
     RunningJobInfo, RuntimeCounters, RuntimeSnapshot,
 };
-pub use store::{Store, StoreOptions, open_store};
+pub use store::{Store, StoreHealth, StoreOptions, WriteFailure, open_store};
 pub use telemetry::*;

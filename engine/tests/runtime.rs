@@ -674,7 +674,9 @@ async fn shutdown_lets_running_jobs_finish_and_releases_the_buffer() {
     };
     eventually(|| engine.snapshot().buffered == 0 && engine.snapshot().draining).await;
     gate.open();
-    stopping.await.unwrap();
+    let report = stopping.await.unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert!(report.deregistered);
 
     let mut states = Vec::new();
     for id in &ids {
@@ -725,7 +727,11 @@ async fn shutdown_cancels_jobs_that_outlive_the_grace_period_and_retries_them() 
         .id;
     gate.wait_arrivals(1).await;
 
-    engine.shutdown().await;
+    let report = engine.shutdown().await;
+    assert!(
+        report.is_clean(),
+        "the cancelled attempt was committed: {report:?}"
+    );
 
     let job = store.get_job(id).await.unwrap().unwrap();
     assert_eq!(

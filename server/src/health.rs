@@ -1,5 +1,6 @@
 //! `/healthz` (the process answers) and `/readyz` (it can do its job: the database answers
-//! with its schema in place, the workers run, the engine is not shutting down).
+//! with its schema in place, its writes succeed, the workers run, the engine is not shutting
+//! down).
 
 use std::time::{Duration, Instant};
 
@@ -8,6 +9,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
+use deck_engine::StoreHealth;
 use serde::Serialize;
 
 use crate::state::AppState;
@@ -77,6 +79,8 @@ async fn readyz(State(state): State<AppState>) -> Response {
         ),
     };
     checks.push(database);
+    // Issue 11 (write health): the store's own record of its recent writes; no database call.
+    checks.push(writes_check(&store.health()));
 
     checks.push(if snapshot.draining {
         Check::new("engine", "fail", "shutting down: no new work is claimed")
@@ -138,4 +142,36 @@ async fn readyz(State(state): State<AppState>) -> Response {
         StatusCode::SERVICE_UNAVAILABLE
     };
     (code, Json(body)).into_response()
+}
+
+/// `writes`: fails while the store's writes fail at the storage level (disk full, I/O error)
+/// and once it stopped accepting work (its database file was deleted or replaced). A ping
+/// reads, so it would still answer in both cases.
+fn writes_check(health: &StoreHealth) -> Check {
+    if let Some(why) = &health.unusable {
+        return Check::new("writes", "fail", why.clone());
+    }
+    if let Some(f) = &health.write_failure {
+        return Check::new(
+            "writes",
+            "fail",
+            format!(
+                "{} failed writes since {}: {}",
+                f.failures,
+                f.since.to_rfc3339_opts(chrono::SecondsFormat::Secs, true),
+                f.error
+            ),
+        );
+    }
+    match health.last_write_at {
+        Some(at) => Check::new(
+            "writes",
+            "ok",
+            format!(
+                "last write committed at {}",
+                at.to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
+            ),
+        ),
+        None => Check::new("writes", "ok", "no write since the store opened"),
+    }
 }

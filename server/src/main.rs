@@ -44,7 +44,7 @@ fn main() -> ExitCode {
         }
     };
     match runtime.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(code) => code,
         Err(e) => {
             report(&e);
             ExitCode::FAILURE
@@ -52,14 +52,16 @@ fn main() -> ExitCode {
     }
 }
 
-async fn run(cli: Cli) -> anyhow::Result<()> {
-    match cli.command {
-        Command::Serve(args) => serve::run(cli.config, args).await,
+async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    let done = match cli.command {
+        // `serve` chooses its own status: a shutdown that left work to the rescuer is not 0.
+        Command::Serve(args) => return serve::run(cli.config, args).await,
         Command::Migrate(args) => commands::migrate::run(cli.config, args).await,
         Command::Stats(args) => commands::stats::run(cli.config, args).await,
         Command::Enqueue(args) => commands::enqueue::run(cli.config, args).await,
         Command::Bench(cmd) => bench::run(cmd).await,
-    }
+    };
+    done.map(|()| ExitCode::SUCCESS)
 }
 
 /// Print an error and its causes the way cargo does: the headline, then each cause on its

@@ -1,8 +1,11 @@
 //! `deck serve`: open the store, start the engine, serve HTTP, and shut down gracefully on
-//! Ctrl-C or SIGTERM (stop accepting, let the engine finish or hand back its work, exit 0).
+//! Ctrl-C or SIGTERM (stop accepting, let the engine finish or hand back its work). The exit
+//! status says whether that worked: 0, or `EXIT_WORK_LEFT` when the store could not take
+//! everything back (the engine logs which jobs the rescuer will handle).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -20,7 +23,11 @@ use crate::state::AppState;
 /// get this long to finish before the process exits anyway.
 const HTTP_DRAIN: Duration = Duration::from_secs(5);
 
-pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<()> {
+/// Exit status of a shutdown that left work to the rescuer: finished jobs whose outcome the
+/// store would not commit, handlers that ignored cancellation, buffered jobs not handed back.
+pub const EXIT_WORK_LEFT: u8 = 3;
+
+pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<ExitCode> {
     let loaded = load_config(config, |s| args.apply(s))?;
     let settings = loaded.settings;
     if let Some(file) = &loaded.file {
@@ -100,7 +107,7 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<()>
     if let Some(demo) = demo {
         let _ = demo.await;
     }
-    engine.shutdown().await;
+    let report = engine.shutdown().await;
     match tokio::time::timeout(HTTP_DRAIN, server).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => {
@@ -112,8 +119,18 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<()>
             HTTP_DRAIN.as_secs()
         ),
     }
-    tracing::info!(event = "server.stopped", "stopped");
-    Ok(())
+    if report.is_clean() {
+        tracing::info!(event = "server.stopped", "stopped");
+        return Ok(ExitCode::SUCCESS);
+    }
+    tracing::error!(
+        event = "server.stopped_with_work_left",
+        uncommitted = report.uncommitted.len(),
+        still_running = report.still_running.len(),
+        unreleased = report.unreleased.len(),
+        "stopped, leaving the jobs named above to the rescuer; exit status {EXIT_WORK_LEFT}"
+    );
+    Ok(ExitCode::from(EXIT_WORK_LEFT))
 }
 
 /// Ctrl-C or SIGTERM (what `docker stop`, systemd and Kubernetes send).

@@ -3,6 +3,11 @@
 //! transaction carries hundreds of jobs and at low rates nothing waits for a timer. A job
 //! counts as done (waiters woken, counters bumped, registry entry dropped) only after the
 //! commit.
+//!
+//! A commit that fails is retried with backoff for as long as the engine runs (the disk may
+//! be freed). Once shutdown's flush timeout has passed (`Shared::abandon_commits`), it gives
+//! up: the jobs it held go to `Shared::uncommitted` for the shutdown report, and stay
+//! `Processing` in the database for the rescuer.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -56,7 +61,10 @@ pub(crate) async fn commit(shared: &Shared, batch: Vec<Finished>) {
     let applied = if completions.is_empty() {
         Vec::new()
     } else {
-        commit_with_retry(shared, completions).await
+        match commit_with_retry(shared, completions).await {
+            Some(applied) => applied,
+            None => return give_up(shared, &batch),
+        }
     };
 
     let now = Instant::now();
@@ -77,7 +85,6 @@ pub(crate) async fn commit(shared: &Shared, batch: Vec<Finished>) {
             tracing::warn!(job = %f.run.job.id, "job abandoned: another owner holds it now");
             continue;
         };
-        // A missing answer means the commit was given up (shutdown with the database down).
         let outcome = results.next().unwrap_or(Applied::NotApplied);
         if outcome == Applied::NotApplied {
             not_applied += 1;
@@ -129,36 +136,61 @@ pub(crate) async fn commit(shared: &Shared, batch: Vec<Finished>) {
     }
 }
 
-async fn commit_with_retry(shared: &Shared, completions: Vec<Completion>) -> Vec<Applied> {
+/// Shutdown gave up on this batch: nothing of it is known to be committed.
+fn give_up(shared: &Shared, batch: &[Finished]) {
+    let mut abandoned = 0u64;
+    let mut ids = Vec::with_capacity(batch.len());
+    for f in batch {
+        match f.completion {
+            Some(_) => ids.push(f.run.job.id),
+            // Taken from us meanwhile: there was nothing to commit.
+            None => abandoned += 1,
+        }
+    }
+    tracing::warn!(
+        jobs = ids.len(),
+        "shutdown flush timeout passed: giving up committing finished jobs"
+    );
+    shared.counters.add(&shared.counters.abandoned, abandoned);
+    shared
+        .uncommitted
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .extend_from_slice(&ids);
+    shared
+        .running
+        .remove_many(batch.iter().map(|f| f.run.job.id));
+}
+
+/// `None`: given up at shutdown (the commit may or may not have happened if a call was in
+/// flight; the rescue rules hold either way).
+async fn commit_with_retry(shared: &Shared, completions: Vec<Completion>) -> Option<Vec<Applied>> {
     let mut delay = Duration::from_millis(50);
-    let mut give_up_at: Option<Instant> = None;
     loop {
-        match shared
+        let attempt = shared
             .store
-            .complete(&shared.instance_id, completions.clone())
-            .await
-        {
-            Ok(applied) => return applied,
+            .complete(&shared.instance_id, completions.clone());
+        let outcome = tokio::select! {
+            biased;
+            _ = shared.abandon_commits.cancelled() => return None,
+            outcome = attempt => outcome,
+        };
+        match outcome {
+            Ok(applied) => return Some(applied),
             Err(e) => {
-                let stopping = shared.claiming.is_cancelled();
-                let deadline = *give_up_at.get_or_insert_with(|| {
-                    Instant::now()
-                        + if stopping {
-                            Duration::from_secs(10)
-                        } else {
-                            Duration::from_secs(u64::MAX / 4)
-                        }
-                });
-                if stopping && Instant::now() >= deadline {
-                    tracing::error!(error = %e, jobs = completions.len(),
-                        "giving up committing completions at shutdown; the rescuer will \
-                         treat these jobs as zombies");
-                    return Vec::new();
-                }
                 tracing::warn!(error = %e, jobs = completions.len(), retry_in = ?delay,
                     "could not commit completions; retrying");
-                tokio::time::sleep(delay).await;
-                delay = (delay * 2).min(Duration::from_secs(5));
+                tokio::select! {
+                    _ = tokio::time::sleep(delay) => {}
+                    _ = shared.abandon_commits.cancelled() => return None,
+                }
+                // While shutdown waits on these, try more often than the usual 5 s.
+                let cap = if shared.claiming.is_cancelled() {
+                    Duration::from_secs(1)
+                } else {
+                    Duration::from_secs(5)
+                };
+                delay = (delay * 2).min(cap);
             }
         }
     }

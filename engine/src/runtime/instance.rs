@@ -87,14 +87,15 @@ impl InstanceHeartbeat {
                     tracing::warn!(error = %e, "instance heartbeat failed");
                 }
             }
-            if let Err(e) = self
+            match self
                 .shared
                 .store
                 .deregister_instance(&self.shared.instance_id)
                 .await
             {
-                tracing::warn!(error = %e, "could not deregister this instance; the rescuer \
-                    will notice it is gone");
+                Ok(()) => self.shared.deregistered.store(true, Ordering::Release),
+                Err(e) => tracing::warn!(error = %e, "could not deregister this instance; \
+                    the rescuer will notice it is gone"),
             }
         }
         .instrument(span)

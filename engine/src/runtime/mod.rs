@@ -12,7 +12,7 @@
 //! ```
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
@@ -92,6 +92,13 @@ pub(crate) struct Shared {
     pub(crate) claiming: CancellationToken,
     /// Cancelled when running work is done (or abandoned): every loop exits.
     pub(crate) stopped: CancellationToken,
+    /// Cancelled when shutdown's flush timeout has passed: the completer stops trying to
+    /// commit and records what it still held in `uncommitted`.
+    pub(crate) abandon_commits: CancellationToken,
+    /// Finished jobs whose outcome shutdown gave up committing.
+    pub(crate) uncommitted: Mutex<Vec<JobId>>,
+    /// The instance row was marked gone at shutdown.
+    pub(crate) deregistered: AtomicBool,
 }
 
 impl Shared {
@@ -158,10 +165,10 @@ impl Shared {
         self.apply_queues(all);
     }
 
-    /// Hand buffered jobs back to pending (no attempt spent).
-    pub(crate) async fn release(&self, ids: &[JobId], why: &str) {
+    /// Hand buffered jobs back to pending (no attempt spent). False when the store refused.
+    pub(crate) async fn release(&self, ids: &[JobId], why: &str) -> bool {
         if ids.is_empty() {
-            return;
+            return true;
         }
         match self.store.release(&self.instance_id, ids, None).await {
             Ok(n) => {
@@ -173,13 +180,17 @@ impl Shared {
                         format!("{n} buffered jobs released ({why})"),
                     )
                 });
+                true
             }
-            Err(e) => tracing::warn!(
-                error = %e,
-                jobs = ids.len(),
-                why,
-                "could not release buffered jobs; the rescuer will return them to pending"
-            ),
+            Err(e) => {
+                tracing::warn!(
+                    error = %e,
+                    jobs = ids.len(),
+                    why,
+                    "could not release buffered jobs; the rescuer will return them to pending"
+                );
+                false
+            }
         }
     }
 
@@ -187,7 +198,8 @@ impl Shared {
     pub(crate) async fn release_queue(&self, queue: &str) {
         let jobs = self.buffer.take_queue(queue);
         let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
-        self.release(&ids, "queue paused").await;
+        // A refusal is logged; the rescuer returns the jobs to pending.
+        let _ = self.release(&ids, "queue paused").await;
     }
 }
 

@@ -4,7 +4,7 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering, fence};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
@@ -66,6 +66,8 @@ pub(crate) struct RunningJob {
     /// Admitted as a circuit breaker's half-open probe.
     pub(crate) probe: bool,
     pub(crate) events: EventBus,
+    /// The handler has returned (or never ran): what is left is committing its outcome.
+    handler_done: AtomicBool,
 }
 
 impl RunningJob {
@@ -85,7 +87,12 @@ impl RunningJob {
             deadline,
             probe,
             events,
+            handler_done: AtomicBool::new(false),
         }
+    }
+
+    pub(crate) fn handler_done(&self) -> bool {
+        self.handler_done.load(Ordering::Acquire)
     }
 
     /// Cancel the job's token, recording why (unless an earlier reason stands).
@@ -124,8 +131,10 @@ pub struct RunningJobInfo {
 #[derive(Debug, Default)]
 pub(crate) struct RunningJobs {
     jobs: Mutex<HashMap<JobId, std::sync::Arc<RunningJob>>>,
-    /// Signalled whenever the registry becomes empty (graceful shutdown waits on it).
-    emptied: Notify,
+    /// Signalled whenever the registry becomes empty and, while shutdown drains, whenever a
+    /// handler returns or outcomes are committed (shutdown waits on those).
+    changed: Notify,
+    draining: AtomicBool,
 }
 
 impl RunningJobs {
@@ -148,17 +157,60 @@ impl RunningJobs {
         for id in ids {
             map.remove(&id);
         }
-        if map.is_empty() {
-            self.emptied.notify_waiters();
+        if map.is_empty() || self.draining.load(Ordering::Relaxed) {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// From now on every finished handler and every commit is signalled (see `wait_until`).
+    pub(crate) fn start_draining(&self) {
+        self.draining.store(true, Ordering::Relaxed);
+        // Pairs with the fence in `handler_finished`: either a waiter sees that job's flag,
+        // or that handler sees `draining` and signals.
+        fence(Ordering::SeqCst);
+    }
+
+    /// The job's handler returned; its outcome goes to the completer next.
+    pub(crate) fn handler_finished(&self, run: &RunningJob) {
+        run.handler_done.store(true, Ordering::Release);
+        fence(Ordering::SeqCst);
+        // Only shutdown waits for this: the hot path pays no lock.
+        if self.draining.load(Ordering::Relaxed) {
+            self.changed.notify_waiters();
+        }
+    }
+
+    /// Jobs whose handler is still running, oldest id first.
+    pub(crate) fn executing(&self) -> Vec<std::sync::Arc<RunningJob>> {
+        let mut jobs: Vec<_> = self
+            .lock()
+            .values()
+            .filter(|j| !j.handler_done())
+            .cloned()
+            .collect();
+        jobs.sort_by_key(|j| j.job.id);
+        jobs
+    }
+
+    /// Wait until `done` holds for the registry (checked again at every signal; see
+    /// `start_draining` for which changes signal).
+    pub(crate) async fn wait_until(
+        &self,
+        done: impl Fn(&HashMap<JobId, std::sync::Arc<RunningJob>>) -> bool,
+    ) {
+        loop {
+            let notified = self.changed.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if done(&self.lock()) {
+                return;
+            }
+            notified.await;
         }
     }
 
     pub(crate) fn get(&self, id: JobId) -> Option<std::sync::Arc<RunningJob>> {
         self.lock().get(&id).cloned()
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.lock().len()
     }
 
     pub(crate) fn ids(&self) -> Vec<JobId> {
@@ -183,19 +235,6 @@ impl RunningJobs {
             j.cancel(CancelReason::Timeout);
         }
         overdue
-    }
-
-    /// Wait until no job is running (or return at once if none is).
-    pub(crate) async fn wait_empty(&self) {
-        loop {
-            let notified = self.emptied.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.lock().is_empty() {
-                return;
-            }
-            notified.await;
-        }
     }
 
     pub(crate) fn infos(&self, now: Instant) -> Vec<RunningJobInfo> {

@@ -100,7 +100,9 @@ async fn next_job(shared: &Shared) -> Option<Arc<RunningJob>> {
 async fn worker_loop(shared: Arc<Shared>) {
     while let Some(run) = next_job(&shared).await {
         let finished = execute(&shared, run).await;
-        // The completer only goes away after every running job is accounted for.
+        shared.running.handler_finished(&finished.run);
+        // The completer only goes away after every running job is accounted for (or
+        // shutdown gave up on committing them).
         let _ = shared.completions.send(finished);
         shared.pool.busy.fetch_sub(1, Ordering::AcqRel);
         shared.wake_starter.notify_one();
@@ -479,6 +481,7 @@ pub(crate) fn launch(shared: &Arc<Shared>, jobs: Vec<(Job, bool)>) {
             "expires_at passed before the job could start".to_string(),
             0,
         );
+        shared.running.handler_finished(&run);
         let _ = shared.completions.send(Finished {
             run,
             completion: Some(completion),

@@ -24,6 +24,7 @@ use crate::model::{
 use crate::query::{BulkAction, BulkPreview, JobFilter, JobQuery, JobSummary, Page};
 use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
 
+pub mod health;
 pub mod open;
 pub mod sqlite;
 pub mod sqlserver;
@@ -31,6 +32,7 @@ pub mod sqlserver;
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
 
+pub use health::{StoreHealth, WriteFailure};
 pub use open::{SqliteSynchronous, StoreOptions, open_store};
 
 #[async_trait]
@@ -48,6 +50,13 @@ pub trait Store: Send + Sync + 'static {
 
     /// A cheap round trip proving the database answers and the schema is in place (`/readyz`).
     async fn ping(&self) -> StoreResult<()>;
+
+    /// How recent writes went and whether the store stopped accepting work, from what the
+    /// store saw itself (no database call; cheap enough for every readiness probe).
+    /// Default: nothing known, reported healthy (a backend that does not track it).
+    fn health(&self) -> StoreHealth {
+        StoreHealth::default()
+    }
 
     // ------------------------------------------------------------------ transitions: producers
 

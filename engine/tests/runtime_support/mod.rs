@@ -1,5 +1,6 @@
 //! Helpers shared by the runtime integration tests: temp SQLite stores, gates that handlers
-//! block on, a condition wait, and a `Store` wrapper that counts result-sweep calls.
+//! block on, a condition wait, and a `Store` wrapper that counts result-sweep calls and can
+//! refuse to commit completions.
 
 #![allow(dead_code)]
 
@@ -131,11 +132,14 @@ impl Gate {
 }
 
 /// Delegates to a real store and counts `finished_jobs` calls (only the result sweep makes
-/// them) and `mark_processing` calls (only buffered jobs need them).
+/// them) and `mark_processing` calls (only buffered jobs need them). While
+/// `refuse_completions` is on, `complete` fails the way a full disk makes it fail.
 pub struct CountingStore {
     inner: Arc<dyn Store>,
     finished_jobs: AtomicUsize,
     mark_processing: AtomicUsize,
+    refuse_completions: AtomicBool,
+    refused: Notify,
 }
 
 impl CountingStore {
@@ -144,7 +148,18 @@ impl CountingStore {
             inner,
             finished_jobs: AtomicUsize::new(0),
             mark_processing: AtomicUsize::new(0),
+            refuse_completions: AtomicBool::new(false),
+            refused: Notify::new(),
         }
+    }
+
+    pub fn refuse_completions(&self, refuse: bool) {
+        self.refuse_completions.store(refuse, Ordering::SeqCst);
+    }
+
+    /// Resolves at the next refused `complete` call (or at once if one came unawaited).
+    pub async fn next_refusal(&self) {
+        self.refused.notified().await;
     }
 
     pub fn mark_processing_calls(&self) -> usize {
@@ -168,6 +183,10 @@ impl Store for CountingStore {
 
     async fn ping(&self) -> StoreResult<()> {
         self.inner.ping().await
+    }
+
+    fn health(&self) -> StoreHealth {
+        self.inner.health()
     }
 
     async fn enqueue(&self, req: EnqueueRequest) -> StoreResult<EnqueueOutcome> {
@@ -205,6 +224,14 @@ impl Store for CountingStore {
         worker_id: &str,
         completions: Vec<Completion>,
     ) -> StoreResult<Vec<Applied>> {
+        if self.refuse_completions.load(Ordering::SeqCst) {
+            self.refused.notify_one();
+            return Err(StoreError::Storage {
+                operation: "complete",
+                message: "database or disk is full".into(),
+                help: "refused by the test".into(),
+            });
+        }
         self.inner.complete(worker_id, completions).await
     }
 

@@ -124,9 +124,13 @@ impl From<StoreError> for ApiError {
                 "shutting_down",
                 "the server is shutting down; retry against another instance or after restart",
             ),
+            // A full disk or a replaced database file: nothing the caller did; retry here
+            // once the operator fixed it, or elsewhere.
             StoreError::Config { .. }
             | StoreError::Unavailable { .. }
-            | StoreError::Schema { .. } => {
+            | StoreError::Schema { .. }
+            | StoreError::Storage { .. }
+            | StoreError::FileReplaced { .. } => {
                 tracing::error!(event = "api.store_unavailable", error = %e);
                 ApiError::new(
                     StatusCode::SERVICE_UNAVAILABLE,
@@ -192,6 +196,28 @@ mod tests {
         assert_eq!(
             ApiError::from(StoreError::database("claim", "boom", false)).status,
             StatusCode::INTERNAL_SERVER_ERROR
+        );
+        let full = ApiError::from(StoreError::Storage {
+            operation: "enqueue",
+            message: "database or disk is full".into(),
+            help: "free space".into(),
+        });
+        assert_eq!(
+            (full.status, full.code),
+            (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
+        );
+        let replaced = ApiError::from(StoreError::FileReplaced {
+            path: "/var/lib/deck/deck.db".into(),
+            change: "deleted",
+        });
+        assert_eq!(
+            (replaced.status, replaced.code),
+            (StatusCode::SERVICE_UNAVAILABLE, "store_unavailable")
+        );
+        assert!(
+            replaced.message.contains("restart deck"),
+            "{}",
+            replaced.message
         );
     }
 }

@@ -78,6 +78,9 @@ pub struct EngineSettings {
     pub execution_timeout: Duration,
     #[serde(with = "values::duration")]
     pub shutdown_grace: Duration,
+    /// After running jobs stopped at shutdown, how long their outcomes may take to commit.
+    #[serde(with = "values::duration")]
+    pub shutdown_flush_timeout: Duration,
     #[serde(with = "values::duration")]
     pub rescue_interval: Duration,
     #[serde(with = "values::duration")]
@@ -104,6 +107,7 @@ impl Default for EngineSettings {
             heartbeat_interval: Duration::from_secs(10),
             execution_timeout: Duration::from_secs(15 * 60),
             shutdown_grace: Duration::from_secs(30),
+            shutdown_flush_timeout: Duration::from_secs(5),
             rescue_interval: Duration::from_secs(60),
             retention_interval: Duration::from_secs(3600),
             result_max_bytes: 1024 * 1024,
@@ -227,6 +231,7 @@ impl EngineSettings {
             heartbeat_interval: self.heartbeat_interval,
             execution_timeout: self.execution_timeout,
             shutdown_grace: self.shutdown_grace,
+            shutdown_flush_timeout: self.shutdown_flush_timeout,
             rescue_interval: self.rescue_interval,
             rescue: self.rescue.policy(),
             retention_interval: self.retention_interval,

@@ -18,14 +18,43 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 const STATEMENT_CACHE: usize = 128;
 
 /// Map a driver error. Busy and locked mean another connection holds the write lock for
-/// longer than the busy timeout: safe to retry.
+/// longer than the busy timeout: safe to retry. A full disk, an I/O error or a file turned
+/// read-only are storage faults: they say nothing about the request, and the store's health
+/// reports them until a write succeeds again.
 pub(crate) fn db_err(operation: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
     move |err| {
+        let code = err.sqlite_error_code();
+        if let Some(help) = code.and_then(storage_help) {
+            return StoreError::Storage {
+                operation,
+                message: err.to_string(),
+                help: help.to_string(),
+            };
+        }
         let transient = matches!(
-            err.sqlite_error_code(),
+            code,
             Some(ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked)
         );
         StoreError::database(operation, err, transient)
+    }
+}
+
+/// What fixes a storage fault; `None` for errors that are not one.
+fn storage_help(code: ErrorCode) -> Option<&'static str> {
+    match code {
+        ErrorCode::DiskFull => Some(
+            "free space on the disk that holds the database (or raise its quota); deck keeps \
+             retrying and is ready again once a write succeeds",
+        ),
+        ErrorCode::SystemIoFailure => Some(
+            "the disk or file system holding the database failed a read or write (see the \
+             kernel log); deck is ready again once a write succeeds",
+        ),
+        ErrorCode::ReadOnly | ErrorCode::CannotOpen => Some(
+            "the database file, its -wal and -shm files and their directory must stay \
+             writable by the user running deck",
+        ),
+        _ => None,
     }
 }
 

@@ -9,6 +9,7 @@
 mod checkpointer;
 mod codec;
 mod connection;
+mod file_identity;
 mod maintenance;
 mod moves;
 mod operators;
@@ -19,6 +20,8 @@ mod schema;
 mod telemetry;
 mod workers;
 
+#[cfg(test)]
+mod fault_tests;
 #[cfg(test)]
 mod tests;
 
@@ -34,15 +37,16 @@ use crate::model::{
     PruneReport, QueueConfig, QueuePatch, RescuePolicy, RescueReport, RetentionPolicy, Timestamp,
 };
 use crate::query::{BulkAction, BulkPreview, JobFilter, JobQuery, JobSummary, Page};
-use crate::store::{SqliteSynchronous, Store, StoreOptions};
+use crate::store::{SqliteSynchronous, Store, StoreHealth, StoreOptions};
 use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
 use crate::validation;
 
 use codec::{duration_us, now_us, to_us};
 use connection::{open_connection, unavailable};
+use file_identity::FileIdentity;
 use maintenance::PruneTarget;
 use readers::Readers;
-use writer::Writer;
+use writer::{Watch, Writer};
 
 mod writer;
 
@@ -52,6 +56,8 @@ const BULK_STEP: u32 = 250;
 pub struct SqliteStore {
     writer: Writer,
     readers: Arc<Readers>,
+    /// The file the store opened and how its writes went (shared with the writer thread).
+    watch: Watch,
 }
 
 /// The whole schema as one SQL script, every migration in order with its version comment
@@ -76,6 +82,10 @@ impl SqliteStore {
         let options = options.clone();
         tokio::task::spawn_blocking(move || {
             let mut write_conn = open_connection(&path, &options)?;
+            let watch = Watch {
+                identity: Arc::new(FileIdentity::capture(write_conn.path())),
+                ..Watch::default()
+            };
             let applied = schema::migrate(&mut write_conn, now_us())?;
             if !applied.is_empty() {
                 tracing::info!(db = %path, versions = ?applied, "applied SQLite schema migrations");
@@ -106,14 +116,43 @@ impl SqliteStore {
                 checkpointer::Thresholds::default(),
             )
             .map_err(|e| unavailable(&path, e))?;
-            let writer = Writer::spawn(write_conn, wal_sync).map_err(|e| unavailable(&path, e))?;
+            let writer = Writer::spawn(write_conn, wal_sync, watch.clone())
+                .map_err(|e| unavailable(&path, e))?;
             Ok(SqliteStore {
                 writer,
-                readers: Readers::new(path, options, reader),
+                readers: Readers::watching(path, options, reader, watch.identity.clone()),
+                watch,
             })
         })
         .await
         .map_err(|e| StoreError::database("open", format!("open task failed: {e}"), false))?
+    }
+}
+
+#[cfg(any(test, feature = "testing"))]
+impl SqliteStore {
+    /// Tests: let the database grow by at most `pages` more pages (`None`: no limit again),
+    /// so a write that needs more fails with SQLITE_FULL, "database or disk is full", the way
+    /// it does on a full disk. Returns the new limit.
+    pub async fn limit_growth_for_tests(&self, pages: Option<u32>) -> StoreResult<i64> {
+        self.writer
+            .write_lease("limit growth", move |conn| {
+                let limit = match pages {
+                    Some(extra) => {
+                        let count: i64 = conn
+                            .query_row("PRAGMA page_count", [], |r| r.get(0))
+                            .map_err(connection::db_err("limit growth"))?;
+                        count + i64::from(extra)
+                    }
+                    // SQLite's own default and largest limit.
+                    None => 0xFFFF_FFFE,
+                };
+                conn.query_row(&format!("PRAGMA max_page_count = {limit}"), [], |r| {
+                    r.get(0)
+                })
+                .map_err(connection::db_err("limit growth"))
+            })
+            .await
     }
 }
 
@@ -129,6 +168,8 @@ impl Store for SqliteStore {
     }
 
     async fn ping(&self) -> StoreResult<()> {
+        // Readiness must notice a replaced file even while nothing is written.
+        self.watch.identity.check()?;
         self.readers
             .read(|conn| {
                 let version: i64 = conn
@@ -150,6 +191,13 @@ impl Store for SqliteStore {
                 Ok(())
             })
             .await
+    }
+
+    fn health(&self) -> StoreHealth {
+        StoreHealth {
+            unusable: self.watch.identity.lost(),
+            ..self.watch.health.health()
+        }
     }
 
     async fn enqueue(&self, req: EnqueueRequest) -> StoreResult<EnqueueOutcome> {

@@ -9,6 +9,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::store::StoreOptions;
 
 use super::connection::open_connection;
+use super::file_identity::FileIdentity;
 
 /// Idle read connections kept open; more are opened under load and closed after.
 const IDLE_READERS: usize = 4;
@@ -17,22 +18,41 @@ pub(crate) struct Readers {
     path: String,
     options: StoreOptions,
     idle: Mutex<Vec<Connection>>,
+    /// Once the file is gone, reads fail too (they would show the old file), and a new
+    /// connection must never create an empty file at the old path.
+    identity: Arc<FileIdentity>,
 }
 
 impl Readers {
+    #[cfg(test)]
     pub(crate) fn new(path: String, options: StoreOptions, first: Connection) -> Arc<Readers> {
+        Self::watching(path, options, first, Arc::default())
+    }
+
+    /// Readers that stop once `identity` finds the database file deleted or replaced.
+    pub(crate) fn watching(
+        path: String,
+        options: StoreOptions,
+        first: Connection,
+        identity: Arc<FileIdentity>,
+    ) -> Arc<Readers> {
         Arc::new(Readers {
             path,
             options,
             idle: Mutex::new(vec![first]),
+            identity,
         })
     }
 
     fn take(&self) -> StoreResult<Connection> {
+        self.identity.ensure()?;
         let pooled = self.idle.lock().ok().and_then(|mut idle| idle.pop());
         match pooled {
             Some(conn) => Ok(conn),
-            None => open_connection(&self.path, &self.options),
+            None => {
+                self.identity.check()?;
+                open_connection(&self.path, &self.options)
+            }
         }
     }
 
