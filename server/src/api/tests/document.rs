@@ -380,11 +380,20 @@ async fn a_queue_patch_changes_something() {
     assert!(schema.get("maxProperties").is_none(), "{schema}");
     // `paused` and `hidden` cannot be cleared, so the document does not allow null for them.
     assert_eq!(property(&doc, "QueuePatch", "paused")["type"], "boolean");
-    for body in [json!({}), json!({"paused": null}), json!({"hidden": null})] {
+    for (body, code) in [
+        (json!({}), "empty_patch"),
+        (json!({"paused": null}), "invalid_value"),
+        (json!({"hidden": null, "max_workers": 3}), "invalid_value"),
+    ] {
         let r = h
             .call(Method::PATCH, "/api/v1/queues/q", Some(body.clone()))
             .await;
-        assert_eq!(r.status, StatusCode::BAD_REQUEST, "{body}: {}", r.body);
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::BAD_REQUEST, code),
+            "{body}: {}",
+            r.body
+        );
     }
     h.finish().await;
 }
