@@ -45,22 +45,31 @@ base="http://127.0.0.1:$port"
   --database "sqlite://$work/deck.db") >"$work/deck.log" 2>&1 &
 deck_pid=$!
 
+# Fuzzing repeats until its budget is spent, so the stateful phase (sequences of calls that
+# follow the document's links, e.g. enqueue then read or cancel that job) gets its own run and
+# a third of the time.
+run_phases() {
+  local phases=$1 seconds=$2
+  # From the temporary folder: schemathesis keeps a cache of past failures in ./.schemathesis
+  # and replays them first; every run here starts clean, as CI does.
+  (cd "$work" && exec "$schemathesis" run "$base/api/v1/openapi.json" \
+    --wait-for-schema 60 \
+    --request-timeout 75 \
+    --max-response-time 70 \
+    --checks all \
+    --mode all \
+    --phases "$phases" \
+    --max-examples "$max_examples" \
+    --max-time "$seconds" \
+    --seed "${CONTRACT_SEED:-20261101}" \
+    --generation-database none \
+    --report junit --report-dir "$work/report" \
+    --no-color)
+}
+
 status=0
-# From the temporary folder: schemathesis keeps a cache of past failures in ./.schemathesis and
-# replays them first; every run here starts clean, as CI does.
-(cd "$work" && exec "$schemathesis" run "$base/api/v1/openapi.json" \
-  --wait-for-schema 60 \
-  --request-timeout 75 \
-  --max-response-time 70 \
-  --checks all \
-  --mode all \
-  --phases examples,coverage,fuzzing,stateful \
-  --max-examples "$max_examples" \
-  --max-time "$max_time" \
-  --seed "${CONTRACT_SEED:-20261101}" \
-  --generation-database none \
-  --report junit --report-dir "$work/report" \
-  --no-color) || status=$?
+run_phases examples,coverage,fuzzing $((max_time * 2 / 3)) || status=$?
+run_phases stateful $((max_time - max_time * 2 / 3)) || status=$?
 
 if ! kill -0 "$deck_pid" 2>/dev/null; then
   echo "contract: deck serve exited during the run; its log:" >&2
