@@ -8,12 +8,17 @@ use deck_engine::{
     AttemptError, Continuation, ContinuationTrigger, EnqueueOutcome, EnqueueRequest, Job, JobEdit,
     JobState, QueueConfig, QueuePatch, QueueStats, Summary,
 };
-use serde::{Deserialize, Deserializer, Serialize};
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::error::ApiError;
+use super::limits::{AnyJson, Name, Tag, check_delay, check_int};
+use super::wire::{
+    integer, nullable_integer, objects, optional_integer, optional_object, present_bool,
+    present_value,
+};
 
 // ---------------------------------------------------------------------------------- enqueue
 
@@ -21,49 +26,63 @@ use super::error::ApiError;
 #[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnqueueJob {
-    /// Queue name (1–255 characters).
-    #[schema(example = "default")]
+    /// Queue name.
+    #[schema(value_type = Name, example = "default")]
     pub queue: String,
     /// Handler type key.
     #[serde(rename = "type")]
-    #[schema(example = "demo.echo")]
+    #[schema(value_type = Name, example = "demo.echo")]
     pub job_type: String,
-    /// Any JSON value, handed to the handler (at most 1 MiB as text). Absent means `null`.
+    /// Handed to the handler: any JSON value, at most 1 MiB as text. Absent means `null`.
     #[serde(default)]
-    #[schema(value_type = Object, example = json!({"hello": "world"}))]
+    #[schema(value_type = AnyJson, example = json!({"hello": "world"}))]
     pub payload: Value,
     #[serde(default)]
+    #[schema(value_type = Vec<Tag>)]
     pub tags: Vec<String>,
     /// Higher runs first.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "integer")]
     pub priority: i32,
-    /// Run no earlier than this (RFC 3339). Exclusive with `delay_ms`.
+    /// Run no earlier than this (RFC 3339). Give `scheduled_at` or `delay_ms`, not both
+    /// (400 `invalid_field`).
     #[serde(default)]
     pub scheduled_at: Option<DateTime<Utc>>,
-    /// Run after this many milliseconds. Exclusive with `scheduled_at`.
-    #[serde(default)]
+    /// Run after this many milliseconds (at most 2,000,000,000,000, about 63 years). Give
+    /// `delay_ms` or `scheduled_at`, not both (400 `invalid_field`).
+    #[serde(default, deserialize_with = "optional_integer")]
+    #[schema(minimum = 0, maximum = 2_000_000_000_000_u64)]
     pub delay_ms: Option<u64>,
     /// While an active job holds this key, enqueueing again returns that job's id (200)
     /// instead of creating a new one (201).
     #[serde(default)]
+    #[schema(value_type = Option<Name>)]
     pub idempotency_key: Option<String>,
     #[serde(default)]
+    #[schema(value_type = Option<Name>)]
     pub correlation_id: Option<String>,
     /// Who enqueued it; defaults to the authenticated user.
     #[serde(default)]
+    #[schema(value_type = Option<Name>)]
     pub created_by: Option<String>,
     /// If the job has not started by then it goes to the dead-letter queue as `Expired`.
     #[serde(default)]
     pub expires_at: Option<DateTime<Utc>>,
     /// Total runs allowed (the first included); defaults to the engine's retry setting.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_integer")]
+    #[schema(minimum = 1, maximum = 2_147_483_647)]
     pub max_attempts: Option<u32>,
     /// A follow-up job enqueued in the same transaction as this job's final transition.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_object")]
     pub continuation: Option<ContinuationDto>,
 }
 
 impl EnqueueJob {
+    /// The limits the engine does not check itself (it takes any `u32` and `u64`).
+    pub fn check(&self, prefix: &str) -> Result<(), ApiError> {
+        check_int(&format!("{prefix}max_attempts"), self.max_attempts, 1)?;
+        check_delay(&format!("{prefix}delay_ms"), self.delay_ms)
+    }
+
     /// The engine request; `actor` fills `created_by` when the client gave none.
     pub fn into_request(self, actor: &str) -> EnqueueRequest {
         EnqueueRequest {
@@ -90,8 +109,10 @@ impl EnqueueJob {
 #[serde(deny_unknown_fields)]
 #[schema(as = Continuation)]
 pub struct ContinuationDto {
+    #[schema(value_type = Name)]
     pub queue: String,
     #[serde(rename = "type")]
+    #[schema(value_type = Name)]
     pub job_type: String,
     /// When it fires; defaults to `on_success`.
     #[serde(default = "default_trigger")]
@@ -143,7 +164,9 @@ impl From<&Continuation> for ContinuationDto {
 #[derive(Debug, Clone, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EnqueueBatch {
-    /// At most 10,000 jobs.
+    /// 1 to 10,000 jobs.
+    #[serde(deserialize_with = "objects")]
+    #[schema(min_items = 1, max_items = 10_000)]
     pub jobs: Vec<EnqueueJob>,
 }
 
@@ -205,10 +228,10 @@ pub struct JobView {
     pub pillar: String,
     /// True once the job succeeded or went to the dead-letter queue.
     pub finished: bool,
-    #[schema(value_type = Object)]
+    #[schema(value_type = AnyJson)]
     pub payload: Value,
-    /// What the handler returned (succeeded jobs).
-    #[schema(value_type = Object)]
+    /// What the handler returned (succeeded jobs; `null` otherwise).
+    #[schema(value_type = AnyJson)]
     pub result: Option<Value>,
     /// The last attempt's error message.
     pub error: Option<String>,
@@ -230,8 +253,8 @@ pub struct JobView {
     pub worker_id: Option<String>,
     pub cancel_requested: bool,
     pub continuation: Option<ContinuationDto>,
-    /// The payload as first enqueued, when an operator edited it.
-    #[schema(value_type = Object)]
+    /// The payload as first enqueued, when an operator edited it (`null` otherwise).
+    #[schema(value_type = AnyJson)]
     pub original_payload: Option<Value>,
     /// Present when the request waited (`?wait=`): true when the wait ended before the job
     /// finished.
@@ -338,16 +361,19 @@ pub enum CancelOutcomeDto {
 #[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResurrectEdits {
-    /// A replacement payload (any JSON value; the first payload is kept).
-    #[serde(default, deserialize_with = "present")]
-    #[schema(value_type = Object)]
+    /// A replacement payload: any JSON value, `null` included, as on enqueue (the first
+    /// payload is kept as `original_payload`).
+    #[serde(default, deserialize_with = "present_value")]
+    #[schema(value_type = AnyJson)]
     pub payload: Option<Value>,
     #[serde(default)]
+    #[schema(value_type = Option<Vec<Tag>>)]
     pub tags: Option<Vec<String>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "optional_integer")]
     pub priority: Option<i32>,
     /// Move it to another queue.
     #[serde(default)]
+    #[schema(value_type = Option<Name>)]
     pub queue: Option<String>,
 }
 
@@ -444,35 +470,57 @@ impl From<QueueConfig> for QueueSettings {
     }
 }
 
-/// A partial change of a queue's settings. Absent fields stay as they are; `null` clears an
-/// override back to the default.
+/// A partial change of a queue's settings, with at least one field. Absent fields stay as they
+/// are; `null` clears an override back to the default.
 #[derive(Debug, Clone, Default, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 #[schema(as = QueuePatch)]
 pub struct QueuePatchDto {
-    #[serde(default)]
+    /// Stop (true) or restart (false) claiming from the queue.
+    #[serde(default, deserialize_with = "present_bool")]
+    #[schema(value_type = bool)]
     pub paused: Option<bool>,
-    #[serde(default)]
+    /// Hide the queue in the console's lists.
+    #[serde(default, deserialize_with = "present_bool")]
+    #[schema(value_type = bool)]
     pub hidden: Option<bool>,
-    /// At least 1; `null` = unlimited.
-    #[serde(default, deserialize_with = "nullable")]
-    #[schema(value_type = Option<u32>)]
+    /// Cluster-wide cap on fetched + processing jobs; `null` = unlimited.
+    #[serde(default, deserialize_with = "nullable_integer")]
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 2_147_483_647)]
     pub max_workers: Option<Option<u32>>,
-    #[serde(default, deserialize_with = "nullable")]
-    #[schema(value_type = Option<u32>)]
+    /// Running jobs without a heartbeat this long go to the DLQ; `null` = the server default.
+    #[serde(default, deserialize_with = "nullable_integer")]
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 2_147_483_647)]
     pub zombie_timeout_secs: Option<Option<u32>>,
-    #[serde(default, deserialize_with = "nullable")]
-    #[schema(value_type = Option<u32>)]
+    /// A run longer than this is stopped (`Timeout`); `null` = the server default.
+    #[serde(default, deserialize_with = "nullable_integer")]
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 2_147_483_647)]
     pub execution_timeout_secs: Option<Option<u32>>,
-    #[serde(default, deserialize_with = "nullable")]
-    #[schema(value_type = Option<u32>)]
+    /// Lag from which the console warns.
+    #[serde(default, deserialize_with = "nullable_integer")]
+    #[schema(value_type = Option<u32>, minimum = 0, maximum = 2_147_483_647)]
     pub lag_warn_secs: Option<Option<u32>>,
-    #[serde(default, deserialize_with = "nullable")]
-    #[schema(value_type = Option<u32>)]
+    /// Lag the console shows as critical: at least `lag_warn_secs`, as given in this patch or
+    /// already set (409 `lag_thresholds_conflict` otherwise).
+    #[serde(default, deserialize_with = "nullable_integer")]
+    #[schema(value_type = Option<u32>, minimum = 0, maximum = 2_147_483_647)]
     pub lag_crit_secs: Option<Option<u32>>,
 }
 
 impl QueuePatchDto {
+    /// The upper limits the engine does not check itself (it rejects the zeros).
+    pub fn check(&self) -> Result<(), ApiError> {
+        check_int("max_workers", self.max_workers.flatten(), 1)?;
+        check_int("zombie_timeout_secs", self.zombie_timeout_secs.flatten(), 1)?;
+        check_int(
+            "execution_timeout_secs",
+            self.execution_timeout_secs.flatten(),
+            1,
+        )?;
+        check_int("lag_warn_secs", self.lag_warn_secs.flatten(), 0)?;
+        check_int("lag_crit_secs", self.lag_crit_secs.flatten(), 0)
+    }
+
     pub fn is_empty(&self) -> bool {
         self.paused.is_none()
             && self.hidden.is_none()
@@ -496,24 +544,6 @@ impl From<QueuePatchDto> for QueuePatch {
             lag_crit_secs: p.lag_crit_secs,
         }
     }
-}
-
-/// A field that was present (maybe as `null`) becomes `Some(..)`; serde's default would fold
-/// an explicit `null` into "absent", and then a client could never clear an override.
-fn nullable<'de, D, T>(de: D) -> Result<Option<Option<T>>, D::Error>
-where
-    D: Deserializer<'de>,
-    T: Deserialize<'de>,
-{
-    Option::<T>::deserialize(de).map(Some)
-}
-
-/// A JSON value field whose explicit `null` still counts as given (a `null` payload).
-fn present<'de, D>(de: D) -> Result<Option<Value>, D::Error>
-where
-    D: Deserializer<'de>,
-{
-    Value::deserialize(de).map(Some)
 }
 
 // ---------------------------------------------------------------------------------- stats

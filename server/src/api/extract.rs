@@ -11,6 +11,7 @@ use deck_engine::JobId;
 use serde::de::DeserializeOwned;
 
 use super::error::ApiError;
+use super::wire::ObjectOnly;
 
 /// A JSON body, deserialized strictly (the DTOs deny unknown fields). Requires a JSON
 /// content type: besides being honest, that keeps plain cross-site form posts out.
@@ -64,7 +65,8 @@ where
             ));
         }
         // A literal `null` body is "no body" too, so clients may always send JSON.
-        parse_json::<Option<T>>(&body).map(OptionalApiJson)
+        parse_json::<Option<ObjectOnly<T>>>(&body)
+            .map(|parsed| OptionalApiJson(parsed.map(|ObjectOnly(value)| value)))
     }
 }
 
@@ -182,10 +184,10 @@ pub fn parse_job_id(raw: &str) -> Result<JobId, ApiError> {
     })
 }
 
-/// `?wait=` values: `30s`, `500ms`, `2m`, or a bare number of seconds. Longer waits are
+/// `?wait=` values: a decimal number with an optional unit, `ms`, `s` or `m` (`30s`, `500ms`,
+/// `1.5m`, `2`: seconds), exactly the document's `limits::WAIT_PATTERN`. Longer waits are
 /// capped at `max` so a client cannot pin a connection forever.
 pub fn parse_wait(raw: &str, max: Duration) -> Result<Duration, ApiError> {
-    let s = raw.trim();
     let bad = || {
         ApiError::bad_request(
             "invalid_wait",
@@ -197,19 +199,26 @@ pub fn parse_wait(raw: &str, max: Duration) -> Result<Duration, ApiError> {
         )
         .with_field("wait")
     };
-    let (number, unit_ms) = if let Some(n) = s.strip_suffix("ms") {
+    let (number, unit_ms) = if let Some(n) = raw.strip_suffix("ms") {
         (n, 1.0)
-    } else if let Some(n) = s.strip_suffix('s') {
+    } else if let Some(n) = raw.strip_suffix('s') {
         (n, 1_000.0)
-    } else if let Some(n) = s.strip_suffix('m') {
+    } else if let Some(n) = raw.strip_suffix('m') {
         (n, 60_000.0)
     } else {
-        (s, 1_000.0)
+        (raw, 1_000.0)
     };
-    let value: f64 = number.trim().parse().map_err(|_| bad())?;
-    if !value.is_finite() || value < 0.0 {
+    let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
+    let plain = match number.split_once('.') {
+        Some((whole, fraction)) => digits(whole) && digits(fraction),
+        None => digits(number),
+    };
+    // Plain decimals only: f64's parser would also take `1e3`, `inf` or `+5`, which the
+    // document does not promise.
+    if !plain {
         return Err(bad());
     }
+    let value: f64 = number.parse().map_err(|_| bad())?;
     let ms = (value * unit_ms).min(max.as_millis() as f64);
     Ok(Duration::from_millis(ms as u64))
 }
@@ -270,8 +279,17 @@ mod tests {
             Duration::from_millis(1500)
         );
         assert_eq!(parse_wait("10m", max).unwrap(), max);
-        assert_eq!(parse_wait("soon", max).unwrap_err().code, "invalid_wait");
-        assert_eq!(parse_wait("-1s", max).unwrap_err().code, "invalid_wait");
+        assert_eq!(parse_wait("0", max).unwrap(), Duration::ZERO);
+        assert_eq!(parse_wait("99999999999999999999m", max).unwrap(), max);
+        for bad in [
+            "soon", "-1s", "", "s", ".5s", "5.s", "1e3", "+5", "inf", "NaN", " 30s", "30 s", "30h",
+        ] {
+            assert_eq!(
+                parse_wait(bad, max).unwrap_err().code,
+                "invalid_wait",
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

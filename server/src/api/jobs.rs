@@ -22,8 +22,9 @@ use super::principal::{Operator, Viewer};
 #[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct WaitQuery {
-    /// Hold the request until the job finishes or this much time passes (`30s`, `500ms`,
-    /// `2m`; capped at 60 s). On timeout the job comes back in its current state with
+    /// Hold the request until the job finishes or this much time passes: a number with an
+    /// optional unit, `ms`, `s` (the default) or `m` (`30s`, `500ms`, `1.5m`, `2`); longer
+    /// waits are cut to 60 s. On timeout the job comes back in its current state with
     /// `timed_out: true`.
     pub wait: Option<String>,
 }
@@ -86,8 +87,11 @@ fn created_status(created: bool) -> StatusCode {
         (status = 201, description = "Created", body = Enqueued),
         (status = 200, description = "Duplicate idempotency key: the existing job", body = Enqueued),
         (status = 400, description = "Invalid input; nothing was written", body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
+        (status = 401, description = "No or bad credentials", body = ErrorBody),
+        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
+        (status = 413, description = "Body too large (1.25 MiB per job)", body = ErrorBody),
+        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
+        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
     )
 )]
 pub async fn enqueue(
@@ -97,6 +101,7 @@ pub async fn enqueue(
     ApiJson(job): ApiJson<EnqueueJob>,
 ) -> ApiResult<(StatusCode, Json<Enqueued>)> {
     let wait = wait_of(&state, &query)?;
+    job.check("")?;
     let outcome = state.engine.enqueue(job.into_request(&who.name)).await?;
     let mut body = Enqueued::from(outcome);
     if let Some(timeout) = wait {
@@ -115,8 +120,11 @@ pub async fn enqueue(
         (status = 201, description = "At least one job created", body = BatchEnqueued),
         (status = 200, description = "All duplicates", body = BatchEnqueued),
         (status = 400, description = "Invalid input; nothing was written", body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 413, body = ErrorBody), (status = 415, body = ErrorBody),
+        (status = 401, description = "No or bad credentials", body = ErrorBody),
+        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
+        (status = 413, description = "Body too large (32 MiB per batch)", body = ErrorBody),
+        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
+        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
     )
 )]
 pub async fn enqueue_batch(
@@ -125,6 +133,9 @@ pub async fn enqueue_batch(
     ApiJson(batch): ApiJson<EnqueueBatch>,
 ) -> ApiResult<(StatusCode, Json<BatchEnqueued>)> {
     check_batch_size(batch.jobs.len())?;
+    for (i, job) in batch.jobs.iter().enumerate() {
+        job.check(&format!("jobs[{i}]."))?;
+    }
     let reqs = batch
         .jobs
         .into_iter()
@@ -141,12 +152,13 @@ pub async fn enqueue_batch(
 /// With `?wait=30s` the request is held until the job finishes (at most 60 s).
 #[utoipa::path(
     get, path = "/jobs/{id}", tag = "jobs",
-    params(("id" = String, Path, description = "Job id (UUID)"), WaitQuery),
+    params(("id" = Uuid, Path, description = "Job id"), WaitQuery),
     responses(
-        (status = 200, body = JobView),
-        (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody),
+        (status = 200, description = "The job (after waiting, with `timed_out`)", body = JobView),
+        (status = 400, description = "Not a job id, or a bad `wait`", body = ErrorBody),
+        (status = 401, description = "No or bad credentials", body = ErrorBody),
         (status = 404, description = "No such job", body = ErrorBody),
+        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
     )
 )]
 pub async fn get_job(
@@ -173,13 +185,16 @@ pub async fn get_job(
 /// (202, `requested`).
 #[utoipa::path(
     post, path = "/jobs/{id}/cancel", tag = "jobs",
-    params(("id" = String, Path, description = "Job id (UUID)")),
+    params(("id" = Uuid, Path, description = "Job id")),
     responses(
         (status = 200, description = "Cancelled", body = Cancelled),
         (status = 202, description = "Cancel requested from the running worker", body = Cancelled),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody),
+        (status = 400, description = "Not a job id", body = ErrorBody),
+        (status = 401, description = "No or bad credentials", body = ErrorBody),
+        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
+        (status = 404, description = "No such job", body = ErrorBody),
         (status = 409, description = "The job already finished", body = ErrorBody),
+        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
     )
 )]
 pub async fn cancel(
@@ -211,14 +226,18 @@ pub async fn cancel(
 /// Move a dead job back to pending, optionally with edits (payload, tags, priority, queue).
 #[utoipa::path(
     post, path = "/jobs/{id}/resurrect", tag = "jobs",
-    params(("id" = String, Path, description = "Job id (UUID)")),
+    params(("id" = Uuid, Path, description = "Job id")),
     request_body(content = Option<ResurrectEdits>, description = "Optional edits; an empty body resurrects as is"),
     responses(
         (status = 200, description = "The job, pending again", body = JobView),
-        (status = 400, body = ErrorBody),
-        (status = 401, body = ErrorBody), (status = 403, body = ErrorBody),
-        (status = 404, body = ErrorBody),
+        (status = 400, description = "Not a job id, or invalid edits", body = ErrorBody),
+        (status = 401, description = "No or bad credentials", body = ErrorBody),
+        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
+        (status = 404, description = "No such job", body = ErrorBody),
         (status = 409, description = "The job is not in the dead-letter queue", body = ErrorBody),
+        (status = 413, description = "Body too large (1.25 MiB)", body = ErrorBody),
+        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
+        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
     )
 )]
 pub async fn resurrect(

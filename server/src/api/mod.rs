@@ -7,7 +7,7 @@
 //! everything that changes state needs an operator (see `principal`); operator actions on
 //! existing jobs and queues are written to the audit log.
 
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -17,20 +17,22 @@ use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use deck_engine::Engine;
 use deck_engine::validation::MAX_PAYLOAD_BYTES;
-use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
-use utoipa::{Modify, OpenApi};
+use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+mod document;
 pub mod dto;
 pub mod error;
 mod extract;
 mod jobs;
+mod limits;
 pub mod principal;
 mod queues;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod wire;
 
 use error::ApiError;
 use principal::Principal;
@@ -54,20 +56,27 @@ pub struct ApiState {
     pub engine: Engine,
     pub max_wait: Duration,
     pub authenticate: Authenticator,
+    /// Users are configured: the OpenAPI document states the security requirements.
+    pub credentials_required: bool,
 }
 
 impl ApiState {
+    /// Callers authenticate through `authenticate`.
     pub fn new(engine: Engine, authenticate: Authenticator) -> Self {
         ApiState {
             engine,
             max_wait: MAX_WAIT,
             authenticate,
+            credentials_required: true,
         }
     }
 
     /// Authentication off (loopback only): every caller is the anonymous operator.
     pub fn open(engine: Engine) -> Self {
-        Self::new(engine, Arc::new(|_| Some(Principal::anonymous())))
+        ApiState {
+            credentials_required: false,
+            ..Self::new(engine, Arc::new(|_| Some(Principal::anonymous())))
+        }
     }
 }
 
@@ -75,10 +84,11 @@ impl ApiState {
 /// the console's users (`[auth]`); with none configured, `deck serve` only starts on
 /// loopback and every caller is the local operator.
 pub fn router(app: AppState) -> Router {
-    api_router(ApiState::new(
-        app.engine.clone(),
-        crate::auth::api_authenticator(&app.settings.auth),
-    ))
+    let auth = &app.settings.auth;
+    api_router(ApiState {
+        credentials_required: !auth.is_open(),
+        ..ApiState::new(app.engine.clone(), crate::auth::api_authenticator(auth))
+    })
 }
 
 /// The API router over an explicit state (tests, benchmarks, embedding).
@@ -94,18 +104,15 @@ pub fn api_router(state: ApiState) -> Router {
         .with_state(state)
 }
 
-/// The OpenAPI document of `router`.
-pub fn openapi() -> &'static utoipa::openapi::OpenApi {
-    static DOC: OnceLock<utoipa::openapi::OpenApi> = OnceLock::new();
-    DOC.get_or_init(|| routes().split_for_parts().1)
-}
-
 #[derive(OpenApi)]
 #[openapi(
     info(
         title = "The Deck JSON API",
         description = "Enqueue jobs, await their results, and operate queues. Errors are \
-                       `{\"error\": {\"code\", \"message\", \"field\"}}` with a stable code.",
+                       `{\"error\": {\"code\", \"message\", \"field\"}}` with a stable code. \
+                       This document describes the server that serves it: with users \
+                       configured, operations state their security (bearer token or basic \
+                       auth); without users (loopback only) no request needs credentials.",
     ),
     tags(
         (name = "jobs", description = "Enqueue, read (with long-polling), cancel, resurrect"),
@@ -113,26 +120,9 @@ pub fn openapi() -> &'static utoipa::openapi::OpenApi {
         (name = "stats", description = "Summary numbers"),
         (name = "meta", description = "This document"),
     ),
-    modifiers(&AuthSchemes),
-    security(("bearer" = []), ("basic" = [])),
+    components(schemas(limits::Name, limits::Tag, limits::AnyJson)),
 )]
 struct ApiDoc;
-
-struct AuthSchemes;
-
-impl Modify for AuthSchemes {
-    fn modify(&self, doc: &mut utoipa::openapi::OpenApi) {
-        let components = doc.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "bearer",
-            SecurityScheme::Http(Http::new(HttpAuthScheme::Bearer)),
-        );
-        components.add_security_scheme(
-            "basic",
-            SecurityScheme::Http(Http::new(HttpAuthScheme::Basic)),
-        );
-    }
-}
 
 fn routes() -> OpenApiRouter<ApiState> {
     let single = OpenApiRouter::new()
@@ -154,13 +144,17 @@ fn routes() -> OpenApiRouter<ApiState> {
     OpenApiRouter::with_openapi(ApiDoc::openapi()).nest(PREFIX, single.merge(batch).merge(rest))
 }
 
-/// This document (OpenAPI 3.1), generated from the handlers.
+/// This document (OpenAPI 3.1), generated from the handlers for this server's configuration.
 #[utoipa::path(
     get, path = "/openapi.json", tag = "meta",
     responses((status = 200, description = "The OpenAPI document", content_type = "application/json"))
 )]
-async fn openapi_json() -> axum::Json<&'static utoipa::openapi::OpenApi> {
-    axum::Json(openapi())
+async fn openapi_json(State(state): State<ApiState>) -> Response {
+    (
+        [(header::CONTENT_TYPE, "application/json")],
+        document::served(state.credentials_required),
+    )
+        .into_response()
 }
 
 async fn no_such_route(method: Method, uri: axum::http::Uri) -> ApiError {

@@ -11,7 +11,11 @@ use super::principal::Viewer;
 /// Whole-system counts and rates (approximate: maintained counters, per-minute buckets).
 #[utoipa::path(
     get, path = "/stats", tag = "stats",
-    responses((status = 200, body = Stats), (status = 401, body = ErrorBody))
+    responses(
+        (status = 200, description = "Counts and rates", body = Stats),
+        (status = 401, description = "No or bad credentials", body = ErrorBody),
+        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+    )
 )]
 pub async fn stats(State(state): State<ApiState>, Viewer(_who): Viewer) -> ApiResult<Json<Stats>> {
     let summary = state.engine.store().summary().await?;

@@ -18,6 +18,8 @@ use tokio::sync::{Mutex, Semaphore, mpsc};
 use tower::ServiceExt;
 
 use super::principal::{Principal, Role};
+
+mod document;
 use super::{ApiState, Authenticator, api_router as router};
 
 struct Harness {
@@ -1106,6 +1108,5 @@ async fn openapi_document_matches_the_router() {
             "dangling {r}"
         );
     }
-    assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
     h.finish().await;
 }

@@ -1,0 +1,139 @@
+//! The limits the API enforces, stated once. The OpenAPI document publishes these numbers and
+//! patterns (the `Name`, `Tag` and `AnyJson` schemas below, and the DTOs' attributes, which a
+//! test compares with these constants), and the request checks use the same constants, so a
+//! generated client's validation and the server's agree on every input.
+
+use std::borrow::Cow;
+
+use deck_engine::validation::{MAX_NAME_CHARS, MAX_TAGS_CHARS};
+use utoipa::openapi::RefOr;
+use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaType, Type};
+use utoipa::{PartialSchema, ToSchema};
+
+use super::error::ApiError;
+
+/// Largest value of an integer setting (`max_workers`, timeouts, lag thresholds,
+/// `max_attempts`): both stores keep these as 32-bit signed integers (SQL Server `INT`), so a
+/// larger one could not be stored as given.
+pub const MAX_STORED_INT: u32 = i32::MAX as u32;
+
+/// Largest `delay_ms` (about 63 years): SQL Server adds the delay as `INT` seconds, so this is
+/// the longest delay both stores keep exactly.
+pub const MAX_DELAY_MS: u64 = 2_000_000_000_000;
+
+/// Control characters (Unicode `Cc`): what `char::is_control` refuses.
+const CONTROL: &str = r"\u0000-\u001F\u007F-\u009F";
+/// The whitespace `str::trim` strips that is not already a control character.
+const SPACE: &str = r" \u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000";
+
+/// Queue names, type keys, idempotency keys, correlation ids, created-by: no control
+/// characters, no leading or trailing whitespace (the engine's `validate_name`). Written
+/// without look-around so ECMA-262, Python's `re` and Rust's `regex` read it alike.
+pub fn name_pattern() -> String {
+    format!("^[^{CONTROL}{SPACE}]([^{CONTROL}]*[^{CONTROL}{SPACE}])?$")
+}
+
+/// One tag: like a name, and no commas either (tags are stored comma-joined).
+pub fn tag_pattern() -> String {
+    format!("^[^{CONTROL}{SPACE},]([^{CONTROL},]*[^{CONTROL}{SPACE},])?$")
+}
+
+/// `?wait=`: a non-negative decimal number with an optional unit (`parse_wait`).
+pub const WAIT_PATTERN: &str = r"^[0-9]+(\.[0-9]+)?(ms|s|m)?$";
+
+/// The schema of a name (see `name_pattern`).
+pub struct Name;
+
+impl PartialSchema for Name {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(Some(1))
+            .max_length(Some(MAX_NAME_CHARS))
+            .pattern(Some(name_pattern()))
+            .description(Some(format!(
+                "1 to {MAX_NAME_CHARS} characters, no control characters, no leading or \
+                 trailing whitespace."
+            )))
+            .into()
+    }
+}
+
+impl ToSchema for Name {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("Name")
+    }
+}
+
+/// The schema of one tag (see `tag_pattern`).
+pub struct Tag;
+
+impl PartialSchema for Tag {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(Some(1))
+            .max_length(Some(MAX_TAGS_CHARS))
+            .pattern(Some(tag_pattern()))
+            .description(Some(format!(
+                "Non-empty, no commas, no control characters, no leading or trailing \
+                 whitespace. All of a job's tags joined with commas are at most \
+                 {MAX_TAGS_CHARS} characters."
+            )))
+            .into()
+    }
+}
+
+impl ToSchema for Tag {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("Tag")
+    }
+}
+
+/// Any JSON value — object, array, string, number, boolean or `null` — as payloads and
+/// results are. An empty schema, so generated clients take what the server returns.
+pub struct AnyJson;
+
+impl PartialSchema for AnyJson {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(SchemaType::AnyValue)
+            .description(Some(
+                "Any JSON value: object, array, string, number, boolean or null.",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for AnyJson {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("AnyJson")
+    }
+}
+
+/// An integer setting within `1..=MAX_STORED_INT` (or `min..`), named for the error.
+pub fn check_int(field: &str, value: Option<u32>, min: u32) -> Result<(), ApiError> {
+    match value {
+        Some(v) if v < min || v > MAX_STORED_INT => Err(ApiError::bad_request(
+            "invalid_field",
+            format!("invalid {field}: is {v} (give {min} to {MAX_STORED_INT})"),
+        )
+        .with_field(field)),
+        _ => Ok(()),
+    }
+}
+
+/// `delay_ms` within `0..=MAX_DELAY_MS`.
+pub fn check_delay(field: &str, value: Option<u64>) -> Result<(), ApiError> {
+    match value {
+        Some(v) if v > MAX_DELAY_MS => Err(ApiError::bad_request(
+            "invalid_field",
+            format!(
+                "invalid {field}: is {v} ms (give at most {MAX_DELAY_MS} ms, about 63 years; \
+                 use scheduled_at for a fixed time)"
+            ),
+        )
+        .with_field(field)),
+        _ => Ok(()),
+    }
+}
