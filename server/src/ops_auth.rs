@@ -1,7 +1,8 @@
 //! Who may read the operations endpoints. `/metrics` names queues and instances, `/readyz`
-//! shows database errors and lagging queues, the OpenAPI document maps the API: once users
-//! are configured, each needs a viewer's credentials (bearer token or basic auth, the
-//! console's users) unless its `[auth] public_…` key opens it. `/healthz` tells nothing and
+//! shows database errors and lagging queues: once users are configured, each needs a viewer's
+//! credentials (bearer token or basic auth, the console's users) unless its `[auth] public_…`
+//! key opens it. (The OpenAPI document is an API route and follows `public_openapi` there,
+//! with the API's own authentication.) `/healthz` tells nothing and
 //! stays open, so liveness probes never need a secret. With no users (loopback only)
 //! everything is open, as the console is.
 //!
@@ -11,18 +12,17 @@
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use deck_app::AuthConfig;
 
-use crate::api::error::ApiError;
+use crate::api::error::AUTH_CHALLENGE;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OpsEndpoint {
     Metrics,
     Readyz,
-    OpenApi,
 }
 
 impl OpsEndpoint {
@@ -30,7 +30,6 @@ impl OpsEndpoint {
         match path {
             "/metrics" => Some(Self::Metrics),
             "/readyz" => Some(Self::Readyz),
-            p if p.strip_prefix(crate::api::PREFIX) == Some("/openapi.json") => Some(Self::OpenApi),
             _ => None,
         }
     }
@@ -39,7 +38,6 @@ impl OpsEndpoint {
         match self {
             Self::Metrics => "public_metrics",
             Self::Readyz => "public_readyz",
-            Self::OpenApi => "public_openapi",
         }
     }
 
@@ -48,7 +46,6 @@ impl OpsEndpoint {
             || match self {
                 Self::Metrics => auth.public_metrics,
                 Self::Readyz => auth.public_readyz,
-                Self::OpenApi => auth.public_openapi,
             }
     }
 }
@@ -94,20 +91,15 @@ fn refuse(endpoint: OpsEndpoint, sent_credentials: bool) -> Response {
         "{what} (any role may read this; or set auth.{} = true to open it to anyone)",
         endpoint.key()
     );
-    let mut response = match endpoint {
-        OpsEndpoint::OpenApi => ApiError::unauthorized(message).into_response(),
-        OpsEndpoint::Metrics | OpsEndpoint::Readyz => (
-            StatusCode::UNAUTHORIZED,
-            [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
-            format!("{message}\n"),
-        )
-            .into_response(),
-    };
-    response.headers_mut().insert(
-        header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Basic realm=\"The Deck\", charset=\"UTF-8\""),
-    );
-    response
+    (
+        StatusCode::UNAUTHORIZED,
+        [
+            (header::CONTENT_TYPE, "text/plain; charset=utf-8"),
+            (header::WWW_AUTHENTICATE, AUTH_CHALLENGE),
+        ],
+        format!("{message}\n"),
+    )
+        .into_response()
 }
 
 #[cfg(test)]
@@ -115,16 +107,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_the_three_operations_paths_are_guarded() {
+    fn only_the_operations_paths_are_guarded() {
         assert_eq!(
             OpsEndpoint::for_path("/metrics"),
             Some(OpsEndpoint::Metrics)
         );
         assert_eq!(OpsEndpoint::for_path("/readyz"), Some(OpsEndpoint::Readyz));
-        assert_eq!(
-            OpsEndpoint::for_path("/api/v1/openapi.json"),
-            Some(OpsEndpoint::OpenApi)
-        );
         for other in [
             "/healthz",
             "/",

@@ -17,33 +17,47 @@ use utoipa::openapi::{RefOr, path::Operation};
 
 use super::limits::WAIT_PATTERN;
 
-/// The document as served, for a server with (`credentials_required`) or without users.
-pub fn served(credentials_required: bool) -> &'static str {
+/// The document as served, for a server with (`credentials_required`) or without users, and
+/// with the document itself public (`[auth] public_openapi`) or not.
+pub fn served(credentials_required: bool, openapi_public: bool) -> &'static str {
     static SECURED: OnceLock<String> = OnceLock::new();
+    static SECURED_PUBLIC_DOC: OnceLock<String> = OnceLock::new();
     static OPEN: OnceLock<String> = OnceLock::new();
-    let cell = if credentials_required {
-        &SECURED
-    } else {
-        &OPEN
+    let cell = match (credentials_required, openapi_public) {
+        (true, false) => &SECURED,
+        (true, true) => &SECURED_PUBLIC_DOC,
+        (false, _) => &OPEN,
     };
     cell.get_or_init(|| {
         // Serializing plain data structures cannot fail; an empty object would still be JSON.
-        serde_json::to_string(&document(credentials_required)).unwrap_or_else(|_| "{}".into())
+        serde_json::to_string(&document(credentials_required, openapi_public))
+            .unwrap_or_else(|_| "{}".into())
     })
 }
 
 /// The document for a server with or without users.
-pub fn document(credentials_required: bool) -> OpenApi {
+pub fn document(credentials_required: bool, openapi_public: bool) -> OpenApi {
     let mut doc = super::routes().split_for_parts().1;
     schedule_or_delay(&mut doc);
     wait_pattern(&mut doc);
     non_empty_patch(&mut doc);
     if credentials_required {
+        if openapi_public {
+            public_document(&mut doc);
+        }
         require_credentials(&mut doc);
     } else {
         drop_unauthorized(&mut doc);
     }
     doc
+}
+
+/// With `[auth] public_openapi` the document answers anyone: it never says 401.
+fn public_document(doc: &mut OpenApi) {
+    let path = format!("{}/openapi.json", super::PREFIX);
+    if let Some(op) = doc.paths.paths.get_mut(&path).and_then(|i| i.get.as_mut()) {
+        op.responses.responses.remove("401");
+    }
 }
 
 fn operations(doc: &mut OpenApi) -> impl Iterator<Item = &mut Operation> {

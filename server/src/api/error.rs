@@ -150,9 +150,18 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// The challenge every 401 carries (RFC 9110 §11.6.1): basic auth, or a bearer token.
+pub const AUTH_CHALLENGE: &str = "Basic realm=\"The Deck\", charset=\"UTF-8\"";
+
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let mut response = (self.status, Json(self.body())).into_response();
+        if self.status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static(AUTH_CHALLENGE),
+            );
+        }
         if let Some(secs) = self.retry_after {
             response
                 .headers_mut()

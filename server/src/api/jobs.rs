@@ -90,6 +90,7 @@ fn created_status(created: bool) -> StatusCode {
         (status = 401, description = "No or bad credentials", body = ErrorBody),
         (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 413, description = "Body too large (1.25 MiB per job)", body = ErrorBody),
+        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
         (status = 415, description = "Body not sent as JSON", body = ErrorBody),
         (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
     )
@@ -123,6 +124,7 @@ pub async fn enqueue(
         (status = 401, description = "No or bad credentials", body = ErrorBody),
         (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 413, description = "Body too large (32 MiB per batch)", body = ErrorBody),
+        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
         (status = 415, description = "Body not sent as JSON", body = ErrorBody),
         (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
     )
@@ -236,6 +238,7 @@ pub async fn cancel(
         (status = 404, description = "No such job", body = ErrorBody),
         (status = 409, description = "The job is not in the dead-letter queue", body = ErrorBody),
         (status = 413, description = "Body too large (1.25 MiB)", body = ErrorBody),
+        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
         (status = 415, description = "Body not sent as JSON", body = ErrorBody),
         (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
     )

@@ -34,7 +34,7 @@ mod stats;
 mod tests;
 mod wire;
 
-use error::ApiError;
+use error::{ApiError, ErrorBody};
 use principal::Principal;
 
 use crate::state::AppState;
@@ -58,6 +58,8 @@ pub struct ApiState {
     pub authenticate: Authenticator,
     /// Users are configured: the OpenAPI document states the security requirements.
     pub credentials_required: bool,
+    /// `[auth] public_openapi`: the document itself is served without credentials.
+    pub openapi_public: bool,
 }
 
 impl ApiState {
@@ -68,6 +70,7 @@ impl ApiState {
             max_wait: MAX_WAIT,
             authenticate,
             credentials_required: true,
+            openapi_public: false,
         }
     }
 
@@ -87,6 +90,7 @@ pub fn router(app: AppState) -> Router {
     let auth = &app.settings.auth;
     api_router(ApiState {
         credentials_required: !auth.is_open(),
+        openapi_public: auth.public_openapi,
         ..ApiState::new(app.engine.clone(), crate::auth::api_authenticator(auth))
     })
 }
@@ -147,12 +151,23 @@ fn routes() -> OpenApiRouter<ApiState> {
 /// This document (OpenAPI 3.1), generated from the handlers for this server's configuration.
 #[utoipa::path(
     get, path = "/openapi.json", tag = "meta",
-    responses((status = 200, description = "The OpenAPI document", content_type = "application/json"))
+    responses(
+        (status = 200, description = "The OpenAPI document", content_type = "application/json"),
+        (status = 401, description = "No or bad credentials", body = ErrorBody),
+    )
 )]
-async fn openapi_json(State(state): State<ApiState>) -> Response {
+async fn openapi_json(
+    State(state): State<ApiState>,
+    caller: Result<principal::Viewer, ApiError>,
+) -> Response {
+    // With users, the document maps the API for whoever may use it (any role), unless
+    // `[auth] public_openapi` opens it; without users every caller is the local operator.
+    if let (false, Err(refused)) = (state.openapi_public, caller) {
+        return refused.into_response();
+    }
     (
         [(header::CONTENT_TYPE, "application/json")],
-        document::served(state.credentials_required),
+        document::served(state.credentials_required, state.openapi_public),
     )
         .into_response()
 }

@@ -94,6 +94,7 @@ pub async fn resume(
         (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 409, description = "`lag_crit_secs` would be below `lag_warn_secs`", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
         (status = 415, description = "Body not sent as JSON", body = ErrorBody),
         (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
     )

@@ -666,7 +666,15 @@ async fn security_is_stated_only_when_users_are_configured() {
     open.finish().await;
 
     let secured = harness_with(|e| router(ApiState::new(e, two_users()))).await;
-    let doc = document(&secured).await;
+    let viewer = "Basic dmljOnNlY3JldA=="; // vic:secret
+    let r = secured
+        .send(with_auth(
+            request(Method::GET, "/api/v1/openapi.json", None),
+            viewer,
+        ))
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "a viewer reads the document");
+    let doc = r.body;
     assert!(doc["components"]["securitySchemes"]["bearer"].is_object());
     assert!(doc["components"]["securitySchemes"]["basic"].is_object());
     for (path, item) in doc["paths"].as_object().unwrap() {
@@ -690,4 +698,24 @@ async fn security_is_stated_only_when_users_are_configured() {
         }
     }
     secured.finish().await;
+}
+
+#[tokio::test]
+async fn a_public_document_says_so_and_answers_anyone() {
+    let h = harness_with(|e| {
+        router(ApiState {
+            openapi_public: true,
+            ..ApiState::new(e, two_users())
+        })
+    })
+    .await;
+    let doc = document(&h).await;
+    let op = &doc["paths"]["/api/v1/openapi.json"]["get"];
+    assert!(op["responses"].get("401").is_none(), "{op}");
+    assert!(op.get("security").is_none(), "{op}");
+    assert!(
+        doc["paths"]["/api/v1/stats"]["get"]["responses"]["401"].is_object(),
+        "the rest of the API still needs credentials"
+    );
+    h.finish().await;
 }
