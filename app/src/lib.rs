@@ -15,6 +15,7 @@ pub mod list_params;
 pub mod live;
 pub mod pages;
 pub mod request;
+pub mod security_headers;
 pub mod session;
 pub mod state;
 pub mod telemetry_view;
@@ -51,6 +52,7 @@ pub const FN_PREFIX: &str = "/fn";
 /// served; `live.js` only swaps in fresh server-rendered panels.
 pub fn shell(_options: LeptosOptions) -> impl IntoView {
     let theme = request::theme();
+    security_headers::provide_page_policy();
     view! {
         <!DOCTYPE html>
         <html lang="en" data-theme=theme>
@@ -129,7 +131,8 @@ async fn set_theme(AxumQuery(q): AxumQuery<ThemeQuery>) -> Response {
 }
 
 /// The whole console as an axum router: pages, actions, live stream, assets — behind auth
-/// and CSRF protection. Mount it at the root of the server's router.
+/// and CSRF protection, every response with the browser security headers
+/// ([`security_headers`]). Mount it at the root of the server's router.
 pub fn console_router(console: Console, auth: AuthConfig) -> Router {
     let options = LeptosOptions::builder()
         .output_name("deck")
@@ -164,6 +167,7 @@ pub fn console_router(console: Console, auth: AuthConfig) -> Router {
             Arc::new(auth),
             session::guard,
         ))
+        .layer(security_headers::layer())
 }
 
 #[cfg(test)]
