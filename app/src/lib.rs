@@ -23,7 +23,7 @@ pub mod telemetry_view;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::Query as AxumQuery;
+use axum::extract::RawQuery;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
@@ -105,21 +105,16 @@ fn NotFound() -> impl IntoView {
     }
 }
 
-#[derive(serde::Deserialize)]
-struct ThemeQuery {
-    set: String,
-    #[serde(default)]
-    back: Option<String>,
-}
-
-/// The theme switch: a plain link that sets a long-lived cookie and goes back.
-async fn set_theme(AxumQuery(q): AxumQuery<ThemeQuery>) -> Response {
-    let theme = if q.set == "carbon" {
+/// The theme switch: a plain link that sets a long-lived cookie and goes back. The query is
+/// read leniently: whatever it holds, the answer is a redirect to a page on this site.
+async fn set_theme(RawQuery(raw): RawQuery) -> Response {
+    let q = request::Query::parse(raw.as_deref().unwrap_or_default());
+    let theme = if q.get("set") == Some("carbon") {
         "carbon"
     } else {
         "blueprint"
     };
-    let back = actions::safe_back(q.back.as_deref().unwrap_or("/"));
+    let back = actions::safe_back(q.get("back").unwrap_or("/"));
     let mut res = Redirect::to(&back).into_response();
     if let Ok(v) = HeaderValue::from_str(&format!(
         "{}={theme}; Path=/; Max-Age=31536000; SameSite=Lax",

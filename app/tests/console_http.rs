@@ -417,3 +417,66 @@ async fn an_edit_is_previewed_as_a_diff_then_saved_with_the_original_kept() {
     assert!(job.original_payload.unwrap().contains("a@b.c"));
     assert_eq!((job.priority, job.tags), (5, vec!["retry".to_string()]));
 }
+
+/// Where a GET of `path` redirects to (it must redirect).
+async fn redirect_target(router: &Router, path: &str) -> String {
+    let res = router
+        .clone()
+        .oneshot(Request::get(path).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert!(
+        res.status().is_redirection(),
+        "{path}: {} instead of a redirect",
+        res.status()
+    );
+    res.headers()
+        .get(header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn the_theme_switch_only_goes_back_to_this_site() {
+    let f = fixture(AuthConfig::default()).await;
+    assert_eq!(
+        redirect_target(&f.router, "/theme?set=carbon&back=%2Fjobs%3Fsource%3Ddlq").await,
+        "/jobs?source=dlq"
+    );
+    for hostile in [
+        "/theme?set=carbon&back=%0d%0aSet-Cookie:%20deck_csrf=x",
+        "/theme?set=carbon&back=/jobs%0d%0aLocation:%20//evil.example",
+        "/theme?back=/%09/evil.example",
+        "/theme?set=carbon&back=/%0a/evil.example",
+        "/theme?set=carbon&back=/%5Cevil.example",
+        "/theme?set=carbon&back=//evil.example",
+        "/theme?set=carbon&back=https://evil.example",
+        "/theme?set=carbon&back=javascript:alert(1)",
+        "/theme?set=carbon&back=%7F",
+        "/theme?set=carbon&back=%ff%fe",
+        "/theme",
+    ] {
+        assert_eq!(redirect_target(&f.router, hostile).await, "/", "{hostile}");
+    }
+}
+
+#[tokio::test]
+async fn an_action_never_redirects_off_site_nor_fails_on_its_back_field() {
+    let f = fixture(AuthConfig::default()).await;
+    enqueue(&f.store, "emails", "{}").await;
+    let token = csrf(&f.router, None).await;
+    for back in [
+        "%0d%0aSet-Cookie:%20deck_csrf=x",
+        "/queues%0d%0aLocation:%20//evil.example",
+        "/%09/evil.example",
+        "//evil.example",
+        "/%5Cevil.example",
+    ] {
+        let form = format!("queue=emails&op=pause&back={back}");
+        let (status, location) =
+            post(&f.router, "/fn/queue/state", &form, Some(&token), None).await;
+        assert_eq!(status, StatusCode::FOUND, "{back}");
+        assert!(location.starts_with("/?ok="), "{back}: {location}");
+    }
+}
