@@ -480,3 +480,78 @@ async fn an_action_never_redirects_off_site_nor_fails_on_its_back_field() {
         assert!(location.starts_with("/?ok="), "{back}: {location}");
     }
 }
+
+/// The console carries its own security headers wherever an embedder mounts it: pages (with
+/// their nonce), assets, the live stream, redirects and refusals alike.
+#[tokio::test]
+async fn the_console_router_alone_sends_the_security_headers() {
+    use deck_app::security_headers::{CONTENT_SECURITY_POLICY, page_policy};
+    let auth = AuthConfig {
+        users: vec![UserConfig {
+            name: "ops".into(),
+            role: Role::Operator,
+            password: None,
+            token: Some("a-token-of-sixteen-chars".into()),
+        }],
+    };
+    let f = fixture(auth).await;
+    let bearer = "Bearer a-token-of-sixteen-chars";
+    for (method, path, auth, status) in [
+        ("GET", "/", Some(bearer), StatusCode::OK),
+        ("GET", "/jobs?source=dlq", Some(bearer), StatusCode::OK),
+        ("GET", "/", None, StatusCode::UNAUTHORIZED),
+        ("GET", "/assets/live.js", Some(bearer), StatusCode::OK),
+        ("GET", "/live", Some(bearer), StatusCode::OK),
+        (
+            "GET",
+            "/theme?set=carbon",
+            Some(bearer),
+            StatusCode::SEE_OTHER,
+        ),
+        (
+            "POST",
+            "/fn/queue/state",
+            Some(bearer),
+            StatusCode::FORBIDDEN,
+        ),
+    ] {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::ACCEPT, "text/html");
+        if let Some(a) = auth {
+            req = req.header(header::AUTHORIZATION, a);
+        }
+        let res = f
+            .router
+            .clone()
+            .oneshot(req.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(res.status(), status, "{method} {path}");
+        let h = res.headers().clone();
+        let value = |name: header::HeaderName| {
+            let all: Vec<_> = h.get_all(&name).iter().collect();
+            assert_eq!(all.len(), 1, "{method} {path}: {name} {all:?}");
+            all[0].to_str().unwrap().to_string()
+        };
+        assert_eq!(value(header::X_FRAME_OPTIONS), "DENY", "{path}");
+        assert_eq!(value(header::X_CONTENT_TYPE_OPTIONS), "nosniff", "{path}");
+        assert_eq!(value(header::REFERRER_POLICY), "same-origin", "{path}");
+        let policy = value(header::CONTENT_SECURITY_POLICY);
+        if status == StatusCode::OK && !path.starts_with("/assets") && path != "/live" {
+            let body = axum::body::to_bytes(res.into_body(), 16 << 20)
+                .await
+                .unwrap();
+            let html = String::from_utf8_lossy(&body);
+            let nonce = html
+                .split("<script nonce=\"")
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .expect("Leptos marks its inline scripts with a nonce");
+            assert_eq!(policy, page_policy(nonce), "{path}");
+        } else {
+            assert_eq!(policy, CONTENT_SECURITY_POLICY, "{method} {path}");
+        }
+    }
+}

@@ -11,4 +11,6 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::metrics::router(state.clone()))
         .merge(crate::api::router(state.clone()))
         .merge(crate::auth::console(&state))
+        // Last, so outermost: every response, whichever layer made it, carries the headers.
+        .layer(deck_app::security_headers::layer())
 }

@@ -74,7 +74,7 @@ pub fn policy_nonce(policy: &str) -> Option<&str> {
 /// Everything wrong with `html` as a page or fragment of this console: script other than
 /// the console's own files and the inline scripts its response's policy admits by `nonce`
 /// (Leptos's bookkeeping), event-handler attributes, elements that load things, links that
-/// leave the site or run script, a refresh that navigates.
+/// leave the site or run script, a refresh that navigates, inline style.
 pub fn findings(html: &str, nonce: Option<&str>) -> Vec<String> {
     let trimmed = html.trim_start();
     let doc = if trimmed.starts_with("<!DOCTYPE") || trimmed.starts_with("<html") {
@@ -96,6 +96,10 @@ pub fn findings(html: &str, nonce: Option<&str>) -> Vec<String> {
         };
         if FORBIDDEN.contains(&name) {
             found.push(format!("element {}", tag()));
+        }
+        // The policy says `style-src 'self'`: inline style would be blocked (and reported).
+        if name == "style" || e.attr("style").is_some() {
+            found.push(format!("inline style {}", tag()));
         }
         if name == "script" {
             let inline: String = el.text().collect();
@@ -185,6 +189,7 @@ fn the_check_finds_what_a_browser_would_run() {
         r#"<svg><a xlink:href="data:text/html,x"></a></svg>"#,
         r#"<meta http-equiv="refresh" content="0;url=https://evil.example">"#,
         r#"<script src="https://evil.example/x.js"></script>"#,
+        r#"<p style="background:url(//evil.example)">x</p>"#,
     ] {
         assert!(!findings(bad, Some("n")).is_empty(), "missed: {bad}");
     }
