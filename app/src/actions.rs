@@ -43,10 +43,22 @@ impl Done {
 #[cfg(feature = "ssr")]
 type ActionResult = Result<Done, String>;
 
-/// Only local paths: never redirect off-site.
+/// A redirect target taken from a request: a path on this site, or `/`. Every redirect
+/// built from user input (the theme switch's `back`, every action's `back`) goes through here.
+///
+/// Browsers drop tabs and newlines anywhere in a URL and read `\\` as `/`, so `/\t/host` and
+/// `/\\host` mean `//host`, another site. Hence: one leading `/` not followed by another, no
+/// backslash, and no control character anywhere (tab, CR, LF, DEL, C1), which also keeps the
+/// value a valid `Location` header, so it can never turn into a 500. Percent-escapes are left
+/// as they are: the value goes into `Location` verbatim, and a browser reads `%2F`, `%5C` or
+/// `%09` in a path as path bytes, never as a separator, so `/%2F%2Fhost` stays on this site;
+/// decoding them would only refuse honest paths such as a search for `a%0Ab`.
 #[cfg(feature = "ssr")]
 pub(crate) fn safe_back(back: &str) -> String {
-    if back.starts_with('/') && !back.starts_with("//") && !back.contains('\\') {
+    let local = back.starts_with('/')
+        && !back.starts_with("//")
+        && !back.chars().any(|c| c == '\\' || c.is_control());
+    if local {
         back.to_string()
     } else {
         "/".to_string()
@@ -706,11 +718,52 @@ mod tests {
     use super::*;
 
     #[test]
-    fn redirects_stay_on_this_site() {
-        assert_eq!(safe_back("/jobs?source=dlq"), "/jobs?source=dlq");
-        assert_eq!(safe_back("//evil.example/x"), "/");
-        assert_eq!(safe_back("https://evil.example"), "/");
-        assert_eq!(safe_back("/\\evil"), "/");
+    fn local_paths_are_kept_as_they_are() {
+        for ok in [
+            "/",
+            "/jobs?source=dlq",
+            "/jobs/0193a5c2-0000-7000-8000-000000000000?edit=1&draft=ab12",
+            "/jobs?q=a+b%0Ac&ok=done",
+            "/%2F%2Fevil.example",
+            "/%5Cevil.example",
+            "/%09/evil.example",
+            "/queues#queue-emails",
+            "/jobs?q=caf%C3%A9",
+            "/jobs?q=café",
+        ] {
+            assert_eq!(safe_back(ok), ok, "{ok:?}");
+        }
+    }
+
+    #[test]
+    fn anything_that_could_leave_the_site_or_break_the_header_goes_home() {
+        for hostile in [
+            "",
+            "jobs",
+            "//evil.example/x",
+            "///evil.example",
+            "/\\evil.example",
+            "\\\\evil.example",
+            "/x\\y",
+            "https://evil.example",
+            "javascript:alert(1)",
+            "JavaScript:alert(1)",
+            "data:text/html,x",
+            " /jobs",
+            " //evil.example",
+            "/\t/evil.example",
+            "/\n/evil.example",
+            "/\r/evil.example",
+            "\t//evil.example",
+            "/jobs\r\nSet-Cookie: deck_csrf=x",
+            "/jobs\nLocation: //evil.example",
+            "/jobs\u{7f}",
+            "/jobs\u{85}",
+            "/jobs\u{0}",
+            "/jobs\u{1b}[31m",
+        ] {
+            assert_eq!(safe_back(hostile), "/", "{hostile:?}");
+        }
     }
 
     #[test]

@@ -15,6 +15,7 @@ pub mod list_params;
 pub mod live;
 pub mod pages;
 pub mod request;
+pub mod security_headers;
 pub mod session;
 pub mod state;
 pub mod telemetry_view;
@@ -22,7 +23,7 @@ pub mod telemetry_view;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::extract::Query as AxumQuery;
+use axum::extract::RawQuery;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
@@ -51,6 +52,7 @@ pub const FN_PREFIX: &str = "/fn";
 /// served; `live.js` only swaps in fresh server-rendered panels.
 pub fn shell(_options: LeptosOptions) -> impl IntoView {
     let theme = request::theme();
+    security_headers::provide_page_policy();
     view! {
         <!DOCTYPE html>
         <html lang="en" data-theme=theme>
@@ -103,21 +105,16 @@ fn NotFound() -> impl IntoView {
     }
 }
 
-#[derive(serde::Deserialize)]
-struct ThemeQuery {
-    set: String,
-    #[serde(default)]
-    back: Option<String>,
-}
-
-/// The theme switch: a plain link that sets a long-lived cookie and goes back.
-async fn set_theme(AxumQuery(q): AxumQuery<ThemeQuery>) -> Response {
-    let theme = if q.set == "carbon" {
+/// The theme switch: a plain link that sets a long-lived cookie and goes back. The query is
+/// read leniently: whatever it holds, the answer is a redirect to a page on this site.
+async fn set_theme(RawQuery(raw): RawQuery) -> Response {
+    let q = request::Query::parse(raw.as_deref().unwrap_or_default());
+    let theme = if q.get("set") == Some("carbon") {
         "carbon"
     } else {
         "blueprint"
     };
-    let back = actions::safe_back(q.back.as_deref().unwrap_or("/"));
+    let back = actions::safe_back(q.get("back").unwrap_or("/"));
     let mut res = Redirect::to(&back).into_response();
     if let Ok(v) = HeaderValue::from_str(&format!(
         "{}={theme}; Path=/; Max-Age=31536000; SameSite=Lax",
@@ -129,7 +126,8 @@ async fn set_theme(AxumQuery(q): AxumQuery<ThemeQuery>) -> Response {
 }
 
 /// The whole console as an axum router: pages, actions, live stream, assets — behind auth
-/// and CSRF protection. Mount it at the root of the server's router.
+/// and CSRF protection, every response with the browser security headers
+/// ([`security_headers`]). Mount it at the root of the server's router.
 pub fn console_router(console: Console, auth: AuthConfig) -> Router {
     let options = LeptosOptions::builder()
         .output_name("deck")
@@ -164,6 +162,7 @@ pub fn console_router(console: Console, auth: AuthConfig) -> Router {
             Arc::new(auth),
             session::guard,
         ))
+        .layer(security_headers::layer())
 }
 
 #[cfg(test)]

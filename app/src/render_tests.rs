@@ -8,6 +8,7 @@ use leptos::prelude::*;
 use leptos::reactive::owner::Owner;
 
 use crate::components::telemetry::{Cards, ErrorGroups, QueuesTable, ThroughputChart};
+use crate::format::pretty_json;
 use crate::live::fragments;
 use crate::pages::job::JobView;
 use crate::telemetry_view::Telemetry;
@@ -173,4 +174,69 @@ fn job_view_pretty_prints_and_escapes_the_payload() {
         out.contains("Original payload"),
         "an edited job shows its original"
     );
+}
+
+/// A dead job whose payload tries to close the edit form's textarea.
+fn job_with_payload(payload: &str) -> Job {
+    let now = Utc::now();
+    Job {
+        id: JobId::new(),
+        queue: "emails".into(),
+        job_type: "send".into(),
+        payload: payload.into(),
+        tags: Vec::new(),
+        priority: 0,
+        idempotency_key: None,
+        correlation_id: None,
+        created_by: None,
+        created_at: now,
+        scheduled_at: now,
+        started_at: None,
+        heartbeat_at: None,
+        finished_at: Some(now),
+        expires_at: None,
+        attempt: 1,
+        max_attempts: None,
+        state: JobState::Dead(FailureReason::Fatal),
+        worker_id: None,
+        cancel_requested: false,
+        errors: Vec::new(),
+        result: None,
+        continuation: None,
+        original_payload: None,
+    }
+}
+
+/// What a browser puts in the edit form's payload box: the textarea's value as parsed.
+fn textarea_value(html: &str) -> String {
+    let doc = scraper::Html::parse_fragment(html);
+    let sel = scraper::Selector::parse("textarea[name=payload]").unwrap();
+    doc.select(&sel)
+        .next()
+        .map(|t| t.text().collect())
+        .unwrap_or_default()
+}
+
+#[test]
+fn the_edit_form_cannot_be_broken_out_of_and_gives_the_payload_back_unchanged() {
+    for payload in [
+        r#"{"note":"</textarea><script>window.__pwned=1</script>"}"#,
+        r#"{"note":"</TEXTAREA ><img src=x onerror=alert(1)>"}"#,
+        r#"{"amp":"&lt; is not <","quote":"\"'"}"#,
+        "\nnot JSON, and it starts with a newline",
+        "{not json, shown as typed </textarea>",
+    ] {
+        let job = job_with_payload(payload);
+        let out = html(move || view! { <JobView job=job editing=true draft=None/> }.into_any());
+        let doc = scraper::Html::parse_fragment(&out);
+        for tag in ["script", "img"] {
+            let sel = scraper::Selector::parse(tag).unwrap();
+            assert_eq!(doc.select(&sel).count(), 0, "{payload}: {out}");
+        }
+        assert_eq!(
+            textarea_value(&out),
+            pretty_json(payload),
+            "the operator edits exactly the stored payload (not escaped twice): {out}"
+        );
+    }
 }

@@ -62,7 +62,8 @@ fn plain(status: StatusCode, message: String) -> Response {
         .into_response()
 }
 
-/// Minimal HTML escaping for the few responses built outside Leptos.
+/// Minimal HTML escaping for the few responses built outside Leptos (and the textarea
+/// content Leptos would not escape, `components::layout::TextBox`).
 pub fn escape(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for c in text.chars() {

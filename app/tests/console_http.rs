@@ -418,3 +418,141 @@ async fn an_edit_is_previewed_as_a_diff_then_saved_with_the_original_kept() {
     assert!(job.original_payload.unwrap().contains("a@b.c"));
     assert_eq!((job.priority, job.tags), (5, vec!["retry".to_string()]));
 }
+
+/// Where a GET of `path` redirects to (it must redirect).
+async fn redirect_target(router: &Router, path: &str) -> String {
+    let res = router
+        .clone()
+        .oneshot(Request::get(path).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert!(
+        res.status().is_redirection(),
+        "{path}: {} instead of a redirect",
+        res.status()
+    );
+    res.headers()
+        .get(header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn the_theme_switch_only_goes_back_to_this_site() {
+    let f = fixture(AuthConfig::default()).await;
+    assert_eq!(
+        redirect_target(&f.router, "/theme?set=carbon&back=%2Fjobs%3Fsource%3Ddlq").await,
+        "/jobs?source=dlq"
+    );
+    for hostile in [
+        "/theme?set=carbon&back=%0d%0aSet-Cookie:%20deck_csrf=x",
+        "/theme?set=carbon&back=/jobs%0d%0aLocation:%20//evil.example",
+        "/theme?back=/%09/evil.example",
+        "/theme?set=carbon&back=/%0a/evil.example",
+        "/theme?set=carbon&back=/%5Cevil.example",
+        "/theme?set=carbon&back=//evil.example",
+        "/theme?set=carbon&back=https://evil.example",
+        "/theme?set=carbon&back=javascript:alert(1)",
+        "/theme?set=carbon&back=%7F",
+        "/theme?set=carbon&back=%ff%fe",
+        "/theme",
+    ] {
+        assert_eq!(redirect_target(&f.router, hostile).await, "/", "{hostile}");
+    }
+}
+
+#[tokio::test]
+async fn an_action_never_redirects_off_site_nor_fails_on_its_back_field() {
+    let f = fixture(AuthConfig::default()).await;
+    enqueue(&f.store, "emails", "{}").await;
+    let token = csrf(&f.router, None).await;
+    for back in [
+        "%0d%0aSet-Cookie:%20deck_csrf=x",
+        "/queues%0d%0aLocation:%20//evil.example",
+        "/%09/evil.example",
+        "//evil.example",
+        "/%5Cevil.example",
+    ] {
+        let form = format!("queue=emails&op=pause&back={back}");
+        let (status, location) =
+            post(&f.router, "/fn/queue/state", &form, Some(&token), None).await;
+        assert_eq!(status, StatusCode::FOUND, "{back}");
+        assert!(location.starts_with("/?ok="), "{back}: {location}");
+    }
+}
+
+/// The console carries its own security headers wherever an embedder mounts it: pages (with
+/// their nonce), assets, the live stream, redirects and refusals alike.
+#[tokio::test]
+async fn the_console_router_alone_sends_the_security_headers() {
+    use deck_app::security_headers::{CONTENT_SECURITY_POLICY, page_policy};
+    let auth = AuthConfig {
+        users: vec![UserConfig {
+            name: "ops".into(),
+            role: Role::Operator,
+            password: None,
+            token: Some("a-token-of-sixteen-chars".into()),
+        }],
+    };
+    let f = fixture(auth).await;
+    let bearer = "Bearer a-token-of-sixteen-chars";
+    for (method, path, auth, status) in [
+        ("GET", "/", Some(bearer), StatusCode::OK),
+        ("GET", "/jobs?source=dlq", Some(bearer), StatusCode::OK),
+        ("GET", "/", None, StatusCode::UNAUTHORIZED),
+        ("GET", "/assets/live.js", Some(bearer), StatusCode::OK),
+        ("GET", "/live", Some(bearer), StatusCode::OK),
+        (
+            "GET",
+            "/theme?set=carbon",
+            Some(bearer),
+            StatusCode::SEE_OTHER,
+        ),
+        (
+            "POST",
+            "/fn/queue/state",
+            Some(bearer),
+            StatusCode::FORBIDDEN,
+        ),
+    ] {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(path)
+            .header(header::ACCEPT, "text/html");
+        if let Some(a) = auth {
+            req = req.header(header::AUTHORIZATION, a);
+        }
+        let res = f
+            .router
+            .clone()
+            .oneshot(req.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(res.status(), status, "{method} {path}");
+        let h = res.headers().clone();
+        let value = |name: header::HeaderName| {
+            let all: Vec<_> = h.get_all(&name).iter().collect();
+            assert_eq!(all.len(), 1, "{method} {path}: {name} {all:?}");
+            all[0].to_str().unwrap().to_string()
+        };
+        assert_eq!(value(header::X_FRAME_OPTIONS), "DENY", "{path}");
+        assert_eq!(value(header::X_CONTENT_TYPE_OPTIONS), "nosniff", "{path}");
+        assert_eq!(value(header::REFERRER_POLICY), "same-origin", "{path}");
+        let policy = value(header::CONTENT_SECURITY_POLICY);
+        if status == StatusCode::OK && !path.starts_with("/assets") && path != "/live" {
+            let body = axum::body::to_bytes(res.into_body(), 16 << 20)
+                .await
+                .unwrap();
+            let html = String::from_utf8_lossy(&body);
+            let nonce = html
+                .split("<script nonce=\"")
+                .nth(1)
+                .and_then(|rest| rest.split('"').next())
+                .expect("Leptos marks its inline scripts with a nonce");
+            assert_eq!(policy, page_policy(nonce), "{path}");
+        } else {
+            assert_eq!(policy, CONTENT_SECURITY_POLICY, "{method} {path}");
+        }
+    }
+}

@@ -2,15 +2,16 @@
 // `deck serve --demo`. One screenshot per page goes to end2end/screenshots/.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startDeck, startBrowser, shot } from "./harness.mjs";
+import { startDeck, startBrowser, shot, watchCsp } from "./harness.mjs";
 
-let deck, browser, page;
+let deck, browser, page, violations;
 
 before(async () => {
   deck = await startDeck();
   browser = await startBrowser();
   page = await browser.context.newPage();
   page.setDefaultTimeout(20_000);
+  violations = await watchCsp(page);
 });
 
 after(async () => {
@@ -226,4 +227,8 @@ test("works with JavaScript off and on a phone", async () => {
   await go("/jobs?source=dlq");
   await shot(page, "jobs-phone");
   await page.setViewportSize({ width: 1280, height: 800 });
+});
+
+test("no page or action above tripped the Content-Security-Policy", () => {
+  assert.deepEqual(violations, []);
 });

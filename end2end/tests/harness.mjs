@@ -88,3 +88,24 @@ export async function startBrowser(options = {}) {
 export async function shot(page, name) {
   await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
 }
+
+/**
+ * Record every Content-Security-Policy violation `page` reports, across navigations: the
+ * `securitypolicyviolation` events of each document and Chromium's console messages about
+ * refused content. Returns the live list.
+ */
+export async function watchCsp(page) {
+  const seen = [];
+  await page.exposeBinding("__deckCspViolation", (_source, v) => seen.push(v));
+  await page.addInitScript(() => {
+    window.addEventListener(
+      "securitypolicyviolation",
+      (e) => window.__deckCspViolation({ directive: e.effectiveDirective, blocked: e.blockedURI, url: document.location.href }),
+      true,
+    );
+  });
+  page.on("console", (m) => {
+    if (/Content Security Policy|Refused to/i.test(m.text())) seen.push({ console: m.text(), url: page.url() });
+  });
+  return seen;
+}

@@ -81,9 +81,8 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<Exi
     });
 
     let limits = crate::connections::ConnectionLimits::from(&settings.http);
-    let body_bounds = settings.http.clone();
     let state = AppState::new(engine.clone(), settings);
-    let app = crate::request_limits::apply(crate::http::router(state), &body_bounds);
+    let app = crate::http::router(state);
     let server = tokio::spawn(crate::connections::serve(
         listener,
         app,

@@ -115,6 +115,21 @@ pub fn OperatorOnly(children: Children) -> impl IntoView {
     }
 }
 
+/// A `<textarea>` whose value is exactly `text`.
+///
+/// Never write `<textarea>{text}</textarea>`: tachys (0.2) marks `<textarea>` like `<script>`
+/// and `<style>`, so it renders its children unescaped, while a browser parses textarea
+/// content as escapable text — entities are decoded and `</textarea>` ends it. A payload could
+/// close the box and inject markup. So the text is escaped here, once, and handed over as
+/// `inner_html` (which tachys writes as given, whatever it decides about textarea children).
+/// The parser drops one newline right after the start tag; the one put first keeps a text
+/// that itself starts with a newline intact.
+#[component]
+pub fn TextBox(name: &'static str, rows: u32, text: String) -> impl IntoView {
+    let content = format!("\n{}", crate::session::escape(&text));
+    view! { <textarea name=name rows=rows.to_string() spellcheck="false" inner_html=content></textarea> }
+}
+
 #[component]
 pub fn ErrorBox(message: String) -> impl IntoView {
     view! { <div class="flash err" role="alert">{message}</div> }

@@ -2,7 +2,7 @@ use chrono::Utc;
 use deck_engine::{Job, JobId, JobState, Pillar};
 use leptos::prelude::*;
 
-use crate::components::layout::{ErrorBox, Layout, OperatorOnly, PostForm};
+use crate::components::layout::{ErrorBox, Layout, OperatorOnly, PostForm, TextBox};
 use crate::diff::{self, Line};
 use crate::format::{self, pretty_json};
 use crate::request::{path, query};
@@ -204,7 +204,7 @@ fn EditForm(job: Job, draft: Option<Draft>) -> impl IntoView {
             <PostForm endpoint="job/edit" back=format!("/jobs/{id}")>
                 <input type="hidden" name="id" value=id.clone()/>
                 <input type="hidden" name="step" value="preview"/>
-                <label class="block">"Payload (JSON)"<textarea name="payload" rows="14" spellcheck="false">{payload}</textarea></label>
+                <label class="block">"Payload (JSON)"<TextBox name="payload" rows=14 text=payload/></label>
                 <div class="row">
                     <label>"Tags (comma-separated)"<input type="text" name="tags" value=tags/></label>
                     <label>"Priority"<input type="number" name="priority" value=priority/></label>

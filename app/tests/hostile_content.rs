@@ -1,0 +1,520 @@
+//! Stored and reflected XSS, as a class: hostile text in every user-controlled field of a
+//! real SQLite store (and of the runtime, events, drafts, bulk runs and the signed-in user),
+//! every page rendered through the real router, the live fragments through `/live` and
+//! rendered directly — and nothing in them may run. A new page is covered by one line in
+//! `PAGES`.
+
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use chrono::Utc;
+use deck_app::{
+    AuthConfig, BreakerState, BreakerView, Console, ConsoleBackend, ConsoleEvent, ConsoleOptions,
+    EventLevel, Role, RuntimeView, UserConfig,
+};
+use deck_engine::{
+    AttemptError, ClaimRequest, Completion, EnqueueRequest, ErrorGroup, FailureReason,
+    InstanceInfo, JobId, NewAuditEntry, QueueStats, Store, StoreOptions,
+};
+use futures::StreamExt;
+use support::inert::{assert_inert, hostile, markup, policy_nonce, shows};
+use tower::ServiceExt;
+
+const TOKEN: &str = "hostile-content-test-token";
+
+/// Every field the engine's runtime reports, hostile too.
+struct HostileBackend(Arc<dyn Store>);
+
+#[async_trait]
+impl ConsoleBackend for HostileBackend {
+    fn store(&self) -> &Arc<dyn Store> {
+        &self.0
+    }
+
+    fn runtime(&self) -> RuntimeView {
+        hostile_runtime()
+    }
+
+    fn drain_events(&self) -> Vec<ConsoleEvent> {
+        hostile_events()
+    }
+}
+
+fn hostile_runtime() -> RuntimeView {
+    RuntimeView {
+        instance_id: hostile("runtime instance"),
+        workers_total: 4,
+        workers_busy: 1,
+        buffered: 0,
+        breakers: vec![BreakerView {
+            job_type: hostile("breaker type"),
+            state: BreakerState::Open,
+            recent_failures: 5,
+            half_open_in_ms: Some(1_000),
+        }],
+    }
+}
+
+fn hostile_events() -> Vec<ConsoleEvent> {
+    vec![ConsoleEvent {
+        at: Utc::now(),
+        level: EventLevel::Warn,
+        text: hostile("event"),
+    }]
+}
+
+struct Seeded {
+    _dir: tempfile::TempDir,
+    router: Router,
+    pending: JobId,
+    archived: JobId,
+    dead: JobId,
+}
+
+fn request(method: &str, path: &str) -> axum::http::request::Builder {
+    Request::builder()
+        .method(method)
+        .uri(path)
+        .header(header::ACCEPT, "text/html")
+        .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+}
+
+/// Status, body and Content-Security-Policy.
+async fn get(router: &Router, path: &str) -> (StatusCode, String, String) {
+    let res = router
+        .clone()
+        .oneshot(request("GET", path).body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    let status = res.status();
+    let policy = res
+        .headers()
+        .get(header::CONTENT_SECURITY_POLICY)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let body = axum::body::to_bytes(res.into_body(), 16 << 20)
+        .await
+        .unwrap();
+    (status, String::from_utf8_lossy(&body).into_owned(), policy)
+}
+
+/// Post a console form as the (hostile) operator; the redirect's target.
+async fn post(router: &Router, path: &str, form: &[(&str, &str)]) -> String {
+    let csrf = "0123456789abcdef0123456789abcdef";
+    let mut pairs = vec![("csrf", csrf)];
+    pairs.extend_from_slice(form);
+    let res = router
+        .clone()
+        .oneshot(
+            request("POST", path)
+                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
+                .header(header::REFERER, "http://127.0.0.1/")
+                .header(header::COOKIE, format!("deck_csrf={csrf}"))
+                .body(Body::from(serde_urlencoded::to_string(&pairs).unwrap()))
+                .unwrap(),
+        )
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::FOUND, "{path}");
+    res.headers()
+        .get(header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Claim every due job of `queue` as a hostile worker and finish each with `completion`.
+async fn finish(store: &Arc<dyn Store>, queue: &str, completion: impl Fn(JobId) -> Completion) {
+    let worker = markup("worker");
+    let claimed = store
+        .claim_batch(ClaimRequest {
+            worker_id: worker.clone(),
+            limit: 100,
+            start: 0,
+            queues: Some(vec![queue.into()]),
+        })
+        .await
+        .unwrap();
+    let ids: Vec<JobId> = claimed.iter().map(|j| j.id).collect();
+    assert!(!ids.is_empty(), "{queue}: nothing to claim");
+    store.mark_processing(&worker, &ids).await.unwrap();
+    store
+        .complete(&worker, ids.into_iter().map(completion).collect())
+        .await
+        .unwrap();
+}
+
+fn attempt_error(field: &str) -> AttemptError {
+    AttemptError {
+        attempt: 1,
+        at: Utc::now(),
+        kind: markup(&format!("{field} kind")),
+        message: hostile(field),
+    }
+}
+
+async fn enqueue(store: &Arc<dyn Store>, queue: &str, tag: &str) -> JobId {
+    let mut req = EnqueueRequest::new(
+        queue,
+        hostile("type"),
+        serde_json::json!({ "note": hostile("payload") }).to_string(),
+    );
+    req.tags = vec![markup(tag)];
+    req.idempotency_key = Some(hostile(&format!("idempotency {tag}")));
+    req.correlation_id = Some(hostile("correlation"));
+    req.created_by = Some(hostile("created by"));
+    store.enqueue(req).await.unwrap().id
+}
+
+/// A console over a store holding hostile text in every field an operator can see.
+async fn seeded() -> Seeded {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("deck.db").display());
+    let store = deck_engine::open_store(&url, &StoreOptions::default())
+        .await
+        .unwrap();
+    let (q_dead, q_done, q_retry) = (
+        hostile("queue"),
+        hostile("queue done"),
+        hostile("queue retry"),
+    );
+
+    let dead = enqueue(&store, &q_dead, "tag").await;
+    finish(&store, &q_dead, |id| Completion::DeadLetter {
+        id,
+        reason: FailureReason::Fatal,
+        error: attempt_error("error"),
+        duration_ms: 3,
+    })
+    .await;
+    let archived = enqueue(&store, &q_done, "tag done").await;
+    finish(&store, &q_done, |id| Completion::Succeeded {
+        id,
+        result: Some(serde_json::json!({ "answer": hostile("result") }).to_string()),
+        duration_ms: 3,
+    })
+    .await;
+    let pending = enqueue(&store, &q_retry, "tag retry").await;
+    finish(&store, &q_retry, |id| Completion::Retry {
+        id,
+        error: attempt_error("retry error"),
+        retry_at: Utc::now() + chrono::Duration::hours(1),
+    })
+    .await;
+
+    store
+        .heartbeat_instance(&InstanceInfo {
+            id: hostile("instance"),
+            host: hostile("host"),
+            pid: 42,
+            version: hostile("version"),
+            started_at: Utc::now(),
+            heartbeat_at: Utc::now(),
+            workers_total: 4,
+            workers_busy: 1,
+        })
+        .await
+        .unwrap();
+    store
+        .append_audit(NewAuditEntry {
+            actor: hostile("audit actor"),
+            action: hostile("audit action"),
+            target: hostile("audit target"),
+            count: 1,
+            detail: Some(hostile("audit detail")),
+        })
+        .await
+        .unwrap();
+
+    let console = Console::new(
+        HostileBackend(store.clone()),
+        ConsoleOptions {
+            tick: Duration::from_millis(250),
+            ..ConsoleOptions::default()
+        },
+    );
+    let auth = AuthConfig {
+        users: vec![UserConfig {
+            name: markup("user"),
+            role: Role::Operator,
+            password: None,
+            token: Some(TOKEN.into()),
+        }],
+    };
+    Seeded {
+        _dir: dir,
+        router: deck_app::console_router(console, auth),
+        pending,
+        archived,
+        dead,
+    }
+}
+
+/// Query parameters that every page reflects somewhere (flash messages, form values).
+fn reflected() -> String {
+    serde_urlencoded::to_string([("ok", hostile("flash ok")), ("err", hostile("flash err"))])
+        .unwrap()
+}
+
+/// Render `path` (with hostile flash parameters) and check it; it must show the text planted
+/// in each of `fields`, or the test would prove nothing about them.
+async fn check_page(router: &Router, path: &str, fields: &[&str]) {
+    let sep = if path.contains('?') { '&' } else { '?' };
+    let url = format!("{path}{sep}{}", reflected());
+    let (status, html, policy) = get(router, &url).await;
+    assert_eq!(status, StatusCode::OK, "{path}: {html}");
+    assert_inert(path, &html, policy_nonce(&policy));
+    for field in ["user", "flash ok", "flash err"].iter().chain(fields) {
+        assert!(
+            shows(&html, field),
+            "{path} does not show the planted {field:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn no_page_runs_what_users_planted() {
+    let s = seeded().await;
+    let r = &s.router;
+    let (pending, archived, dead) = (s.pending, s.archived, s.dead);
+
+    // Operator actions on hostile names: audit rows and event lines carry them.
+    post(
+        r,
+        "/fn/queue/state",
+        &[
+            ("queue", &hostile("queue")),
+            ("op", "pause"),
+            ("back", "/queues"),
+        ],
+    )
+    .await;
+    post(
+        r,
+        "/fn/queue/state",
+        &[
+            ("queue", &hostile("queue")),
+            ("op", "resume"),
+            ("back", "/queues"),
+        ],
+    )
+    .await;
+    // Drafts: one rejected (kept as typed), one to review as a diff.
+    let page = format!("/jobs/{dead}");
+    let rejected = post(
+        r,
+        "/fn/job/edit",
+        &[
+            ("id", &dead.to_string()),
+            ("step", "preview"),
+            ("payload", &hostile("draft payload")),
+            ("tags", &markup("draft tags")),
+            ("priority", &hostile("draft priority")),
+            ("queue", &hostile("draft queue")),
+            ("back", &page),
+        ],
+    )
+    .await;
+    assert!(rejected.contains("edit=1&draft="), "{rejected}");
+    let review = post(
+        r,
+        "/fn/job/edit",
+        &[
+            ("id", &dead.to_string()),
+            ("step", "preview"),
+            (
+                "payload",
+                &serde_json::json!({ "note": hostile("diff payload") }).to_string(),
+            ),
+            ("tags", &markup("diff tags")),
+            ("priority", "7"),
+            ("queue", &hostile("diff queue")),
+            ("back", &page),
+        ],
+    )
+    .await;
+    assert!(
+        review.contains("draft=") && !review.contains("edit=1"),
+        "{review}"
+    );
+    let draft = |location: &str| {
+        location
+            .split("draft=")
+            .nth(1)
+            .unwrap()
+            .split('&')
+            .next()
+            .unwrap()
+            .to_string()
+    };
+    let (rejected, review) = (draft(&rejected), draft(&review));
+
+    let dlq_filter = format!(
+        "/dlq/bulk?{}",
+        serde_urlencoded::to_string([("source", "dlq".to_string()), ("queue", hostile("queue"))])
+            .unwrap()
+    );
+    let search = format!(
+        "/jobs?{}",
+        serde_urlencoded::to_string([
+            ("source", "dlq".to_string()),
+            ("q", hostile("search")),
+            ("type", hostile("type filter")),
+            ("tag", hostile("tag filter")),
+        ])
+        .unwrap()
+    );
+
+    // Path → the planted fields it must show. One line per page.
+    #[rustfmt::skip]
+    let pages: Vec<(String, &[&str])> = vec![
+        ("/".into(), &["queue", "queue done", "queue retry", "error", "breaker type", "event"]),
+        ("/queues".into(), &["queue", "queue done", "queue retry"]),
+        ("/queues?q=x&hidden=1".into(), &[]),
+        ("/jobs".into(), &["queue retry", "type", "retry error"]),
+        ("/jobs?source=archive".into(), &["queue done", "type"]),
+        ("/jobs?source=dlq".into(), &["queue", "type", "error"]),
+        (search, &["search", "type filter", "tag filter"]),
+        (format!("/jobs/{dead}"), &["queue", "type", "payload", "error", "error kind", "correlation", "created by", "idempotency tag", "worker"]),
+        (format!("/jobs/{archived}"), &["queue done", "result"]),
+        (format!("/jobs/{pending}"), &["queue retry", "retry error"]),
+        (format!("/jobs/{dead}?edit=1"), &["payload", "queue"]),
+        (format!("/jobs/{dead}?edit=1&draft={rejected}"), &["draft payload", "draft priority", "draft queue"]),
+        (format!("/jobs/{dead}?draft={review}"), &["diff payload", "diff queue"]),
+        (format!("/jobs/{}", deck_app::format::enc(&hostile("not an id"))), &[]),
+        (dlq_filter.clone(), &["queue", "error"]),
+        (format!("{dlq_filter}&action=purge"), &["queue", "error"]),
+        ("/settings".into(), &[]),
+        ("/instances".into(), &["instance", "host", "version"]),
+        ("/audit".into(), &["audit actor", "audit action", "audit target", "audit detail", "queue"]),
+    ];
+    for (path, fields) in &pages {
+        check_page(r, path, fields).await;
+    }
+
+    // Last: a bulk run by a hostile filter that matches nothing, and its progress page.
+    let filter =
+        serde_urlencoded::to_string([("source", "dlq".to_string()), ("q", hostile("bulk filter"))])
+            .unwrap();
+    let run = post(
+        r,
+        "/fn/dlq/bulk",
+        &[
+            ("filter", &filter),
+            ("action", "purge"),
+            ("cap", "1"),
+            ("confirm", "PURGE"),
+            ("back", "/dlq/bulk"),
+        ],
+    )
+    .await;
+    assert!(run.starts_with("/dlq/bulk/"), "{run}");
+    let run_page = run.split('?').next().unwrap_or_default();
+    check_page(r, run_page, &[]).await;
+}
+
+/// The first `tick` the live stream pushes, as `data-live` key → HTML.
+async fn first_live_frame(router: &Router) -> serde_json::Map<String, serde_json::Value> {
+    let res = router
+        .clone()
+        .oneshot(request("GET", "/live").body(Body::empty()).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let mut body = res.into_body().into_data_stream();
+    let mut text = String::new();
+    while let Some(chunk) = body.next().await {
+        text.push_str(&String::from_utf8_lossy(&chunk.unwrap()));
+        // One SSE event ends with a blank line.
+        if let Some(event) = text.split("\n\n").find(|e| e.contains("event: tick")) {
+            let data: String = event
+                .lines()
+                .filter_map(|l| l.strip_prefix("data: ").or_else(|| l.strip_prefix("data:")))
+                .collect::<Vec<_>>()
+                .join("\n");
+            return serde_json::from_str(&data).unwrap();
+        }
+    }
+    panic!("the live stream ended before its first tick: {text}");
+}
+
+#[tokio::test]
+async fn live_fragments_through_the_stream_run_nothing() {
+    let s = seeded().await;
+    let frame = first_live_frame(&s.router).await;
+    let mut seen = Vec::new();
+    for (key, html) in &frame {
+        let html = html.as_str().unwrap_or_default();
+        assert_inert(&format!("/live {key}"), html, None);
+        seen.extend(
+            ["queue", "error", "breaker type", "event"]
+                .into_iter()
+                .filter(|f| shows(html, f)),
+        );
+    }
+    for field in ["queue", "error", "breaker type", "event"] {
+        assert!(
+            seen.contains(&field),
+            "no live panel shows the planted {field:?}"
+        );
+    }
+}
+
+#[test]
+fn live_fragments_rendered_directly_run_nothing() {
+    let now = Utc::now();
+    let t = deck_app::telemetry_view::Telemetry {
+        at: now,
+        queues: vec![QueueStats {
+            queue: hostile("queue"),
+            paused: true,
+            hidden: true,
+            max_workers: Some(1),
+            pending: 1,
+            scheduled: 1,
+            fetched: 1,
+            processing: 1,
+            succeeded: 1,
+            failed: 1,
+            lag_avg_ms: 1,
+            lag_max_ms: 1,
+            lag_warn_secs: None,
+            lag_crit_secs: None,
+            zombie_timeout_secs: None,
+            execution_timeout_secs: None,
+        }],
+        errors: vec![ErrorGroup {
+            reason: FailureReason::Fatal,
+            message_prefix: hostile("error"),
+            count: 1,
+            last_seen: now,
+        }],
+        runtime: hostile_runtime(),
+        events: hostile_events(),
+        ..Default::default()
+    };
+    let frame = deck_app::live::fragments(&t);
+    for field in ["queue", "error", "breaker type", "event"] {
+        let hit = frame
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, html)| shows(html.as_str().unwrap_or_default(), field))
+            .count();
+        assert!(hit > 0, "no fragment shows the planted {field:?}");
+    }
+    for (key, html) in frame.as_object().unwrap() {
+        assert_inert(
+            &format!("fragment {key}"),
+            html.as_str().unwrap_or_default(),
+            None,
+        );
+    }
+}

@@ -1,0 +1,3 @@
+//! Helpers shared by the console integration tests.
+
+pub mod inert;
