@@ -122,7 +122,7 @@ async fn bootstrap_is_idempotent_and_safe_under_concurrency() {
         .await
         .unwrap();
     assert!(report.applied.is_empty(), "{report:?}");
-    assert_eq!(report.version, 1);
+    assert_eq!(report.version, 2);
     sqlserver::open(&connection, &options(&schema, true))
         .await
         .unwrap()
@@ -156,7 +156,7 @@ async fn without_auto_create_a_missing_schema_names_the_fix() {
     let report = sqlserver::migrate(&connection, &options(&schema, false))
         .await
         .unwrap();
-    assert_eq!(report.applied, vec![1]);
+    assert_eq!(report.applied, vec![1, 2]);
     sqlserver::open(&connection, &options(&schema, false))
         .await
         .unwrap();
