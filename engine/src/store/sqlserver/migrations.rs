@@ -59,6 +59,11 @@ fn render(sql: &str, schema: &SchemaName) -> String {
 
 /// The full DDL for `schema`: safe to run again, serialised by the application lock.
 pub fn script(schema: &SchemaName) -> String {
+    script_through(schema, latest_version())
+}
+
+/// The DDL of migrations 1 to `last` only: what an older deck applied (upgrade tests).
+pub fn script_through(schema: &SchemaName, last: i32) -> String {
     let s = schema.as_str();
     let mut out = String::new();
     out.push_str(&format!(
@@ -80,11 +85,11 @@ pub fn script(schema: &SchemaName) -> String {
          IF SCHEMA_ID(N'{s}') IS NULL\n\
          \x20   EXEC(N'CREATE SCHEMA [{s}]');\n\
          IF OBJECT_ID(N'[{s}].[schema_version]', N'U') IS NULL\n",
-        latest = latest_version(),
+        latest = last,
     ));
     out.push_str(&render(SCHEMA_VERSION_TABLE, schema));
     out.push('\n');
-    for m in MIGRATIONS {
+    for m in MIGRATIONS.iter().filter(|m| m.version <= last) {
         out.push_str(&format!(
             "\n-- ---- migration {:04}: {} ({})\n\
              IF NOT EXISTS (SELECT 1 FROM [{s}].[schema_version] WHERE version = {})\n\
@@ -462,6 +467,16 @@ mod tests {
         let version = text.find("CREATE TABLE [jobs_2].[schema_version]").unwrap();
         let hot = text.find("CREATE TABLE [jobs_2].[jobs_hot]").unwrap();
         assert!(lock < schema_at && schema_at < version && version < hot);
+    }
+
+    #[test]
+    fn an_older_script_stops_at_its_version() {
+        let v1 = script_through(&deck(), 1);
+        assert!(v1.contains("CREATE TABLE [deck].[queue_counters]"));
+        assert!(!v1.contains("WHERE version = 2)"));
+        assert!(!v1.contains("queue_counter_slots"));
+        assert!(v1.contains("migrations 1 to 1"));
+        assert_eq!(script_through(&deck(), latest_version()), script(&deck()));
     }
 
     #[test]

@@ -59,6 +59,13 @@ pub fn migration_script(schema: &str) -> StoreResult<String> {
     Ok(migrations::script(&schema))
 }
 
+/// The DDL of migrations 1 to `last` only, as an older deck version applied it (for upgrade
+/// tests and for a DBA stepping through versions).
+pub fn migration_script_through(schema: &str, last: i32) -> StoreResult<String> {
+    let schema = SchemaName::parse(schema)?;
+    Ok(migrations::script_through(&schema, last))
+}
+
 /// Apply missing migrations (`deck migrate`), then verify the result against the catalog.
 pub async fn migrate(connection: &str, options: &StoreOptions) -> StoreResult<MigrationReport> {
     let store = connect(connection, options)?;
