@@ -48,7 +48,7 @@ DECLARE @remaining BIGINT = @limit;
 DECLARE @band INT;
 DECLARE @got BIGINT;
 
-INSERT INTO @wanted (name) SELECT DISTINCT [value] FROM OPENJSON(@queues);
+INSERT INTO @wanted (name) SELECT DISTINCT [value] FROM OPENJSON(ISNULL(@queues, N'[]'));
 
 INSERT INTO @lanes (queue, max_workers, slots)
 SELECT q.name, q.max_workers, q.max_workers
