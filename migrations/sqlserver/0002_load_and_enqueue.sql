@@ -14,9 +14,11 @@
 
 -- 1. Striped counters. Every transition used to update the queue's one counter row and the
 -- current minute's one metric row under UPDLOCK, HOLDLOCK, so every completer of a queue,
--- in every instance, queued behind one row lock until commit. Each row is now 16 rows
+-- in every instance, queued behind one row lock until commit. Each row is now split in slots
 -- (slot = the session's @@SPID % 16, so two sessions collide only when their ids are equal
--- modulo 16), written by update-then-insert as before, and summed on read. A decrement may
+-- modulo 16; enqueues inside an application's own transaction use slots 16-31, so what such a
+-- transaction holds until its commit never blocks deck's own sessions), written by
+-- update-then-insert as before, and summed on read. A decrement may
 -- land on another slot than its increment, so a slot may go negative; the sums are exact.
 -- The hot table's counts per state live here too, so dashboards never count jobs_hot.
 CREATE TABLE [{schema}].[queue_counter_slots] (
@@ -426,8 +428,11 @@ BEGIN
     -- caller''s transaction (roll it back).
     SET XACT_ABORT ON;
     DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
-    DECLARE @slot TINYINT = @@SPID % 16;
     DECLARE @own_transaction BIT = CASE WHEN @@TRANCOUNT = 0 THEN 1 ELSE 0 END;
+    -- Counter slots 0-15 are deck''s own sessions''; a caller''s transaction, which may stay
+    -- open for as long as the application likes, writes slots 16-31, so the counter rows it
+    -- holds until its commit never block a claim or a completion.
+    DECLARE @slot TINYINT = CASE WHEN @own_transaction = 1 THEN @@SPID % 16 ELSE 16 + @@SPID % 16 END;
 
     CREATE TABLE #jobs (
         ord             INT            NOT NULL PRIMARY KEY,

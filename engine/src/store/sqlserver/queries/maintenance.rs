@@ -47,7 +47,7 @@ DECLARE @batch INT = @P3;
 UPDATE TOP (@batch) h
 SET h.status = 0, h.worker_id = NULL, h.fetched_at = NULL
 OUTPUT inserted.id, inserted.queue INTO @released (id, queue)
-FROM [{schema}].[queues] AS q
+FROM [{schema}].[queues] AS q WITH (READPAST)
 JOIN [{schema}].[jobs_hot] AS h WITH (ROWLOCK, READPAST, FORCESEEK)
   ON h.queue = q.name AND h.status = 1 AND h.fetched_at < @fetched_cutoff;
 
@@ -56,7 +56,7 @@ IF @left > 0 AND EXISTS (SELECT 1 FROM @dead)
     UPDATE TOP (@left) h
     SET h.status = 0, h.worker_id = NULL, h.fetched_at = NULL
     OUTPUT inserted.id, inserted.queue INTO @released (id, queue)
-    FROM [{schema}].[queues] AS q
+    FROM [{schema}].[queues] AS q WITH (READPAST)
     JOIN [{schema}].[jobs_hot] AS h WITH (ROWLOCK, READPAST, FORCESEEK)
       ON h.queue = q.name AND h.status = 1
     WHERE EXISTS (SELECT 1 FROM @dead AS d
@@ -99,7 +99,7 @@ OUTPUT ",
         ", deleted.status INTO @moved (",
         common_columns!(),
         ", status)
-FROM [{schema}].[queues] AS q
+FROM [{schema}].[queues] AS q WITH (READPAST)
 JOIN [{schema}].[jobs_hot] AS h WITH (ROWLOCK, READPAST, FORCESEEK)
   ON h.queue = q.name AND h.status = 2
 WHERE h.heartbeat_at < DATEADD(SECOND, -ISNULL(q.zombie_timeout_secs, @default_zombie), @now);
@@ -112,7 +112,7 @@ IF @left > 0 AND EXISTS (SELECT 1 FROM @dead)
         ", deleted.status INTO @moved (",
         common_columns!(),
         ", status)
-    FROM [{schema}].[queues] AS q
+    FROM [{schema}].[queues] AS q WITH (READPAST)
     JOIN [{schema}].[jobs_hot] AS h WITH (ROWLOCK, READPAST, FORCESEEK)
       ON h.queue = q.name AND h.status = 2
     WHERE EXISTS (SELECT 1 FROM @dead AS d

@@ -64,9 +64,11 @@ SET l.slots = l.max_workers
        WHERE h.status = 2 AND h.queue = l.queue)
 FROM @lanes AS l;
 
+-- READPAST: a queue row not yet committed (an application's transaction enqueuing into a new
+-- queue) has no committed jobs either, and is no reason to wait.
 INSERT INTO @lanes (queue, max_workers, slots)
 SELECT q.name, NULL, @limit
-FROM [{schema}].[queues] AS q
+FROM [{schema}].[queues] AS q WITH (READPAST)
 WHERE q.paused = 0 AND q.max_workers IS NULL
   AND (@queues IS NULL OR q.name IN (SELECT w.name FROM @wanted AS w));
 
