@@ -122,7 +122,7 @@ async fn bootstrap_is_idempotent_and_safe_under_concurrency() {
         .await
         .unwrap();
     assert!(report.applied.is_empty(), "{report:?}");
-    assert_eq!(report.version, 1);
+    assert_eq!(report.version, 2);
     sqlserver::open(&connection, &options(&schema, true))
         .await
         .unwrap()
@@ -156,7 +156,7 @@ async fn without_auto_create_a_missing_schema_names_the_fix() {
     let report = sqlserver::migrate(&connection, &options(&schema, false))
         .await
         .unwrap();
-    assert_eq!(report.applied, vec![1]);
+    assert_eq!(report.applied, vec![1, 2]);
     sqlserver::open(&connection, &options(&schema, false))
         .await
         .unwrap();
@@ -187,4 +187,411 @@ fn the_printed_script_is_for_the_configured_schema() {
     assert!(script.contains("DATA_COMPRESSION = PAGE"));
     let err = sqlserver::migration_script("jobs; DROP TABLE x").unwrap_err();
     assert!(err.to_string().contains("schema"), "{err}");
+}
+
+// ------------------------------------------------------------------ SQL Server only: issue 12
+
+use deck_engine::store::conformance::support::{
+    assert_counters_match_rows, claim, enqueue, req, secs, succeeded, summary,
+};
+use deck_engine::{Completion, EnqueueRequest, Pillar};
+
+type Client = bb8_tiberius::rt::Client;
+
+/// A fresh store in its own scratch schema, and the connection string.
+async fn scratch_store() -> Option<(Arc<dyn Store>, String, String)> {
+    let connection = connection_string()?;
+    let schema = scratch_schema();
+    let store = sqlserver::open(&connection, &options(&schema, true))
+        .await
+        .expect("open a fresh SQL Server store in a scratch schema");
+    Some((store, connection, schema))
+}
+
+/// A plain connection of the application's own, with the SET options an ADO.NET or
+/// tiberius application has by default.
+async fn app_connection(connection: &str) -> Client {
+    let config = sqlserver::connection::parse_connection(connection).unwrap();
+    let manager = bb8_tiberius::ConnectionManager::new(config);
+    bb8::ManageConnection::connect(&manager).await.unwrap()
+}
+
+async fn batch(client: &mut Client, sql: &str) {
+    client
+        .simple_query(sql)
+        .await
+        .unwrap()
+        .into_results()
+        .await
+        .unwrap();
+}
+
+/// Part 3: an enqueue inside the application's transaction is undone by its rollback —
+/// the job, the queue's settings row and the counters.
+#[tokio::test]
+async fn enqueue_in_then_rollback_leaves_nothing() {
+    let Some((store, connection, schema)) = scratch_store().await else {
+        println!("skipped: DECK_TEST_MSSQL not set");
+        return;
+    };
+    let mut app = app_connection(&connection).await;
+    batch(&mut app, "BEGIN TRANSACTION").await;
+    let outcome = sqlserver::enqueue_in(&mut app, &schema, req("tx-rollback", "t"))
+        .await
+        .unwrap();
+    assert!(outcome.created);
+    // Not visible to workers before the commit (claims skip locked rows, never wait).
+    assert!(claim(&*store, "w1", 10).await.is_empty());
+    batch(&mut app, "ROLLBACK TRANSACTION").await;
+
+    assert_eq!(store.get_job(outcome.id).await.unwrap(), None);
+    let s = summary(&*store).await;
+    assert_eq!((s.pending, s.scheduled), (0, 0));
+    assert!(
+        store
+            .list_queues()
+            .await
+            .unwrap()
+            .iter()
+            .all(|q| q.name != "tx-rollback")
+    );
+    assert_counters_match_rows(&*store).await;
+}
+
+/// Part 3: committed, the job is claimed and run like any other, with a UUID v7 id made in
+/// T-SQL and every option kept.
+#[tokio::test]
+async fn enqueue_in_then_commit_runs_the_job() {
+    let Some((store, connection, schema)) = scratch_store().await else {
+        println!("skipped: DECK_TEST_MSSQL not set");
+        return;
+    };
+    let mut app = app_connection(&connection).await;
+    batch(&mut app, "BEGIN TRANSACTION").await;
+    let r = EnqueueRequest {
+        tags: vec!["order".into(), "eu".into()],
+        priority: 3,
+        correlation_id: Some("order-42".into()),
+        created_by: Some("shop".into()),
+        max_attempts: Some(2),
+        expires_at: Some(chrono::Utc::now() + secs(3600)),
+        ..req("tx-commit", "send_receipt")
+    };
+    let first = sqlserver::enqueue_in(&mut app, &schema, r.clone())
+        .await
+        .unwrap();
+    let more = sqlserver::enqueue_batch_in(&mut app, &schema, vec![req("tx-commit", "b"); 3])
+        .await
+        .unwrap();
+    batch(&mut app, "COMMIT TRANSACTION").await;
+    assert_eq!(first.id.0.get_version_num(), 7, "UUID v7 from T-SQL");
+    assert_eq!(more.len(), 3);
+
+    let job = store.get_job(first.id).await.unwrap().expect("committed");
+    assert_eq!(job.tags, r.tags);
+    assert_eq!(job.priority, 3);
+    assert_eq!(job.correlation_id.as_deref(), Some("order-42"));
+    assert_eq!(job.max_attempts, Some(2));
+    assert!(job.expires_at.is_some());
+
+    let claimed = claim(&*store, "w1", 10).await;
+    assert_eq!(claimed.len(), 4);
+    assert_eq!(claimed[0], first.id, "the higher priority first");
+    store.mark_processing("w1", &claimed).await.unwrap();
+    let applied = store
+        .complete(
+            "w1",
+            claimed.iter().map(|id| succeeded(*id, None)).collect(),
+        )
+        .await
+        .unwrap();
+    assert!(applied.iter().all(|a| a.is_applied()));
+    assert_eq!(
+        store.get_job(first.id).await.unwrap().map(|j| j.state),
+        Some(deck_engine::JobState::Succeeded)
+    );
+    assert_counters_match_rows(&*store).await;
+}
+
+/// Part 3: the procedure checks what the API checks, with the API's messages, and a
+/// rejected call leaves the caller's transaction open and usable.
+#[tokio::test]
+async fn the_procedure_rejects_what_the_api_rejects() {
+    let Some((store, connection, schema)) = scratch_store().await else {
+        println!("skipped: DECK_TEST_MSSQL not set");
+        return;
+    };
+    let mut app = app_connection(&connection).await;
+    batch(&mut app, "BEGIN TRANSACTION").await;
+    let cases = [
+        (
+            "@queue = N'', @job_type = N't'",
+            "invalid queue: is empty (give a queue of 1 to 255 characters)",
+        ),
+        (
+            "@queue = N'q', @job_type = N' t'",
+            "invalid job_type: has leading or trailing whitespace",
+        ),
+        (
+            "@queue = N'q', @job_type = N't', @payload = N'{oops'",
+            "invalid payload: is not valid JSON",
+        ),
+        (
+            "@queue = N'q', @job_type = N't', @tags = N'[\"a,b\"]'",
+            "invalid tags[0]: contains a comma or control character",
+        ),
+        (
+            "@queue = N'q', @job_type = N't', @delay_ms = 5, @scheduled_at = '2030-01-01'",
+            "invalid delay_ms: was given together with scheduled_at",
+        ),
+        (
+            "@queue = N'q', @job_type = N't', @max_attempts = 0",
+            "invalid max_attempts: is 0",
+        ),
+        (
+            "@queue = N'q', @job_type = N't', @continuation_queue = N'c', @continuation_job_type = N'x', @continuation_trigger = N'sometimes'",
+            "invalid continuation.trigger",
+        ),
+    ];
+    for (args, message) in cases {
+        let sql = format!("EXEC [{schema}].[enqueue] {args};");
+        let err = match app.simple_query(sql.as_str()).await {
+            Ok(stream) => stream.into_results().await.err(),
+            Err(e) => Some(e),
+        }
+        .unwrap_or_else(|| panic!("{args} was accepted"));
+        let text = err.to_string();
+        assert!(text.contains(message), "{args}: {text}");
+        assert!(
+            matches!(&err, tiberius::error::Error::Server(t) if t.code() == 51000),
+            "{text}"
+        );
+    }
+    // Still the caller's transaction, still committable.
+    let state = app
+        .simple_query("SELECT XACT_STATE() AS state, @@TRANCOUNT AS depth")
+        .await
+        .unwrap()
+        .into_row()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(state.get::<i16, _>("state"), Some(1));
+    assert_eq!(state.get::<i32, _>("depth"), Some(1));
+    batch(&mut app, "ROLLBACK TRANSACTION").await;
+    assert_eq!(summary(&*store).await.pending, 0);
+
+    // And a batch names the job it rejects.
+    let err = sqlserver::enqueue_batch_in(
+        &mut app,
+        &schema,
+        vec![
+            req("q", "t"),
+            req("q", "t"),
+            EnqueueRequest::new("q", "", ""),
+        ],
+    )
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("jobs[2].job_type"), "{err}");
+}
+
+/// Part 2, item 1: striped counters stay exact when many sessions finish jobs of one queue
+/// at once.
+#[tokio::test]
+async fn striped_counters_stay_exact_under_concurrent_completers() {
+    let Some((store, connection, schema)) = scratch_store().await else {
+        println!("skipped: DECK_TEST_MSSQL not set");
+        return;
+    };
+    let opts = options(&schema, false);
+    let ids: Vec<_> = store
+        .enqueue_batch(vec![req("hot-queue", "t"); 400])
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|o| o.id)
+        .collect();
+    let mut tasks = Vec::new();
+    for w in 0..8 {
+        let handle = sqlserver::open(&connection, &opts).await.unwrap();
+        tasks.push(tokio::spawn(async move {
+            let worker = format!("w{w}");
+            loop {
+                let jobs = claim(&*handle, &worker, 7).await;
+                if jobs.is_empty() {
+                    break;
+                }
+                handle.mark_processing(&worker, &jobs).await.unwrap();
+                let (done, failed) = jobs.split_at(jobs.len() / 2);
+                let mut completions: Vec<Completion> =
+                    done.iter().map(|id| succeeded(*id, None)).collect();
+                completions.extend(failed.iter().map(|id| {
+                    deck_engine::store::conformance::support::dead(
+                        *id,
+                        deck_engine::FailureReason::Fatal,
+                        "boom",
+                    )
+                }));
+                handle.complete(&worker, completions).await.unwrap();
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let s = summary(&*store).await;
+    assert_eq!(s.succeeded + s.dlq, ids.len() as u64);
+    assert_eq!((s.pending, s.fetched, s.processing), (0, 0, 0));
+    assert_counters_match_rows(&*store).await;
+}
+
+/// Part 2, item 4: future jobs of a higher priority cost the claim one boundary row, and
+/// never hide due work of a lower one; bands are taken in priority order.
+#[tokio::test]
+async fn a_claim_takes_due_work_past_future_high_priority_jobs() {
+    let Some((store, _, _)) = scratch_store().await else {
+        println!("skipped: DECK_TEST_MSSQL not set");
+        return;
+    };
+    let later = chrono::Utc::now() + secs(3600);
+    let future: Vec<EnqueueRequest> = (0..2_000)
+        .map(|_| EnqueueRequest {
+            priority: 10,
+            scheduled_at: Some(later),
+            ..req("bands", "future")
+        })
+        .collect();
+    store.enqueue_batch(future).await.unwrap();
+    let low = enqueue(&*store, req("bands", "low")).await;
+    let mid = enqueue(
+        &*store,
+        EnqueueRequest {
+            priority: 5,
+            ..req("bands", "mid")
+        },
+    )
+    .await;
+    assert_eq!(claim(&*store, "w1", 10).await, vec![mid, low]);
+    assert!(claim(&*store, "w1", 10).await.is_empty());
+    assert_counters_match_rows(&*store).await;
+}
+
+/// Part 2: the schema carries the load design (checked by the startup verification too).
+#[tokio::test]
+async fn the_catalog_has_the_load_design() {
+    let Some((_store, connection, schema)) = scratch_store().await else {
+        println!("skipped: DECK_TEST_MSSQL not set");
+        return;
+    };
+    let mut app = app_connection(&connection).await;
+    let sql = format!(
+        "SELECT t.lock_escalation_desc AS escalation,
+                (SELECT COUNT(*) FROM sys.indexes AS i WHERE i.object_id = t.object_id
+                 AND i.name IN (N'IX_jobs_hot_status_created', N'IX_jobs_hot_scheduled')) AS console_indexes,
+                (SELECT COUNT(*) FROM sys.index_columns AS ic
+                 JOIN sys.columns AS c ON c.object_id = ic.object_id AND c.column_id = ic.column_id
+                 JOIN sys.indexes AS i ON i.object_id = ic.object_id AND i.index_id = ic.index_id
+                 WHERE ic.object_id = t.object_id AND c.name = N'heartbeat_at') AS heartbeat_keys,
+                OBJECT_ID(N'[{schema}].[enqueue]', N'P') AS enqueue_proc
+         FROM sys.tables AS t
+         WHERE t.schema_id = SCHEMA_ID(N'{schema}') AND t.name = N'jobs_hot'"
+    );
+    let row = app
+        .simple_query(sql.as_str())
+        .await
+        .unwrap()
+        .into_row()
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(row.get::<&str, _>("escalation"), Some("DISABLE"));
+    assert_eq!(row.get::<i32, _>("console_indexes"), Some(0));
+    assert_eq!(row.get::<i32, _>("heartbeat_keys"), Some(0));
+    assert!(row.get::<i32, _>("enqueue_proc").is_some());
+}
+
+/// Migration 0002 on a database that version 1 created and used: the counters it seeds
+/// match the rows, and the store works on the result.
+#[tokio::test]
+async fn upgrading_from_version_1_seeds_exact_counters() {
+    let Some(connection) = connection_string() else {
+        println!("skipped: DECK_TEST_MSSQL not set");
+        return;
+    };
+    let schema = scratch_schema();
+    let mut app = app_connection(&connection).await;
+    batch(
+        &mut app,
+        &sqlserver::migration_script_through(&schema, 1).unwrap(),
+    )
+    .await;
+    // What version 1 left behind: two pending jobs, a fetched one, an archived one.
+    let rows = format!(
+        "INSERT INTO [{schema}].[queues] (name, paused, hidden, created_at)
+             VALUES (N'old', 0, 0, SYSUTCDATETIME());
+         INSERT INTO [{schema}].[jobs_hot]
+             (id, queue, job_type, payload, tags, priority, created_at, scheduled_at, attempt,
+              status, cancel_requested, worker_id, fetched_at, continuation)
+         VALUES
+             (0x01890000000070008000000000000001, N'old', N't', N'null', N'', 0, SYSUTCDATETIME(),
+              SYSUTCDATETIME(), 0, 0, 0, NULL, NULL,
+              N'{{\"queue\":\"followups\",\"job_type\":\"f\",\"trigger\":\"always\"}}'),
+             (0x01890000000070008000000000000002, N'old', N't', N'null', N'', 0, SYSUTCDATETIME(),
+              SYSUTCDATETIME(), 0, 0, 0, NULL, NULL, NULL),
+             (0x01890000000070008000000000000003, N'old', N't', N'null', N'', 0, SYSUTCDATETIME(),
+              SYSUTCDATETIME(), 0, 1, 0, N'gone', SYSUTCDATETIME(), NULL);
+         INSERT INTO [{schema}].[jobs_archive]
+             (id, queue, job_type, payload, tags, priority, created_at, scheduled_at,
+              finished_at, attempt)
+         VALUES (0x01890000000070008000000000000004, N'old', N't', N'null', N'', 0,
+                 SYSUTCDATETIME(), SYSUTCDATETIME(), SYSUTCDATETIME(), 1);
+         INSERT INTO [{schema}].[queue_counters] (queue, archive_rows, dlq_rows)
+             VALUES (N'old', 1, 0);"
+    );
+    batch(&mut app, &rows).await;
+
+    let report = sqlserver::migrate(&connection, &options(&schema, false))
+        .await
+        .unwrap();
+    assert_eq!(report.applied, vec![2]);
+    let store = sqlserver::open(&connection, &options(&schema, false))
+        .await
+        .unwrap();
+    let q = store
+        .queue_stats()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|q| q.queue == "old")
+        .unwrap();
+    assert_eq!(
+        (
+            q.pending + q.scheduled,
+            q.fetched,
+            q.processing,
+            q.succeeded
+        ),
+        (2, 1, 0, 1)
+    );
+    // The continuation's queue got its settings row before any completion needs it.
+    assert!(
+        store
+            .list_queues()
+            .await
+            .unwrap()
+            .iter()
+            .any(|q| q.name == "followups")
+    );
+    assert_counters_match_rows(&*store).await;
+    assert_eq!(claim(&*store, "w1", 10).await.len(), 2);
+    assert!(
+        store
+            .list_jobs(&deck_engine::JobQuery::new(Pillar::Archive))
+            .await
+            .unwrap()
+            .items
+            .len()
+            == 1
+    );
 }

@@ -407,6 +407,34 @@ pub async fn assert_counters_match_rows(store: &dyn Store) {
             "queue {queue} holds finished rows {rows:?} but has no stats row"
         );
     }
+    // Per queue, the hot counts too (a backend may maintain them rather than count rows).
+    let mut hot_per_queue: HashMap<&str, (u64, u64, u64)> = HashMap::new();
+    for j in &hot {
+        let entry = hot_per_queue.entry(&j.queue).or_default();
+        match j.state {
+            JobState::Fetched => entry.1 += 1,
+            JobState::Processing => entry.2 += 1,
+            _ => entry.0 += 1,
+        }
+    }
+    for q in &stats {
+        let rows = hot_per_queue
+            .get(q.queue.as_str())
+            .copied()
+            .unwrap_or_default();
+        assert_eq!(
+            (q.pending + q.scheduled, q.fetched, q.processing),
+            rows,
+            "queue {}: (pending + scheduled, fetched, processing) = hot rows",
+            q.queue
+        );
+    }
+    for (queue, rows) in &hot_per_queue {
+        assert!(
+            stats.iter().any(|q| q.queue == *queue),
+            "queue {queue} holds hot rows {rows:?} but has no stats row"
+        );
+    }
 
     let groups = store.top_errors(10_000).await.expect("top errors");
     let mut by_reason: HashMap<FailureReason, u64> = HashMap::new();

@@ -10,7 +10,7 @@ use chrono::{DateTime, NaiveDateTime};
 use tiberius::ToSql;
 
 use super::connection::SchemaName;
-use super::queries;
+use super::queries::{self, Reads};
 use super::rows::{id_hex, to_sql_time};
 use crate::error::{StoreError, StoreResult};
 use crate::model::Pillar;
@@ -37,11 +37,22 @@ impl Param {
     }
 }
 
-/// A statement and its parameters (`@P1` … in order).
-#[derive(Debug, Clone, Default)]
+/// A statement, its parameters (`@P1` … in order) and what its caller reads.
+#[derive(Debug, Clone)]
 pub struct Built {
     pub sql: String,
     pub params: Vec<Param>,
+    pub reads: Reads,
+}
+
+impl Default for Built {
+    fn default() -> Self {
+        Built {
+            sql: String::new(),
+            params: Vec::new(),
+            reads: Reads::Nothing,
+        }
+    }
 }
 
 impl Built {
@@ -63,11 +74,19 @@ pub fn table(pillar: Pillar) -> &'static str {
     }
 }
 
-pub fn read_columns(pillar: Pillar) -> &'static str {
+pub fn read_columns(pillar: Pillar) -> &'static [&'static str] {
     match pillar {
         Pillar::Hot => queries::LIST_HOT_COLUMNS,
         Pillar::Archive => queries::LIST_ARCHIVE_COLUMNS,
         Pillar::Dlq => queries::LIST_DLQ_COLUMNS,
+    }
+}
+
+pub fn preview_columns(pillar: Pillar) -> &'static [&'static str] {
+    match pillar {
+        Pillar::Hot => queries::PREVIEW_HOT_COLUMNS,
+        Pillar::Archive => queries::PREVIEW_ARCHIVE_COLUMNS,
+        Pillar::Dlq => queries::PREVIEW_DLQ_COLUMNS,
     }
 }
 
@@ -255,16 +274,19 @@ pub fn list_statement(
             "\n  AND ({column} {cmp} {k} OR ({column} = {k} AND id {cmp} CONVERT(BINARY(16), {id}, 2)))"
         ));
     }
+    built.reads = Reads::Rows(read_columns(pillar));
     built.sql = format!(
-        "SELECT TOP ({top}) {columns}\nFROM [{schema}].[{table}]\nWHERE {predicates}\nORDER BY {column} {dir}, id {dir};",
-        columns = read_columns(pillar),
+        "SET NOCOUNT ON;\nSELECT TOP ({top}) {columns}\nFROM [{schema}].[{table}]\nWHERE {predicates}\nORDER BY {column} {dir}, id {dir};",
+        columns = read_columns(pillar).join(", "),
         table = table(pillar),
         schema = schema.as_str(),
     );
     Ok(ListStatement { built, reversed })
 }
 
-/// Count and newest sample of a filter's matches (two result sets).
+/// Count and newest sample of a filter's matches, as one result set: the count on every row,
+/// then a sample row — or, when nothing matched, one row of NULLs, so the count always comes
+/// back and is never a set of its own for a caller to tell apart by position.
 pub fn preview_statement(
     schema: &SchemaName,
     pillar: Pillar,
@@ -279,11 +301,20 @@ pub fn preview_statement(
     } else {
         "finished_at"
     };
+    let sample_columns: Vec<String> = read_columns(pillar)
+        .iter()
+        .map(|c| format!("s.{c}"))
+        .collect();
+    built.reads = Reads::Rows(preview_columns(pillar));
     built.sql = format!(
-        "SELECT COUNT_BIG(*) AS matching\nFROM [{schema}].[{table}]\nWHERE {predicates};\n\
-         SELECT TOP ({top}) {columns}\nFROM [{schema}].[{table}]\nWHERE {predicates}\n\
-         ORDER BY {newest} DESC, id DESC;",
-        columns = read_columns(pillar),
+        "SET NOCOUNT ON;\n\
+         SELECT m.matching, {sample_columns}\n\
+         FROM (SELECT COUNT_BIG(*) AS matching\n      FROM [{schema}].[{table}]\n      WHERE {predicates}) AS m\n\
+         LEFT JOIN (SELECT TOP ({top}) {columns}\n           FROM [{schema}].[{table}]\n           WHERE {predicates}\n           \
+         ORDER BY {newest} DESC, id DESC) AS s ON 1 = 1\n\
+         ORDER BY s.{newest} DESC, s.id DESC;",
+        sample_columns = sample_columns.join(", "),
+        columns = read_columns(pillar).join(", "),
         table = table(pillar),
         schema = schema.as_str(),
     );
@@ -309,8 +340,9 @@ pub fn bulk_ids_statement(
         let p = built.bind(Param::Text(after.to_string()));
         predicates.push_str(&format!("\n  AND id > CONVERT(BINARY(16), {p}, 2)"));
     }
+    built.reads = Reads::Rows(&["id"]);
     built.sql = format!(
-        "SELECT TOP ({top}) CONVERT(CHAR(32), id, 2) AS id\nFROM [{schema}].[{table}]\nWHERE {predicates}\nORDER BY id;",
+        "SET NOCOUNT ON;\nSELECT TOP ({top}) CONVERT(CHAR(32), id, 2) AS id\nFROM [{schema}].[{table}]\nWHERE {predicates}\nORDER BY id;",
         table = table(pillar),
         schema = schema.as_str(),
     );
@@ -319,7 +351,7 @@ pub fn bulk_ids_statement(
 
 /// Every shape of dynamic statement, for the policy tests.
 #[cfg(test)]
-pub fn all_shapes(schema: &SchemaName) -> Vec<String> {
+pub fn all_shapes(schema: &SchemaName) -> Vec<(Reads, String)> {
     use crate::model::{FailureReason, HotStatus, JobId};
     use crate::query::JobSort;
     let full = JobFilter {
@@ -360,12 +392,17 @@ pub fn all_shapes(schema: &SchemaName) -> Vec<String> {
                         position,
                         page_size: 50,
                     };
-                    out.push(list_statement(schema, &query, 51).unwrap().built.sql);
+                    let built = list_statement(schema, &query, 51).unwrap().built;
+                    out.push((built.reads, built.sql));
                 }
             }
         }
-        out.push(preview_statement(schema, pillar, &full, 10).sql);
-        out.push(bulk_ids_statement(schema, pillar, &full, true, Some("00"), 200).sql);
+        for built in [
+            preview_statement(schema, pillar, &full, 10),
+            bulk_ids_statement(schema, pillar, &full, true, Some("00"), 200),
+        ] {
+            out.push((built.reads, built.sql));
+        }
     }
     out
 }

@@ -21,12 +21,20 @@ pub struct Migration {
 }
 
 /// Every migration, in version order. Add new files here; never edit an applied one.
-pub const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "initial",
-    file: "0001_initial.sql",
-    sql: include_str!("../../../../migrations/sqlserver/0001_initial.sql"),
-}];
+pub const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "initial",
+        file: "0001_initial.sql",
+        sql: include_str!("../../../../migrations/sqlserver/0001_initial.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "load_and_enqueue",
+        file: "0002_load_and_enqueue.sql",
+        sql: include_str!("../../../../migrations/sqlserver/0002_load_and_enqueue.sql"),
+    },
+];
 
 pub fn latest_version() -> i32 {
     MIGRATIONS.last().map_or(0, |m| m.version)
@@ -51,6 +59,11 @@ fn render(sql: &str, schema: &SchemaName) -> String {
 
 /// The full DDL for `schema`: safe to run again, serialised by the application lock.
 pub fn script(schema: &SchemaName) -> String {
+    script_through(schema, latest_version())
+}
+
+/// The DDL of migrations 1 to `last` only: what an older deck applied (upgrade tests).
+pub fn script_through(schema: &SchemaName, last: i32) -> String {
     let s = schema.as_str();
     let mut out = String::new();
     out.push_str(&format!(
@@ -72,11 +85,11 @@ pub fn script(schema: &SchemaName) -> String {
          IF SCHEMA_ID(N'{s}') IS NULL\n\
          \x20   EXEC(N'CREATE SCHEMA [{s}]');\n\
          IF OBJECT_ID(N'[{s}].[schema_version]', N'U') IS NULL\n",
-        latest = latest_version(),
+        latest = last,
     ));
     out.push_str(&render(SCHEMA_VERSION_TABLE, schema));
     out.push('\n');
-    for m in MIGRATIONS {
+    for m in MIGRATIONS.iter().filter(|m| m.version <= last) {
         out.push_str(&format!(
             "\n-- ---- migration {:04}: {} ({})\n\
              IF NOT EXISTS (SELECT 1 FROM [{s}].[schema_version] WHERE version = {})\n\
@@ -126,12 +139,16 @@ impl std::fmt::Display for ColumnShape {
     }
 }
 
-/// Tables (with their columns) and indexes the migrations create.
+/// Tables (with their columns), indexes and routines the migrations create.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Shape {
     pub tables: BTreeMap<String, BTreeMap<String, ColumnShape>>,
     /// (table, index)
     pub indexes: BTreeSet<(String, String)>,
+    /// table → LOCK_ESCALATION set by a migration (`DISABLE`, `AUTO`, `TABLE`).
+    pub lock_escalation: BTreeMap<String, String>,
+    /// Procedures and functions.
+    pub routines: BTreeSet<String>,
 }
 
 fn bracketed(text: &str) -> Option<(&str, &str)> {
@@ -181,14 +198,22 @@ fn parse_column(line: &str) -> Option<(String, ColumnShape)> {
 }
 
 /// Read the expected shape out of the DDL itself, so the check can never drift from it.
+/// Later migrations may drop tables and indexes, set a table's lock escalation, and create
+/// routines with `EXEC(N'CREATE OR ALTER PROCEDURE [{schema}].[name] …')` (whose bodies are
+/// skipped: a temp table inside one is not part of the schema).
 pub fn expected_shape() -> Shape {
     let mut shape = Shape::default();
     let mut sources = vec![SCHEMA_VERSION_TABLE];
     sources.extend(MIGRATIONS.iter().map(|m| m.sql));
     for sql in sources {
         let mut table: Option<String> = None;
+        let mut in_routine = false;
         for line in sql.lines() {
             let trimmed = line.trim();
+            if in_routine {
+                in_routine = trimmed != "');";
+                continue;
+            }
             if trimmed.starts_with("--") {
                 continue;
             }
@@ -211,8 +236,37 @@ pub fn expected_shape() -> Shape {
                         .or_default()
                         .insert(name, column);
                 }
+            } else if upper.starts_with("EXEC(N'CREATE OR ALTER ") {
+                if let Some(name) = object_name(trimmed) {
+                    shape.routines.insert(name.to_string());
+                }
+                in_routine = !trimmed.ends_with("');");
             } else if upper.starts_with("CREATE TABLE") {
                 table = object_name(trimmed).map(str::to_string);
+            } else if upper.starts_with("DROP TABLE") {
+                if let Some(t) = object_name(trimmed) {
+                    shape.tables.remove(t);
+                    shape.indexes.retain(|(owner, _)| owner != t);
+                    shape.lock_escalation.remove(t);
+                }
+            } else if upper.starts_with("DROP INDEX") {
+                if let Some((index, rest)) = bracketed(trimmed)
+                    && let Some(on) = rest.find(" ON ")
+                    && let Some(t) = object_name(&rest[on..])
+                {
+                    shape.indexes.remove(&(t.to_string(), index.to_string()));
+                }
+            } else if upper.starts_with("ALTER TABLE") && upper.contains("LOCK_ESCALATION") {
+                let setting = upper
+                    .split("LOCK_ESCALATION")
+                    .nth(1)
+                    .map(|r| r.trim_start_matches([' ', '=']))
+                    .and_then(|r| r.split(|c: char| !c.is_ascii_alphabetic()).next())
+                    .unwrap_or_default()
+                    .to_string();
+                if let Some(t) = object_name(trimmed) {
+                    shape.lock_escalation.insert(t.to_string(), setting);
+                }
             } else if upper.starts_with("CREATE") && upper.contains(" INDEX ") {
                 let Some((index, rest)) = bracketed(trimmed) else {
                     continue;
@@ -229,9 +283,11 @@ pub fn expected_shape() -> Shape {
     shape
 }
 
-/// What the catalog says, as read by `queries::CATALOG`.
+/// What the catalog says, as read by the `queries::CATALOG_*` statements.
 #[derive(Debug, Default, Clone)]
 pub struct CatalogState {
+    /// Tables, columns, indexes, routines, and each table's LOCK_ESCALATION
+    /// (`lock_escalation_desc`: "TABLE", "AUTO", "DISABLE").
     pub shape: Shape,
     /// table → compression of its clustered index ("NONE", "ROW", "PAGE").
     pub compression: BTreeMap<String, String>,
@@ -303,6 +359,23 @@ pub fn check(schema: &SchemaName, state: &CatalogState) -> StoreResult<()> {
                 .contains(&(table.clone(), index.clone()))
         {
             problems.push(format!("index [{index}] on [{s}].[{table}] is missing"));
+        }
+    }
+    for (table, want) in &expected.lock_escalation {
+        if let Some(have) = state.shape.lock_escalation.get(table)
+            && have != want
+        {
+            problems.push(format!(
+                "[{s}].[{table}] has LOCK_ESCALATION = {have}, expected {want}: \
+                 ALTER TABLE [{s}].[{table}] SET (LOCK_ESCALATION = {want})"
+            ));
+        }
+    }
+    for routine in &expected.routines {
+        if !state.shape.routines.contains(routine) {
+            problems.push(format!(
+                "procedure or function [{s}].[{routine}] is missing"
+            ));
         }
     }
     for table in ["jobs_archive", "jobs_dlq"] {
@@ -386,12 +459,24 @@ mod tests {
         // Each migration is guarded by its version and records it.
         assert!(text.contains("WHERE version = 1)"));
         assert!(text.contains("VALUES (1, N'initial', SYSUTCDATETIME())"));
+        assert!(text.contains("WHERE version = 2)"));
+        assert!(text.contains("CREATE OR ALTER PROCEDURE [jobs_2].[enqueue_batch]"));
         // Guards come before bodies: the lock, then the schema, then the version table.
         let lock = text.find("sp_getapplock").unwrap();
         let schema_at = text.find("EXEC(N'CREATE SCHEMA").unwrap();
         let version = text.find("CREATE TABLE [jobs_2].[schema_version]").unwrap();
         let hot = text.find("CREATE TABLE [jobs_2].[jobs_hot]").unwrap();
         assert!(lock < schema_at && schema_at < version && version < hot);
+    }
+
+    #[test]
+    fn an_older_script_stops_at_its_version() {
+        let v1 = script_through(&deck(), 1);
+        assert!(v1.contains("CREATE TABLE [deck].[queue_counters]"));
+        assert!(!v1.contains("WHERE version = 2)"));
+        assert!(!v1.contains("queue_counter_slots"));
+        assert!(v1.contains("migrations 1 to 1"));
+        assert_eq!(script_through(&deck(), latest_version()), script(&deck()));
     }
 
     #[test]
@@ -402,9 +487,9 @@ mod tests {
             "jobs_archive",
             "jobs_dlq",
             "queues",
-            "queue_counters",
-            "metric_buckets",
-            "error_groups",
+            "queue_counter_slots",
+            "metric_slots",
+            "error_group_slots",
             "settings",
             "instances",
             "audit_log",
@@ -447,6 +532,33 @@ mod tests {
                 .indexes
                 .contains(&("jobs_dlq".to_string(), "IX_jobs_dlq_reason".to_string()))
         );
+        // Later migrations drop what they replace.
+        for gone in ["queue_counters", "metric_buckets", "error_groups"] {
+            assert!(!shape.tables.contains_key(gone), "{gone}");
+            assert!(shape.indexes.iter().all(|(t, _)| t != gone), "{gone}");
+        }
+        for gone in ["IX_jobs_hot_status_created", "IX_jobs_hot_scheduled"] {
+            assert!(
+                !shape
+                    .indexes
+                    .contains(&("jobs_hot".to_string(), gone.to_string())),
+                "{gone}"
+            );
+        }
+        assert!(
+            shape
+                .indexes
+                .contains(&("jobs_hot".to_string(), "IX_jobs_hot_due".to_string()))
+        );
+        assert_eq!(shape.tables["queue_counter_slots"].len(), 7);
+        assert_eq!(
+            shape.lock_escalation.get("jobs_hot").map(String::as_str),
+            Some("DISABLE")
+        );
+        let routines: Vec<&str> = shape.routines.iter().map(String::as_str).collect();
+        assert_eq!(routines, ["enqueue", "enqueue_batch", "name_problem"]);
+        // The temp tables inside the procedures are not part of the schema.
+        assert!(shape.tables.keys().all(|t| !t.starts_with('#')));
     }
 
     #[test]
@@ -459,11 +571,11 @@ mod tests {
                 .map(|(t, c)| (t.to_string(), c.to_string()))
                 .collect(),
             compatibility_level: 150,
-            applied_versions: vec![1],
+            applied_versions: vec![1, 2],
         };
         check(&deck(), &state).unwrap();
 
-        state.shape.tables.remove("error_groups");
+        state.shape.tables.remove("error_group_slots");
         state
             .shape
             .tables
@@ -480,9 +592,14 @@ mod tests {
             .compression
             .insert("jobs_dlq".to_string(), "NONE".to_string());
         state.compatibility_level = 120;
+        state
+            .shape
+            .lock_escalation
+            .insert("jobs_hot".to_string(), "TABLE".to_string());
+        state.shape.routines.remove("enqueue");
         let err = check(&deck(), &state).unwrap_err().to_string();
         assert!(
-            err.contains("table [deck].[error_groups] is missing"),
+            err.contains("table [deck].[error_group_slots] is missing"),
             "{err}"
         );
         assert!(
@@ -492,6 +609,14 @@ mod tests {
         assert!(err.contains("index [IX_jobs_hot_claim]"), "{err}");
         assert!(err.contains("NONE compression"), "{err}");
         assert!(err.contains("compatibility level is 120"), "{err}");
+        assert!(
+            err.contains("LOCK_ESCALATION = TABLE, expected DISABLE"),
+            "{err}"
+        );
+        assert!(
+            err.contains("procedure or function [deck].[enqueue] is missing"),
+            "{err}"
+        );
         assert!(err.contains("deck migrate --print"), "{err}");
     }
 
@@ -502,6 +627,10 @@ mod tests {
             .to_string();
         assert!(
             err.contains("migration 0001_initial is not applied"),
+            "{err}"
+        );
+        assert!(
+            err.contains("migration 0002_load_and_enqueue is not applied"),
             "{err}"
         );
         assert!(err.contains("table [deck].[jobs_hot] is missing"), "{err}");

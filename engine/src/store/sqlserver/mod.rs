@@ -2,21 +2,30 @@
 //!
 //! - `connection`: ADO strings, `mssql://` URLs and the schema name.
 //! - `migrations`: the versioned schema, its bootstrap under `sp_getapplock`, its verification.
-//! - `queries`: every fixed SQL statement with its consistency class; `job_lists`: the
-//!   console's dynamic list statements.
+//! - `queries`: every fixed SQL statement with its consistency class and what its caller
+//!   reads; `job_lists`: the console's dynamic list statements.
+//! - `reader`: reads an answer against that declaration (never a result set by position).
 //! - `pool`: connections, transient faults and retries; `rows`: row and parameter mapping.
-//! - `store`: `trait Store`.
+//! - `store`: `trait Store`; `enqueue`: enqueue inside a caller's own transaction.
+//! - `statement_rules` (tests): the server-free rules every T-SQL text is held to, read with
+//!   the small T-SQL lexer in `tsql`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 pub mod connection;
+pub mod enqueue;
 pub mod job_lists;
 pub mod migrations;
 pub mod pool;
 pub mod queries;
+pub mod reader;
 pub mod rows;
+#[cfg(test)]
+mod statement_rules;
 pub mod store;
+#[cfg(test)]
+mod tsql;
 
 use connection::{SchemaName, parse_connection, redacted};
 use migrations::CatalogState;
@@ -25,6 +34,7 @@ use pool::{Fault, Manager, PooledConn, Repeat};
 use crate::error::{StoreError, StoreResult};
 use crate::store::{Store, StoreOptions};
 
+pub use enqueue::{enqueue_batch_in, enqueue_in};
 pub use store::SqlServerStore;
 
 /// How long one statement may take before its connection is dropped and the fault counted
@@ -47,6 +57,13 @@ pub struct MigrationReport {
 pub fn migration_script(schema: &str) -> StoreResult<String> {
     let schema = SchemaName::parse(schema)?;
     Ok(migrations::script(&schema))
+}
+
+/// The DDL of migrations 1 to `last` only, as an older deck version applied it (for upgrade
+/// tests and for a DBA stepping through versions).
+pub fn migration_script_through(schema: &str, last: i32) -> StoreResult<String> {
+    let schema = SchemaName::parse(schema)?;
+    Ok(migrations::script_through(&schema, last))
 }
 
 /// Apply missing migrations (`deck migrate`), then verify the result against the catalog.
@@ -159,7 +176,7 @@ fn unreachable(connection: &str, err: StoreError) -> StoreError {
 }
 
 async fn read_versions(store: &SqlServerStore, connection: &str) -> StoreResult<Vec<i32>> {
-    let sql = store.sql(queries::SCHEMA_VERSIONS);
+    let sql = store.sql(queries::SCHEMA_VERSIONS.sql);
     let sql = &sql;
     store
         .run(
@@ -167,12 +184,13 @@ async fn read_versions(store: &SqlServerStore, connection: &str) -> StoreResult<
             Repeat::Always,
             move |mut conn: PooledConn| async move {
                 let result: Result<Vec<i32>, Fault> = async {
-                    let rows = conn
-                        .client
-                        .simple_query(sql.as_str())
-                        .await?
-                        .into_first_result()
-                        .await?;
+                    let stream = conn.client.query(sql.as_str(), &[]).await?;
+                    let rows = reader::read_declared(
+                        queries::SCHEMA_VERSIONS.name,
+                        queries::SCHEMA_VERSIONS.reads,
+                        stream,
+                    )
+                    .await?;
                     rows.iter()
                         .map(|r| Ok(i32::try_from(rows::req_int(r, "version")?).unwrap_or(0)))
                         .collect()
@@ -186,7 +204,7 @@ async fn read_versions(store: &SqlServerStore, connection: &str) -> StoreResult<
 }
 
 /// Run the whole migration script (one batch, one transaction, under the application lock).
-/// Safe to repeat: every migration is guarded by its recorded version.
+/// Safe to repeat: every migration is guarded by its recorded version. It sends no rows.
 async fn apply_script(store: &SqlServerStore) -> StoreResult<()> {
     let script = migrations::script(store.schema());
     let script = &script;
@@ -196,10 +214,8 @@ async fn apply_script(store: &SqlServerStore) -> StoreResult<()> {
             Repeat::Always,
             move |mut conn: PooledConn| async move {
                 let result: Result<(), Fault> = async {
-                    conn.client
-                        .simple_query(script.as_str())
-                        .await?
-                        .into_results()
+                    let stream = conn.client.simple_query(script.as_str()).await?;
+                    reader::read_declared("migration script", queries::Reads::Nothing, stream)
                         .await?;
                     Ok(())
                 }
@@ -213,7 +229,8 @@ async fn apply_script(store: &SqlServerStore) -> StoreResult<()> {
                 problem: format!("applying the schema failed: {message}"),
                 help: format!(
                     "the login needs CREATE SCHEMA (or an existing schema [{}] it owns), \
-                     CREATE TABLE and ALTER on the schema; or {}",
+                     CREATE TABLE, CREATE PROCEDURE, CREATE FUNCTION and ALTER on the schema; \
+                     or {}",
                     store.schema(),
                     migrations::FIX_HELP
                 ),
@@ -222,12 +239,34 @@ async fn apply_script(store: &SqlServerStore) -> StoreResult<()> {
         })
 }
 
+/// One catalog statement's rows (`queries::CATALOG_*`, each one kind of fact).
+async fn catalog_rows(
+    client: &mut pool::Client,
+    statement: &queries::Statement,
+    sql: &str,
+    schema: &str,
+) -> Result<Vec<tiberius::Row>, Fault> {
+    let stream = if sql.contains("@P1") {
+        client.query(sql, &[&schema]).await?
+    } else {
+        client.query(sql, &[]).await?
+    };
+    reader::read_declared(statement.name, statement.reads, stream).await
+}
+
 /// Compare the catalog with the schema this version needs; fail with every difference.
 async fn verify(store: &SqlServerStore) -> StoreResult<()> {
-    let catalog = store.sql(queries::CATALOG);
-    let versions = store.sql(queries::SCHEMA_VERSIONS);
+    let statements = [
+        queries::CATALOG_COLUMNS,
+        queries::CATALOG_INDEXES,
+        queries::CATALOG_TABLES,
+        queries::CATALOG_ROUTINES,
+        queries::CATALOG_DATABASE,
+        queries::SCHEMA_VERSIONS,
+    ];
+    let rendered: Vec<String> = statements.iter().map(|s| store.sql(s.sql)).collect();
     let schema = store.schema().to_string();
-    let (catalog, versions, schema) = (&catalog, &versions, &schema);
+    let (statements, rendered, schema) = (&statements, &rendered, &schema);
     let state = store
         .run(
             "verify schema",
@@ -235,57 +274,63 @@ async fn verify(store: &SqlServerStore) -> StoreResult<()> {
             move |mut conn: PooledConn| async move {
                 let result: Result<CatalogState, Fault> = async {
                     let client = &mut conn.client;
-                    let sets = client
-                        .query(catalog.as_str(), &[schema])
-                        .await?
-                        .into_results()
-                        .await?;
+                    let mut answers = Vec::with_capacity(statements.len());
+                    for (statement, sql) in statements.iter().zip(rendered) {
+                        answers.push(catalog_rows(client, statement, sql, schema).await?);
+                    }
+                    let [columns, indexes, tables, routines, database, versions] =
+                        <[Vec<tiberius::Row>; 6]>::try_from(answers)
+                            .map_err(|_| rows::corrupt("the catalog answers are incomplete"))?;
                     let mut state = CatalogState::default();
-                    let mut sets = sets.into_iter();
-                    for row in sets.next().unwrap_or_default() {
-                        let length = rows::req_int(&row, "max_length")?;
-                        let type_name = rows::req_str(&row, "type_name")?;
+                    for row in &columns {
+                        let length = rows::req_int(row, "max_length")?;
+                        let type_name = rows::req_str(row, "type_name")?;
                         let column = migrations::ColumnShape {
                             length: match type_name.as_str() {
                                 "nvarchar" | "binary" | "varbinary" => i32::try_from(length).ok(),
                                 _ => None,
                             },
                             scale: match type_name.as_str() {
-                                "datetime2" => i32::try_from(rows::req_int(&row, "scale")?).ok(),
+                                "datetime2" => i32::try_from(rows::req_int(row, "scale")?).ok(),
                                 _ => None,
                             },
-                            nullable: rows::req_bool(&row, "is_nullable")?,
+                            nullable: rows::req_bool(row, "is_nullable")?,
                             type_name,
                         };
                         state
                             .shape
                             .tables
-                            .entry(rows::req_str(&row, "table_name")?)
+                            .entry(rows::req_str(row, "table_name")?)
                             .or_default()
-                            .insert(rows::req_str(&row, "column_name")?, column);
+                            .insert(rows::req_str(row, "column_name")?, column);
                     }
-                    for row in sets.next().unwrap_or_default() {
+                    for row in &indexes {
                         state.shape.indexes.insert((
-                            rows::req_str(&row, "table_name")?,
-                            rows::req_str(&row, "index_name")?,
+                            rows::req_str(row, "table_name")?,
+                            rows::req_str(row, "index_name")?,
                         ));
                     }
-                    for row in sets.next().unwrap_or_default() {
-                        state.compression.insert(
-                            rows::req_str(&row, "table_name")?,
-                            rows::req_str(&row, "compression")?,
-                        );
+                    for row in &tables {
+                        let table = rows::req_str(row, "table_name")?;
+                        state
+                            .compression
+                            .insert(table.clone(), rows::req_str(row, "compression")?);
+                        state
+                            .shape
+                            .lock_escalation
+                            .insert(table, rows::req_str(row, "lock_escalation")?);
                     }
-                    if let Some(row) = sets.next().unwrap_or_default().first() {
+                    for row in &routines {
+                        state
+                            .shape
+                            .routines
+                            .insert(rows::req_str(row, "routine_name")?);
+                    }
+                    if let Some(row) = database.first() {
                         state.compatibility_level =
                             i32::try_from(rows::req_int(row, "compatibility_level")?).unwrap_or(0);
                     }
-                    let version_rows = client
-                        .simple_query(versions.as_str())
-                        .await?
-                        .into_first_result()
-                        .await?;
-                    for row in &version_rows {
+                    for row in &versions {
                         state
                             .applied_versions
                             .push(i32::try_from(rows::req_int(row, "version")?).unwrap_or(0));

@@ -37,8 +37,9 @@ impl bb8::ManageConnection for Manager {
 
     async fn connect(&self) -> Result<Conn, Self::Error> {
         let mut client = bb8::ManageConnection::connect(&self.inner).await?;
+        // The setup sends no rows; drain its answer all the same.
         client
-            .simple_query(queries::SESSION_SETUP)
+            .simple_query(queries::SESSION_SETUP.sql)
             .await?
             .into_results()
             .await?;
@@ -115,9 +116,11 @@ impl From<StoreError> for Fault {
 }
 
 /// Server errors that mean "try again later": deadlock victim, lock timeout, database
-/// unavailable or moving (Azure SQL failover and throttling), resource limits.
+/// unavailable or moving (Azure SQL failover and throttling), resource limits, and 601 —
+/// a NOLOCK read (telemetry only) that lost its place when a page split or moved under it.
 pub const TRANSIENT_SERVER_ERRORS: &[u32] = &[
-    1205, 1222, 4060, 4221, 10928, 10929, 40143, 40197, 40501, 40540, 40613, 49918, 49919, 49920,
+    601, 1205, 1222, 4060, 4221, 10928, 10929, 40143, 40197, 40501, 40540, 40613, 49918, 49919,
+    49920,
 ];
 
 /// Duplicate key. Transient only for enqueue, whose retry then finds the winning row.
@@ -332,7 +335,9 @@ mod tests {
 
     #[test]
     fn the_transient_list_covers_the_documented_codes() {
-        for code in [1205, 1222, 4060, 40197, 40501, 40613, 49918, 49919, 49920] {
+        for code in [
+            601, 1205, 1222, 4060, 40197, 40501, 40613, 49918, 49919, 49920,
+        ] {
             assert!(TRANSIENT_SERVER_ERRORS.contains(&code), "{code}");
         }
         assert!(!TRANSIENT_SERVER_ERRORS.contains(&2627));

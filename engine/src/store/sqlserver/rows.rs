@@ -134,7 +134,7 @@ pub fn row_id(row: &Row, col: &str) -> Result<JobId, Fault> {
     }
 }
 
-/// A job from any pillar's read columns (`queries::*_read_columns!`).
+/// A job from one pillar's read columns (`queries::HOT_JOB_COLUMNS`, `ANY_JOB_COLUMNS`).
 pub fn job(row: &Row, pillar: Pillar) -> Result<Job, Fault> {
     let errors = match opt_str(row, "errors")? {
         Some(text) => serde_json::from_str::<Vec<AttemptError>>(&text)
@@ -204,6 +204,18 @@ pub fn job(row: &Row, pillar: Pillar) -> Result<Job, Fault> {
         continuation,
         original_payload: opt_str(row, "original_payload")?,
     })
+}
+
+/// A job from a statement that reads any pillar (`queries::ANY_JOB_COLUMNS`): the `pillar`
+/// column says which (0 hot, 1 archive, 2 DLQ).
+pub fn any_job(row: &Row) -> Result<Job, Fault> {
+    let pillar = match req_int(row, "pillar")? {
+        0 => Pillar::Hot,
+        1 => Pillar::Archive,
+        2 => Pillar::Dlq,
+        other => return Err(corrupt(format!("unknown pillar {other}"))),
+    };
+    job(row, pillar)
 }
 
 /// A job list row (`queries::LIST_*_COLUMNS`).

@@ -8,9 +8,11 @@ use async_trait::async_trait;
 use serde::Serialize;
 
 use super::connection::SchemaName;
+use super::enqueue;
 use super::job_lists::{self, Built};
 use super::pool::{self, Fault, LastConnectError, Pool, PooledConn, Repeat, RetryPolicy};
-use super::queries;
+use super::queries::{self, MAX_ROWS_PER_STATEMENT, Reads, Statement};
+use super::reader;
 use super::rows::{self, count, id_from_hex, ids_json, json_time, opt_str, opt_u32, req_str};
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
@@ -27,7 +29,8 @@ use crate::validation::{self, ValidationError};
 /// Rows per transaction for sweeps and bulk actions: short transactions, few locks.
 const SWEEP_BATCH: i32 = 500;
 const BULK_BATCH: u32 = 200;
-/// Ids per transaction for operator actions on id lists.
+/// Ids per transaction for operator actions on id lists (their statements do not slice:
+/// a chunk is already below `MAX_ROWS_PER_STATEMENT`).
 const OPERATOR_CHUNK: usize = 500;
 /// Upper bound on sweep rounds per call, so one call cannot run for ever under churn.
 const MAX_ROUNDS: usize = 200;
@@ -60,25 +63,6 @@ fn secs(d: Duration) -> i32 {
 
 fn to_i32(v: u32) -> i32 {
     i32::try_from(v).unwrap_or(i32::MAX)
-}
-
-#[derive(Serialize)]
-struct EnqueueRow<'a> {
-    ord: usize,
-    id: String,
-    queue: &'a str,
-    job_type: &'a str,
-    payload: &'a str,
-    tags: String,
-    priority: i32,
-    idempotency_key: Option<&'a str>,
-    correlation_id: Option<&'a str>,
-    created_by: Option<&'a str>,
-    scheduled_at: Option<String>,
-    delay_ms: Option<u64>,
-    expires_at: Option<String>,
-    max_attempts: Option<u32>,
-    continuation: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -144,35 +128,63 @@ impl SqlServerStore {
         .await
     }
 
-    /// Run a statement with parameters and collect every result set.
-    async fn results(
+    /// Run a statement and read its one declared answer (`reader`).
+    async fn answer(
         &self,
         operation: &'static str,
         repeat: Repeat,
+        statement: &'static str,
+        reads: Reads,
         sql: &str,
         params: &[&dyn tiberius::ToSql],
-    ) -> StoreResult<Vec<Vec<tiberius::Row>>> {
+    ) -> StoreResult<Vec<tiberius::Row>> {
         self.run(
             operation,
             repeat,
-            attempt!(|client| Ok(client.query(sql, params).await?.into_results().await?)),
+            attempt!(|client| {
+                let stream = client.query(sql, params).await?;
+                reader::read_declared(statement, reads, stream).await
+            }),
         )
         .await
     }
 
-    async fn first_rows(
+    /// The rows of a fixed statement.
+    async fn rows_of(
         &self,
         operation: &'static str,
         repeat: Repeat,
-        sql: &str,
+        statement: &Statement,
         params: &[&dyn tiberius::ToSql],
     ) -> StoreResult<Vec<tiberius::Row>> {
-        Ok(self
-            .results(operation, repeat, sql, params)
-            .await?
-            .into_iter()
-            .next()
-            .unwrap_or_default())
+        let sql = self.sql(statement.sql);
+        self.answer(
+            operation,
+            repeat,
+            statement.name,
+            statement.reads,
+            &sql,
+            params,
+        )
+        .await
+    }
+
+    /// The rows of a console statement built at run time.
+    async fn rows_of_built(
+        &self,
+        operation: &'static str,
+        built: &Built,
+    ) -> StoreResult<Vec<tiberius::Row>> {
+        let params = built.sql_params();
+        self.answer(
+            operation,
+            Repeat::Always,
+            "job list",
+            built.reads,
+            &built.sql,
+            &params,
+        )
+        .await
     }
 
     /// A single-row, single-count answer (`SELECT … AS name`).
@@ -180,11 +192,11 @@ impl SqlServerStore {
         &self,
         operation: &'static str,
         repeat: Repeat,
-        sql: &str,
+        statement: &Statement,
         params: &[&dyn tiberius::ToSql],
         column: &'static str,
     ) -> StoreResult<u64> {
-        let rows = self.first_rows(operation, repeat, sql, params).await?;
+        let rows = self.rows_of(operation, repeat, statement, params).await?;
         match rows.first() {
             Some(row) => count(row, column).map_err(|f| self.fault(operation, f)),
             None => Ok(0),
@@ -195,38 +207,32 @@ impl SqlServerStore {
         pool::into_store_error(operation, fault, pool::Transience::Permanent)
     }
 
-    fn built_params(built: &Built) -> Vec<&dyn tiberius::ToSql> {
-        built.sql_params()
-    }
-
     /// Operator actions on id lists run in transactions of `OPERATOR_CHUNK` ids: short
     /// transactions, well below the 5,000 locks at which SQL Server escalates to a table lock
     /// that would stall every worker.
     async fn by_ids(
         &self,
         operation: &'static str,
-        template: &str,
+        statement: &Statement,
         column: &'static str,
         ids: &[JobId],
     ) -> StoreResult<u64> {
-        let sql = self.sql(template);
         let mut total = 0;
         for chunk in ids.chunks(OPERATOR_CHUNK) {
             let json = ids_json(chunk);
             total += self
-                .count_of(operation, Repeat::IfNotApplied, &sql, &[&json], column)
+                .count_of(operation, Repeat::IfNotApplied, statement, &[&json], column)
                 .await?;
         }
         Ok(total)
     }
 
     async fn cancel_ids(&self, ids: &[JobId]) -> StoreResult<(u64, u64)> {
-        let sql = self.sql(queries::CANCEL);
         let (mut cancelled, mut requested) = (0, 0);
         for chunk in ids.chunks(OPERATOR_CHUNK) {
             let json = ids_json(chunk);
             let rows = self
-                .first_rows("cancel", Repeat::IfNotApplied, &sql, &[&json])
+                .rows_of("cancel", Repeat::IfNotApplied, &queries::CANCEL, &[&json])
                 .await?;
             if let Some(row) = rows.first() {
                 cancelled += count(row, "cancelled").map_err(|f| self.fault("cancel", f))?;
@@ -237,7 +243,6 @@ impl SqlServerStore {
     }
 
     async fn resurrect_ids(&self, ids: &[JobId], edit: Option<&JobEdit>) -> StoreResult<u64> {
-        let sql = self.sql(queries::RESURRECT);
         let payload: Option<String> = edit
             .and_then(|e| e.payload.as_deref())
             .map(|p| validation::normalize_payload(p).to_string());
@@ -253,7 +258,7 @@ impl SqlServerStore {
                 .count_of(
                     "resurrect",
                     Repeat::IfNotApplied,
-                    &sql,
+                    &queries::RESURRECT,
                     &[&json, &payload, &tags, &priority, &queue],
                     "resurrected",
                 )
@@ -263,28 +268,27 @@ impl SqlServerStore {
     }
 
     async fn purge_ids(&self, source: Pillar, ids: &[JobId]) -> StoreResult<u64> {
-        let template = match source {
-            Pillar::Hot => queries::PURGE_HOT,
-            Pillar::Archive => queries::PURGE_ARCHIVE,
-            Pillar::Dlq => queries::PURGE_DLQ,
+        let statement = match source {
+            Pillar::Hot => &queries::PURGE_HOT,
+            Pillar::Archive => &queries::PURGE_ARCHIVE,
+            Pillar::Dlq => &queries::PURGE_DLQ,
         };
-        self.by_ids("purge", template, "purged", ids).await
+        self.by_ids("purge", statement, "purged", ids).await
     }
 
     /// Run a sweep statement until it comes back short of a full batch.
     async fn sweep(
         &self,
         operation: &'static str,
-        template: &str,
+        statement: &Statement,
         params: &[&dyn tiberius::ToSql],
         column: &'static str,
         batch: i64,
     ) -> StoreResult<u64> {
-        let sql = self.sql(template);
         let mut total = 0;
         for _ in 0..MAX_ROUNDS {
             let n = self
-                .count_of(operation, Repeat::Always, &sql, params, column)
+                .count_of(operation, Repeat::Always, statement, params, column)
                 .await?;
             total += n;
             if i64::try_from(n).unwrap_or(i64::MAX) < batch {
@@ -382,8 +386,8 @@ impl Store for SqlServerStore {
     }
 
     async fn ping(&self) -> StoreResult<()> {
-        let sql = self.sql(queries::PING);
-        self.first_rows("ping", Repeat::Always, &sql, &[]).await?;
+        self.rows_of("ping", Repeat::Always, &queries::PING, &[])
+            .await?;
         Ok(())
     }
 
@@ -401,29 +405,9 @@ impl Store for SqlServerStore {
         }
         // Ids are fixed before the first attempt: a retry after an ambiguous failure finds
         // the rows it already wrote instead of writing them twice.
-        let mut rows = Vec::with_capacity(reqs.len());
-        for (ord, r) in reqs.iter().enumerate() {
-            rows.push(EnqueueRow {
-                ord,
-                id: rows::id_hex(JobId::new()),
-                queue: &r.queue,
-                job_type: &r.job_type,
-                payload: validation::normalize_payload(&r.payload),
-                tags: rows::tags_to_stored(&r.tags),
-                priority: r.priority,
-                idempotency_key: r.idempotency_key.as_deref(),
-                correlation_id: r.correlation_id.as_deref(),
-                created_by: r.created_by.as_deref(),
-                scheduled_at: r.scheduled_at.map(json_time),
-                // DATEADD takes an int of seconds: cap delays at ~63 years.
-                delay_ms: r.delay_ms.map(|d| d.min(2_000_000_000_000)),
-                expires_at: r.expires_at.map(json_time),
-                max_attempts: r.max_attempts,
-                continuation: r.continuation.as_ref().map(to_json).transpose()?,
-            });
-        }
-        let json = to_json(&rows)?;
-        let sql = self.sql(queries::ENQUEUE);
+        let ids: Vec<JobId> = reqs.iter().map(|_| JobId::new()).collect();
+        let json = enqueue::request_json(&reqs, Some(&ids))?;
+        let sql = self.sql(queries::ENQUEUE.sql);
         let (json, sql) = (&json, &sql);
         let answer = pool::run(
             &self.pool,
@@ -433,34 +417,13 @@ impl Store for SqlServerStore {
             true,
             self.retry,
             self.command_timeout,
-            attempt!(|client| Ok(client
-                .query(sql.as_str(), &[json])
-                .await?
-                .into_first_result()
-                .await?)),
+            attempt!(|client| {
+                let stream = client.query(sql.as_str(), &[json]).await?;
+                reader::read_declared(queries::ENQUEUE.name, queries::ENQUEUE.reads, stream).await
+            }),
         )
         .await?;
-        let mut outcomes = vec![None; reqs.len()];
-        for row in &answer {
-            let parsed = (|| -> Result<(usize, EnqueueOutcome), Fault> {
-                let ord = usize::try_from(rows::req_int(row, "ord")?).unwrap_or(usize::MAX);
-                let id = id_from_hex(&req_str(row, "id")?)?;
-                let created = rows::req_bool(row, "created")?;
-                Ok((ord, EnqueueOutcome { id, created }))
-            })()
-            .map_err(|f| self.fault("enqueue", f))?;
-            if let Some(slot) = outcomes.get_mut(parsed.0) {
-                *slot = Some(parsed.1);
-            }
-        }
-        outcomes
-            .into_iter()
-            .map(|o| {
-                o.ok_or_else(|| {
-                    StoreError::database("enqueue", "the database skipped a request", false)
-                })
-            })
-            .collect()
+        enqueue::outcomes(&answer, reqs.len()).map_err(|f| self.fault("enqueue", f))
     }
 
     async fn claim_batch(&self, req: ClaimRequest) -> StoreResult<Vec<Job>> {
@@ -468,18 +431,28 @@ impl Store for SqlServerStore {
             return Ok(Vec::new());
         }
         validation::validate_name("worker_id", &req.worker_id)?;
-        let sql = self.sql(queries::CLAIM);
-        let limit = to_i32(req.limit.min(10_000));
         let queues: Option<String> = req.queues.as_ref().map(to_json).transpose()?;
-        let rows = self
-            .first_rows(
-                "claim_batch",
-                Repeat::Always,
-                &sql,
-                &[&limit, &req.worker_id, &queues],
-            )
-            .await?;
-        let mut jobs = self.map_rows("claim_batch", &rows, |r| rows::job(r, Pillar::Hot))?;
+        // One claim statement takes at most MAX_ROWS_PER_STATEMENT rows (lock escalation);
+        // a larger claim is several, each its own transaction, until one comes back short.
+        let mut wanted = usize::try_from(req.limit.min(10_000)).unwrap_or(10_000);
+        let mut jobs = Vec::new();
+        while wanted > 0 {
+            let limit = to_i32(u32::try_from(wanted.min(MAX_ROWS_PER_STATEMENT)).unwrap_or(0));
+            let rows = self
+                .rows_of(
+                    "claim_batch",
+                    Repeat::Always,
+                    &queries::CLAIM,
+                    &[&limit, &req.worker_id, &queues],
+                )
+                .await?;
+            let got = rows.len();
+            jobs.extend(self.map_rows("claim_batch", &rows, |r| rows::job(r, Pillar::Hot))?);
+            if got < usize::try_from(limit).unwrap_or(0) {
+                break;
+            }
+            wanted -= got;
+        }
         // OUTPUT has no order; hand the batch over in claim order.
         jobs.sort_by(claim_order);
         let start = jobs.len().min(req.start as usize);
@@ -493,15 +466,14 @@ impl Store for SqlServerStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let sql = self.sql(queries::MARK_PROCESSING);
         let json = ids_json(ids);
         // Not repeated after an ambiguous failure: a second run would find the rows already
         // processing and report them as not started, so their user code would never run.
         let rows = self
-            .first_rows(
+            .rows_of(
                 "mark_processing",
                 Repeat::IfNotApplied,
-                &sql,
+                &queries::MARK_PROCESSING,
                 &[&worker_id, &json],
             )
             .await?;
@@ -523,10 +495,14 @@ impl Store for SqlServerStore {
         if ids.is_empty() {
             return Ok(HeartbeatReport::default());
         }
-        let sql = self.sql(queries::HEARTBEAT);
         let json = ids_json(ids);
         let rows = self
-            .first_rows("heartbeat", Repeat::Always, &sql, &[&worker_id, &json])
+            .rows_of(
+                "heartbeat",
+                Repeat::Always,
+                &queries::HEARTBEAT,
+                &[&worker_id, &json],
+            )
             .await?;
         let owned: HashMap<JobId, bool> = self
             .map_rows("heartbeat", &rows, |r| {
@@ -562,13 +538,12 @@ impl Store for SqlServerStore {
         if ids.is_empty() {
             return Ok(0);
         }
-        let sql = self.sql(queries::RELEASE);
         let json = ids_json(ids);
         let run_at = run_at.map(rows::to_sql_time);
         self.count_of(
             "release",
             Repeat::Always,
-            &sql,
+            &queries::RELEASE,
             &[&worker_id, &json, &run_at],
             "released",
         )
@@ -636,9 +611,13 @@ impl Store for SqlServerStore {
             });
         }
         let json = to_json(&payload)?;
-        let sql = self.sql(queries::COMPLETE);
         let rows = self
-            .first_rows("complete", Repeat::IfNotApplied, &sql, &[&worker_id, &json])
+            .rows_of(
+                "complete",
+                Repeat::IfNotApplied,
+                &queries::COMPLETE,
+                &[&worker_id, &json],
+            )
             .await?;
         let applied: HashSet<JobId> = self
             .map_rows("complete", &rows, |r| id_from_hex(&req_str(r, "id")?))?
@@ -680,7 +659,6 @@ impl Store for SqlServerStore {
 
     async fn edit_job(&self, id: JobId, edit: JobEdit) -> StoreResult<Job> {
         validation::validate_edit(&edit)?;
-        let sql = self.sql(queries::EDIT_JOB);
         let hex = rows::id_hex(id);
         let payload: Option<String> = edit
             .payload
@@ -688,10 +666,10 @@ impl Store for SqlServerStore {
             .map(|p| validation::normalize_payload(p).to_string());
         let tags: Option<String> = edit.tags.as_deref().map(rows::tags_to_stored);
         let rows = self
-            .first_rows(
+            .rows_of(
                 "edit_job",
                 Repeat::IfNotApplied,
-                &sql,
+                &queries::EDIT_JOB,
                 &[&hex, &payload, &tags, &edit.priority, &edit.queue],
             )
             .await?;
@@ -746,16 +724,22 @@ impl Store for SqlServerStore {
     ) -> StoreResult<BulkPreview> {
         let built =
             job_lists::preview_statement(&self.schema, source, filter, sample.min(MAX_PAGE_SIZE));
-        let params = Self::built_params(&built);
-        let sets = self
-            .results("bulk_preview", Repeat::Always, &built.sql, &params)
-            .await?;
-        let mut sets = sets.into_iter();
-        let matching = match sets.next().and_then(|rows| rows.into_iter().next()) {
-            Some(row) => count(&row, "matching").map_err(|f| self.fault("bulk_preview", f))?,
+        let answer = self.rows_of_built("bulk_preview", &built).await?;
+        // Every row carries the count; the sample columns are NULL when nothing matched.
+        let matching = match answer.first() {
+            Some(row) => count(row, "matching").map_err(|f| self.fault("bulk_preview", f))?,
             None => 0,
         };
-        let sample_rows = sets.next().unwrap_or_default();
+        let mut sample_rows = Vec::new();
+        for row in answer {
+            let present = row
+                .try_get::<&[u8], _>("id")
+                .map_err(|e| self.fault("bulk_preview", Fault::Driver(e)))?
+                .is_some();
+            if present {
+                sample_rows.push(row);
+            }
+        }
         let sample = self.map_rows("bulk_preview", &sample_rows, |r| rows::summary(r, source))?;
         Ok(BulkPreview { matching, sample })
     }
@@ -787,10 +771,7 @@ impl Store for SqlServerStore {
                 after.as_deref(),
                 batch,
             );
-            let params = Self::built_params(&built);
-            let rows = self
-                .first_rows("bulk_by_filter", Repeat::Always, &built.sql, &params)
-                .await?;
+            let rows = self.rows_of_built("bulk_by_filter", &built).await?;
             let hex: Vec<String> = self.map_rows("bulk_by_filter", &rows, |r| req_str(r, "id"))?;
             if hex.is_empty() {
                 break;
@@ -811,9 +792,8 @@ impl Store for SqlServerStore {
     }
 
     async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>> {
-        let sql = self.sql(queries::LIST_QUEUES);
         let rows = self
-            .first_rows("list_queues", Repeat::Always, &sql, &[])
+            .rows_of("list_queues", Repeat::Always, &queries::LIST_QUEUES, &[])
             .await?;
         self.map_rows("list_queues", &rows, Self::queue_config)
     }
@@ -821,7 +801,6 @@ impl Store for SqlServerStore {
     async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {
         validation::validate_name("queue", name)?;
         validation::validate_queue_patch(&patch)?;
-        let sql = self.sql(queries::UPDATE_QUEUE);
         let set = |o: &Option<Option<u32>>| o.is_some();
         let val = |o: &Option<Option<u32>>| o.flatten().map(to_i32);
         let (p_set, p_val) = (patch.paused.is_some(), patch.paused.unwrap_or(false));
@@ -838,10 +817,10 @@ impl Store for SqlServerStore {
         let (lw_set, lw) = (set(&patch.lag_warn_secs), val(&patch.lag_warn_secs));
         let (lc_set, lc) = (set(&patch.lag_crit_secs), val(&patch.lag_crit_secs));
         let rows = self
-            .first_rows(
+            .rows_of(
                 "update_queue",
                 Repeat::Always,
-                &sql,
+                &queries::UPDATE_QUEUE,
                 &[
                     &name, &p_set, &p_val, &h_set, &h_val, &mw_set, &mw, &zt_set, &zt, &et_set,
                     &et, &lw_set, &lw, &lc_set, &lc,
@@ -855,9 +834,13 @@ impl Store for SqlServerStore {
     }
 
     async fn load_settings(&self) -> StoreResult<EngineSettings> {
-        let sql = self.sql(queries::LOAD_SETTINGS);
         let rows = self
-            .first_rows("load_settings", Repeat::Always, &sql, &[])
+            .rows_of(
+                "load_settings",
+                Repeat::Always,
+                &queries::LOAD_SETTINGS,
+                &[],
+            )
             .await?;
         match rows.first() {
             None => Ok(EngineSettings::default()),
@@ -872,10 +855,14 @@ impl Store for SqlServerStore {
     }
 
     async fn save_settings(&self, settings: &EngineSettings) -> StoreResult<()> {
-        let sql = self.sql(queries::SAVE_SETTINGS);
         let json = to_json(settings)?;
-        self.results("save_settings", Repeat::Always, &sql, &[&json])
-            .await?;
+        self.rows_of(
+            "save_settings",
+            Repeat::Always,
+            &queries::SAVE_SETTINGS,
+            &[&json],
+        )
+        .await?;
         Ok(())
     }
 
@@ -887,7 +874,7 @@ impl Store for SqlServerStore {
         let released = self
             .sweep(
                 "rescue",
-                queries::RESCUE_FETCHED,
+                &queries::RESCUE_FETCHED,
                 &[&fetched, &dead, &batch],
                 "released",
                 batch.into(),
@@ -896,7 +883,7 @@ impl Store for SqlServerStore {
         let zombies = self
             .sweep(
                 "rescue",
-                queries::RESCUE_ZOMBIES,
+                &queries::RESCUE_ZOMBIES,
                 &[&zombie, &dead, &batch],
                 "zombies",
                 batch.into(),
@@ -905,15 +892,20 @@ impl Store for SqlServerStore {
         let expired = self
             .sweep(
                 "rescue",
-                queries::RESCUE_EXPIRED,
+                &queries::RESCUE_EXPIRED,
                 &[&batch],
                 "expired",
                 batch.into(),
             )
             .await?;
-        let sql = self.sql(queries::RESCUE_INSTANCES);
         let dead_instances = self
-            .count_of("rescue", Repeat::Always, &sql, &[], "deleted")
+            .count_of(
+                "rescue",
+                Repeat::Always,
+                &queries::RESCUE_INSTANCES,
+                &[],
+                "deleted",
+            )
             .await?;
         Ok(RescueReport {
             released,
@@ -924,17 +916,22 @@ impl Store for SqlServerStore {
     }
 
     async fn prune(&self, policy: &RetentionPolicy) -> StoreResult<PruneReport> {
-        let batch = to_i32(policy.batch_size.max(1));
+        // At most MAX_ROWS_PER_STATEMENT rows per delete, whatever the policy asks.
+        let batch = to_i32(
+            policy
+                .batch_size
+                .clamp(1, u32::try_from(MAX_ROWS_PER_STATEMENT).unwrap_or(u32::MAX)),
+        );
         let archive_age = secs(policy.archive);
         let dlq_age = secs(policy.dlq);
         let metrics_age = secs(policy.metrics);
         // The audit log is kept as long as the metrics (as on SQLite).
         let audit_age = metrics_age;
-        Ok(PruneReport {
+        let report = PruneReport {
             archive: self
                 .sweep(
                     "prune",
-                    queries::PRUNE_ARCHIVE,
+                    &queries::PRUNE_ARCHIVE,
                     &[&archive_age, &batch],
                     "deleted",
                     batch.into(),
@@ -943,7 +940,7 @@ impl Store for SqlServerStore {
             dlq: self
                 .sweep(
                     "prune",
-                    queries::PRUNE_DLQ,
+                    &queries::PRUNE_DLQ,
                     &[&dlq_age, &batch],
                     "deleted",
                     batch.into(),
@@ -952,7 +949,7 @@ impl Store for SqlServerStore {
             metric_buckets: self
                 .sweep(
                     "prune",
-                    queries::PRUNE_METRICS,
+                    &queries::PRUNE_METRICS,
                     &[&metrics_age, &batch],
                     "deleted",
                     batch.into(),
@@ -961,18 +958,27 @@ impl Store for SqlServerStore {
             audit: self
                 .sweep(
                     "prune",
-                    queries::PRUNE_AUDIT,
+                    &queries::PRUNE_AUDIT,
                     &[&audit_age, &batch],
                     "deleted",
                     batch.into(),
                 )
                 .await?,
-        })
+        };
+        // Groups whose rows all left the DLQ (their slots sum to zero) are only storage.
+        self.count_of(
+            "prune",
+            Repeat::Always,
+            &queries::PRUNE_ERROR_GROUPS,
+            &[],
+            "deleted",
+        )
+        .await?;
+        Ok(report)
     }
 
     async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<()> {
         validation::validate_name("instance id", &info.id)?;
-        let sql = self.sql(queries::HEARTBEAT_INSTANCE);
         // Columns are NVARCHAR(255) / NVARCHAR(100): trim rather than fail the heartbeat.
         let host: String = info.host.chars().take(255).collect();
         let version: String = info.version.chars().take(100).collect();
@@ -980,10 +986,10 @@ impl Store for SqlServerStore {
         let started = rows::to_sql_time(info.started_at);
         let total = to_i32(info.workers_total);
         let busy = to_i32(info.workers_busy);
-        self.results(
+        self.rows_of(
             "heartbeat_instance",
             Repeat::Always,
-            &sql,
+            &queries::HEARTBEAT_INSTANCE,
             &[&info.id, &host, &pid, &version, &started, &total, &busy],
         )
         .await?;
@@ -991,19 +997,27 @@ impl Store for SqlServerStore {
     }
 
     async fn deregister_instance(&self, id: &str) -> StoreResult<()> {
-        let sql = self.sql(queries::DEREGISTER_INSTANCE);
-        self.results("deregister_instance", Repeat::Always, &sql, &[&id])
-            .await?;
+        self.rows_of(
+            "deregister_instance",
+            Repeat::Always,
+            &queries::DEREGISTER_INSTANCE,
+            &[&id],
+        )
+        .await?;
         Ok(())
     }
 
     async fn list_instances(&self, max_age: Duration) -> StoreResult<Vec<InstanceInfo>> {
-        let sql = self.sql(queries::LIST_INSTANCES);
         let ms = i64::try_from(max_age.as_millis())
             .unwrap_or(i64::MAX)
             .min(60 * 365 * 86_400_000); // DATEADD(SECOND, …) takes an int
         let rows = self
-            .first_rows("list_instances", Repeat::Always, &sql, &[&ms])
+            .rows_of(
+                "list_instances",
+                Repeat::Always,
+                &queries::LIST_INSTANCES,
+                &[&ms],
+            )
             .await?;
         self.map_rows("list_instances", &rows, Self::instance)
     }
@@ -1011,14 +1025,13 @@ impl Store for SqlServerStore {
     async fn append_audit(&self, entry: NewAuditEntry) -> StoreResult<AuditEntry> {
         validation::validate_name("actor", &entry.actor)?;
         validation::validate_name("action", &entry.action)?;
-        let sql = self.sql(queries::APPEND_AUDIT);
         let count = i64::try_from(entry.count).unwrap_or(i64::MAX);
         let target: String = entry.target.chars().take(4000).collect();
         let rows = self
-            .first_rows(
+            .rows_of(
                 "append_audit",
                 Repeat::IfNotApplied,
-                &sql,
+                &queries::APPEND_AUDIT,
                 &[&entry.actor, &entry.action, &target, &count, &entry.detail],
             )
             .await?;
@@ -1029,42 +1042,44 @@ impl Store for SqlServerStore {
     }
 
     async fn list_audit(&self, before_id: Option<i64>, limit: u32) -> StoreResult<Vec<AuditEntry>> {
-        let sql = self.sql(queries::LIST_AUDIT);
         let limit = i64::from(limit.min(MAX_PAGE_SIZE * 2));
         let rows = self
-            .first_rows("list_audit", Repeat::Always, &sql, &[&limit, &before_id])
+            .rows_of(
+                "list_audit",
+                Repeat::Always,
+                &queries::LIST_AUDIT,
+                &[&limit, &before_id],
+            )
             .await?;
         self.map_rows("list_audit", &rows, Self::audit)
     }
 
     async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>> {
-        let sql = self.sql(queries::GET_JOB);
         let hex = rows::id_hex(id);
-        let sets = self
-            .results("get_job", Repeat::Always, &sql, &[&hex])
+        let answer = self
+            .rows_of("get_job", Repeat::Always, &queries::GET_JOB, &[&hex])
             .await?;
-        for (rows_of, pillar) in sets.iter().zip(Pillar::ALL) {
-            if let Some(row) = rows_of.first() {
-                return rows::job(row, pillar)
-                    .map(Some)
-                    .map_err(|f| self.fault("get_job", f));
-            }
+        match answer.first() {
+            Some(row) => rows::any_job(row)
+                .map(Some)
+                .map_err(|f| self.fault("get_job", f)),
+            None => Ok(None),
         }
-        Ok(None)
     }
 
     async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let sql = self.sql(queries::FINISHED_JOBS);
-        let json = ids_json(ids);
-        let sets = self
-            .results("finished_jobs", Repeat::Always, &sql, &[&json])
-            .await?;
         let mut jobs = Vec::new();
-        for (rows_of, pillar) in sets.iter().zip([Pillar::Archive, Pillar::Dlq]) {
-            jobs.extend(self.map_rows("finished_jobs", rows_of, |r| rows::job(r, pillar))?);
+        for chunk in ids.chunks(MAX_ROWS_PER_STATEMENT) {
+            let json = ids_json(chunk);
+            let answer = self
+                .rows_of(
+                    "finished_jobs",
+                    Repeat::Always,
+                    &queries::FINISHED_JOBS,
+                    &[&json],
+                )
+                .await?;
+            jobs.extend(self.map_rows("finished_jobs", &answer, rows::any_job)?);
         }
         Ok(jobs)
     }
@@ -1072,10 +1087,7 @@ impl Store for SqlServerStore {
     async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<crate::query::JobSummary>> {
         let size = query.page_size.clamp(1, MAX_PAGE_SIZE);
         let statement = job_lists::list_statement(&self.schema, query, size + 1)?;
-        let params = Self::built_params(&statement.built);
-        let rows = self
-            .first_rows("list_jobs", Repeat::Always, &statement.built.sql, &params)
-            .await?;
+        let rows = self.rows_of_built("list_jobs", &statement.built).await?;
         let mut items = self.map_rows("list_jobs", &rows, |r| rows::summary(r, query.source))?;
         let more = items.len() > size as usize;
         items.truncate(size as usize);
@@ -1108,9 +1120,8 @@ impl Store for SqlServerStore {
     }
 
     async fn summary(&self) -> StoreResult<Summary> {
-        let sql = self.sql(queries::SUMMARY);
         let rows = self
-            .first_rows("summary", Repeat::Always, &sql, &[])
+            .rows_of("summary", Repeat::Always, &queries::SUMMARY, &[])
             .await?;
         let Some(row) = rows.first() else {
             return Ok(Summary::default());
@@ -1134,9 +1145,8 @@ impl Store for SqlServerStore {
     }
 
     async fn queue_stats(&self) -> StoreResult<Vec<QueueStats>> {
-        let sql = self.sql(queries::QUEUE_STATS);
         let rows = self
-            .first_rows("queue_stats", Repeat::Always, &sql, &[])
+            .rows_of("queue_stats", Repeat::Always, &queries::QUEUE_STATS, &[])
             .await?;
         self.map_rows("queue_stats", &rows, |r| {
             Ok(QueueStats {
@@ -1169,33 +1179,42 @@ impl Store for SqlServerStore {
             return Ok(Vec::new());
         }
         let minutes = minutes.min(7 * 24 * 60);
-        let sql = self.sql(queries::THROUGHPUT);
         let span = to_i32(minutes);
-        let sets = self
-            .results("throughput", Repeat::Always, &sql, &[&span, &queue])
+        let answer = self
+            .rows_of(
+                "throughput",
+                Repeat::Always,
+                &queries::THROUGHPUT,
+                &[&span, &queue],
+            )
             .await?;
-        let mut sets = sets.into_iter();
-        let now = sets
-            .next()
-            .and_then(|rows| rows.into_iter().next())
-            .map(|row| rows::req_time(&row, "current_minute"))
+        // Every row carries the database clock's minute; a row without a bucket is the
+        // clock alone.
+        let now = answer
+            .first()
+            .map(|row| rows::req_time(row, "current_minute"))
             .transpose()
             .map_err(|f| self.fault("throughput", f))?
             .ok_or_else(|| StoreError::database("throughput", "no clock came back", false))?;
         let mut found = HashMap::new();
-        for row in sets.next().unwrap_or_default() {
-            let bucket = (|| -> Result<ThroughputBucket, Fault> {
-                Ok(ThroughputBucket {
-                    minute: rows::req_time(&row, "bucket_start")?,
-                    succeeded: count(&row, "succeeded")?,
-                    failed: count(&row, "failed")?,
-                    retried: count(&row, "retried")?,
-                    duration_sum_ms: count(&row, "duration_sum_ms")?,
-                    duration_max_ms: count(&row, "duration_max_ms")?,
-                })
+        for row in &answer {
+            let bucket = (|| -> Result<Option<ThroughputBucket>, Fault> {
+                let Some(minute) = rows::opt_time(row, "bucket_start")? else {
+                    return Ok(None);
+                };
+                Ok(Some(ThroughputBucket {
+                    minute,
+                    succeeded: count(row, "succeeded")?,
+                    failed: count(row, "failed")?,
+                    retried: count(row, "retried")?,
+                    duration_sum_ms: count(row, "duration_sum_ms")?,
+                    duration_max_ms: count(row, "duration_max_ms")?,
+                }))
             })()
             .map_err(|f| self.fault("throughput", f))?;
-            found.insert(bucket.minute, bucket);
+            if let Some(bucket) = bucket {
+                found.insert(bucket.minute, bucket);
+            }
         }
         Ok((0..i64::from(minutes))
             .rev()
@@ -1210,10 +1229,14 @@ impl Store for SqlServerStore {
     }
 
     async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
-        let sql = self.sql(queries::TOP_ERRORS);
         let limit = i64::from(limit.min(10_000));
         let rows = self
-            .first_rows("top_errors", Repeat::Always, &sql, &[&limit])
+            .rows_of(
+                "top_errors",
+                Repeat::Always,
+                &queries::TOP_ERRORS,
+                &[&limit],
+            )
             .await?;
         self.map_rows("top_errors", &rows, |r| {
             let code = rows::req_int(r, "reason")?;

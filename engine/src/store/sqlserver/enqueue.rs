@@ -1,0 +1,217 @@
+//! Enqueue through the `[enqueue_batch]` procedure (migration 0002): the request JSON it
+//! reads, the answer it sends, and enqueue on a caller's own connection, inside the caller's
+//! transaction ("commit my order and enqueue its e-mail job, or neither").
+
+use futures::io::{AsyncRead, AsyncWrite};
+use serde::Serialize;
+use tiberius::Row;
+
+use super::connection::SchemaName;
+use super::pool::{self, Fault};
+use super::queries;
+use super::reader;
+use super::rows::{self, id_from_hex, json_time, req_str};
+use crate::error::{StoreError, StoreResult};
+use crate::model::{Continuation, EnqueueOutcome, EnqueueRequest, JobId};
+use crate::validation;
+
+/// One request as `[enqueue_batch]` reads it (README, "Enqueue inside your own transaction").
+#[derive(Serialize)]
+struct JobJson<'a> {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    id: Option<String>,
+    queue: &'a str,
+    job_type: &'a str,
+    /// JSON text, in a string.
+    payload: &'a str,
+    tags: &'a [String],
+    priority: i32,
+    idempotency_key: Option<&'a str>,
+    correlation_id: Option<&'a str>,
+    created_by: Option<&'a str>,
+    scheduled_at: Option<String>,
+    delay_ms: Option<u64>,
+    expires_at: Option<String>,
+    max_attempts: Option<u32>,
+    continuation: Option<&'a Continuation>,
+}
+
+const MAX_DELAY_MS: u64 = 2_000_000_000_000;
+const MAX_ATTEMPTS: u32 = i32::MAX as u32;
+
+fn utc(t: crate::model::Timestamp) -> String {
+    format!("{}Z", json_time(t))
+}
+
+/// The JSON array for `[enqueue_batch]`. With `ids`, each job gets its id from the caller (a
+/// retry then finds the rows it already wrote); without, the procedure makes UUID v7 ids.
+pub(crate) fn request_json(reqs: &[EnqueueRequest], ids: Option<&[JobId]>) -> StoreResult<String> {
+    let jobs: Vec<JobJson<'_>> = reqs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| JobJson {
+            id: ids.and_then(|ids| ids.get(i)).map(|id| rows::id_hex(*id)),
+            queue: &r.queue,
+            job_type: &r.job_type,
+            payload: validation::normalize_payload(&r.payload),
+            tags: &r.tags,
+            priority: r.priority,
+            idempotency_key: r.idempotency_key.as_deref(),
+            correlation_id: r.correlation_id.as_deref(),
+            created_by: r.created_by.as_deref(),
+            scheduled_at: r.scheduled_at.map(utc),
+            // DATEADD takes an int of seconds: delays are capped at ~63 years (the procedure
+            // caps them the same way; a larger number would not even be a BIGINT).
+            delay_ms: r.delay_ms.map(|d| d.min(MAX_DELAY_MS)),
+            expires_at: r.expires_at.map(utc),
+            // The column is an INT; more attempts than that is "unlimited" in practice.
+            max_attempts: r.max_attempts.map(|m| m.min(MAX_ATTEMPTS)),
+            continuation: r.continuation.as_ref(),
+        })
+        .collect();
+    serde_json::to_string(&jobs).map_err(|e| StoreError::database("encode parameters", e, false))
+}
+
+/// The procedure's answer, one row per request (id, created, ord), in request order.
+pub(crate) fn outcomes(answer: &[Row], requests: usize) -> Result<Vec<EnqueueOutcome>, Fault> {
+    let mut outcomes = vec![None; requests];
+    for row in answer {
+        let ord = usize::try_from(rows::req_int(row, "ord")?).unwrap_or(usize::MAX);
+        let outcome = EnqueueOutcome {
+            id: id_from_hex(&req_str(row, "id")?)?,
+            created: rows::req_bool(row, "created")?,
+        };
+        match outcomes.get_mut(ord) {
+            Some(slot) => *slot = Some(outcome),
+            None => return Err(rows::corrupt(format!("enqueue answered for request {ord}"))),
+        }
+    }
+    outcomes
+        .into_iter()
+        .enumerate()
+        .map(|(i, o)| o.ok_or_else(|| rows::corrupt(format!("enqueue skipped request {i}"))))
+        .collect()
+}
+
+/// Enqueue one job on the caller's own connection, inside whatever transaction the caller
+/// has open on it: nothing is visible to workers until the caller commits, and a rollback
+/// leaves nothing behind (counters included). Other deck processes pick the job up within
+/// their poll interval after the commit.
+///
+/// `schema` is deck's schema (default `deck`). The request is validated like every enqueue
+/// (`StoreError::Invalid`, nothing sent). Nothing is retried here: a failure is the caller's
+/// to handle, and after a failure past validation the caller's transaction is doomed
+/// (`XACT_ABORT`) and must be rolled back.
+///
+/// ```no_run
+/// # async fn demo<S>(client: &mut tiberius::Client<S>) -> Result<(), Box<dyn std::error::Error>>
+/// # where S: futures::AsyncRead + futures::AsyncWrite + Unpin + Send {
+/// use deck_engine::EnqueueRequest;
+/// client.simple_query("BEGIN TRANSACTION").await?.into_results().await?;
+/// // ... the application's own writes on the same connection ...
+/// let job = deck_engine::store::sqlserver::enqueue_in(
+///     client,
+///     "deck",
+///     EnqueueRequest::new("emails", "send_receipt", r#"{"order":42}"#),
+/// )
+/// .await?;
+/// client.simple_query("COMMIT TRANSACTION").await?.into_results().await?;
+/// # let _ = job; Ok(()) }
+/// ```
+pub async fn enqueue_in<S>(
+    client: &mut tiberius::Client<S>,
+    schema: &str,
+    req: EnqueueRequest,
+) -> StoreResult<EnqueueOutcome>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    enqueue_batch_in(client, schema, vec![req])
+        .await?
+        .pop()
+        .ok_or_else(|| StoreError::database("enqueue", "the database returned no outcome", false))
+}
+
+/// [`enqueue_in`] for many jobs at once (at most 10,000), all or nothing; outcomes in
+/// request order.
+pub async fn enqueue_batch_in<S>(
+    client: &mut tiberius::Client<S>,
+    schema: &str,
+    reqs: Vec<EnqueueRequest>,
+) -> StoreResult<Vec<EnqueueOutcome>>
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send,
+{
+    let schema = SchemaName::parse(schema)?;
+    validation::validate_batch(&reqs)?;
+    if reqs.is_empty() {
+        return Ok(Vec::new());
+    }
+    // No ids from here: nothing is retried, so the procedure's UUID v7 ids serve.
+    let json = request_json(&reqs, None)?;
+    let sql = queries::ENQUEUE.sql.replace("{schema}", schema.as_str());
+    let result: Result<Vec<EnqueueOutcome>, Fault> = async {
+        let stream = client.query(sql.as_str(), &[&json]).await?;
+        let answer =
+            reader::read_declared(queries::ENQUEUE.name, queries::ENQUEUE.reads, stream).await?;
+        outcomes(&answer, reqs.len())
+    }
+    .await;
+    result.map_err(|fault| {
+        let transience = pool::classify(&fault, false);
+        pool::into_store_error("enqueue", fault, transience)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::ContinuationTrigger;
+
+    #[test]
+    fn requests_travel_as_the_procedure_reads_them() {
+        let id = JobId::new();
+        let mut req = EnqueueRequest::new("emails", "send", "");
+        req.tags = vec!["a".into(), "b".into()];
+        req.priority = 5;
+        req.delay_ms = Some(1500);
+        req.continuation = Some(Continuation {
+            queue: "audit".into(),
+            job_type: "log".into(),
+            trigger: ContinuationTrigger::OnFailure,
+        });
+        let json = request_json(std::slice::from_ref(&req), Some(&[id])).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        let job = &v[0];
+        assert_eq!(job["id"], rows::id_hex(id));
+        assert_eq!(job["queue"], "emails");
+        // An empty payload means JSON null, as on every enqueue path.
+        assert_eq!(job["payload"], "null");
+        assert_eq!(job["tags"], serde_json::json!(["a", "b"]));
+        assert_eq!(job["priority"], 5);
+        assert_eq!(job["delay_ms"], 1500);
+        assert!(job["scheduled_at"].is_null());
+        assert_eq!(
+            job["continuation"],
+            serde_json::json!({"queue": "audit", "job_type": "log", "trigger": "on_failure"})
+        );
+        // Without ids the procedure makes them.
+        let json = request_json(std::slice::from_ref(&req), None).unwrap();
+        assert!(!json.contains("\"id\""), "{json}");
+        // Numbers the API takes but the T-SQL types cannot hold are capped, not refused.
+        req.delay_ms = Some(u64::MAX);
+        req.max_attempts = Some(u32::MAX);
+        let v: serde_json::Value =
+            serde_json::from_str(&request_json(&[req], None).unwrap()).unwrap();
+        assert_eq!(v[0]["delay_ms"], MAX_DELAY_MS);
+        assert_eq!(v[0]["max_attempts"], i64::from(i32::MAX));
+    }
+
+    #[test]
+    fn times_are_utc_iso_8601() {
+        let t = chrono::DateTime::parse_from_rfc3339("2026-05-01T12:00:00.123456Z")
+            .unwrap()
+            .with_timezone(&chrono::Utc);
+        assert_eq!(utc(t), "2026-05-01T12:00:00.123456Z");
+    }
+}

@@ -1,0 +1,282 @@
+//! Rescue sweeps, retention and the instance registry. Sweeps move at most `@batch` rows
+//! (the store passes 500, prune batches at most 1,000) per transaction; the store repeats
+//! them until a round comes back short.
+
+use super::{Class, Reads, Statement};
+
+/// Instances that stopped, or stopped heartbeating before @P2 seconds ago, with the LIKE
+/// pattern of their workers' ids: workers are named after their instance, the instance id
+/// itself or `<instance id>:<anything>` (the id's own wildcards escaped).
+macro_rules! dead_instances {
+    () => {
+        "DECLARE @dead_cutoff DATETIME2(6) = DATEADD(SECOND, -@P2, SYSUTCDATETIME());
+DECLARE @dead TABLE (id      NVARCHAR(255)  COLLATE DATABASE_DEFAULT NOT NULL PRIMARY KEY,
+                     pattern NVARCHAR(1100) COLLATE DATABASE_DEFAULT NOT NULL);
+INSERT INTO @dead (id, pattern)
+SELECT i.id,
+       REPLACE(REPLACE(REPLACE(REPLACE(i.id, N'\\', N'\\\\'), N'%', N'\\%'), N'_', N'\\_'), N'[', N'\\[')
+       + N':%'
+FROM [{schema}].[instances] AS i
+WHERE i.stopped_at IS NOT NULL OR i.heartbeat_at < @dead_cutoff;
+DECLARE @left INT;
+"
+    };
+}
+
+/// @P1 fetched timeout (s), @P2 dead-instance timeout (s), @P3 batch size. Stale fetched
+/// rows, and fetched rows of dead instances, back to pending (no user code ran).
+///
+/// Two statements, each a seek, instead of one `age OR EXISTS (dead instance)` predicate that
+/// no index can serve: by age, a range seek per queue on the fetched-only index
+/// (queue, fetched_at); by instance, only when an instance is dead, each queue's fetched rows
+/// (a handful: prefetch buffers) against the few dead ids. READPAST: a row its worker is
+/// starting right now is skipped, not waited for.
+pub const RESCUE_FETCHED: Statement = Statement {
+    name: "rescue_fetched",
+    class: Class::Transition,
+    reads: Reads::Rows(&["released"]),
+    sql: tx!(
+        "DECLARE @fetched_cutoff DATETIME2(6) = DATEADD(SECOND, -@P1, SYSUTCDATETIME());
+DECLARE @batch INT = @P3;
+",
+        ledger_decl!(),
+        dead_instances!(),
+        "DECLARE @released TABLE (id BINARY(16) NOT NULL PRIMARY KEY,
+                         queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
+
+UPDATE TOP (@batch) h
+SET h.status = 0, h.worker_id = NULL, h.fetched_at = NULL
+OUTPUT inserted.id, inserted.queue INTO @released (id, queue)
+FROM [{schema}].[queues] AS q WITH (READPAST)
+JOIN [{schema}].[jobs_hot] AS h WITH (ROWLOCK, READPAST, FORCESEEK)
+  ON h.queue = q.name AND h.status = 1 AND h.fetched_at < @fetched_cutoff;
+
+SET @left = @batch - (SELECT COUNT(*) FROM @released);
+IF @left > 0 AND EXISTS (SELECT 1 FROM @dead)
+    UPDATE TOP (@left) h
+    SET h.status = 0, h.worker_id = NULL, h.fetched_at = NULL
+    OUTPUT inserted.id, inserted.queue INTO @released (id, queue)
+    FROM [{schema}].[queues] AS q WITH (READPAST)
+    JOIN [{schema}].[jobs_hot] AS h WITH (ROWLOCK, READPAST, FORCESEEK)
+      ON h.queue = q.name AND h.status = 1
+    WHERE EXISTS (SELECT 1 FROM @dead AS d
+                  WHERE h.worker_id = d.id OR h.worker_id LIKE d.pattern ESCAPE N'\\');
+
+INSERT INTO @ledger (queue, pending_delta, fetched_delta)
+SELECT r.queue, COUNT(*), -COUNT(*) FROM @released AS r GROUP BY r.queue;
+",
+        counters_apply!(),
+        "
+SELECT COUNT_BIG(*) AS released FROM @released;"
+    ),
+};
+
+/// @P1 default zombie timeout (s), @P2 dead-instance timeout (s), @P3 batch size.
+/// Processing rows whose heartbeat expired (per-queue zombie timeout, else the default) or
+/// whose instance is gone → DLQ `Zombie`; never retried automatically, because their side
+/// effects may have happened. Per queue a seek on the processing-only index
+/// (queue, worker_id), the heartbeat read from the row; dead instances' workers are a seek on
+/// the worker id. READPAST: a row a worker is finishing right now is skipped, not waited for.
+pub const RESCUE_ZOMBIES: Statement = Statement {
+    name: "rescue_zombies",
+    class: Class::Transition,
+    reads: Reads::Rows(&["zombies"]),
+    sql: tx!(
+        "DECLARE @default_zombie INT = @P1;
+DECLARE @batch INT = @P3;
+DECLARE @dead_reason TINYINT = 5;
+DECLARE @dead_kind NVARCHAR(20) = N'zombie';
+DECLARE @dead_message NVARCHAR(400) = N'heartbeat stopped while processing (worker presumed dead)';
+",
+        ledger_decl!(),
+        finished_decl!(),
+        moved_decl!(),
+        dead_instances!(),
+        "
+DELETE TOP (@batch) h
+OUTPUT ",
+        deleted_common_columns!(),
+        ", deleted.status INTO @moved (",
+        common_columns!(),
+        ", status)
+FROM [{schema}].[queues] AS q WITH (READPAST)
+JOIN [{schema}].[jobs_hot] AS h WITH (ROWLOCK, READPAST, FORCESEEK)
+  ON h.queue = q.name AND h.status = 2
+WHERE h.heartbeat_at < DATEADD(SECOND, -ISNULL(q.zombie_timeout_secs, @default_zombie), @now);
+
+SET @left = @batch - (SELECT COUNT(*) FROM @moved);
+IF @left > 0 AND EXISTS (SELECT 1 FROM @dead)
+    DELETE TOP (@left) h
+    OUTPUT ",
+        deleted_common_columns!(),
+        ", deleted.status INTO @moved (",
+        common_columns!(),
+        ", status)
+    FROM [{schema}].[queues] AS q WITH (READPAST)
+    JOIN [{schema}].[jobs_hot] AS h WITH (ROWLOCK, READPAST, FORCESEEK)
+      ON h.queue = q.name AND h.status = 2
+    WHERE EXISTS (SELECT 1 FROM @dead AS d
+                  WHERE h.worker_id = d.id OR h.worker_id LIKE d.pattern ESCAPE N'\\');
+",
+        moved_to_dlq_with_generated_error!(),
+        continuations_apply!(),
+        ledger_apply!(),
+        "
+SELECT COUNT_BIG(*) AS zombies FROM @moved;"
+    ),
+};
+
+/// @P1 batch size. Pending jobs whose `expires_at` passed before they started → DLQ
+/// `Expired`: a seek on the expiry index (pending rows that carry an expiry).
+pub const RESCUE_EXPIRED: Statement = Statement {
+    name: "rescue_expired",
+    class: Class::Transition,
+    reads: Reads::Rows(&["expired"]),
+    sql: tx!(
+        "DECLARE @batch INT = @P1;
+DECLARE @dead_reason TINYINT = 8;
+DECLARE @dead_kind NVARCHAR(20) = N'expired';
+DECLARE @dead_message NVARCHAR(400) = N'expired before it started';
+",
+        ledger_decl!(),
+        finished_decl!(),
+        moved_decl!(),
+        "
+DELETE TOP (@batch) h
+OUTPUT ",
+        deleted_common_columns!(),
+        ", deleted.status INTO @moved (",
+        common_columns!(),
+        ", status)
+FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, READPAST, FORCESEEK)
+WHERE h.status = 0 AND h.expires_at IS NOT NULL AND h.expires_at <= @now;
+",
+        moved_to_dlq_with_generated_error!(),
+        continuations_apply!(),
+        ledger_apply!(),
+        "
+SELECT COUNT_BIG(*) AS expired FROM @moved;"
+    ),
+};
+
+/// Instance rows whose process is gone for over an hour.
+pub const RESCUE_INSTANCES: Statement = Statement {
+    name: "rescue_instances",
+    class: Class::Transition,
+    reads: Reads::Rows(&["deleted"]),
+    sql: tx!("DELETE FROM [{schema}].[instances]
+WHERE heartbeat_at < DATEADD(HOUR, -1, SYSUTCDATETIME())
+   OR stopped_at < DATEADD(HOUR, -1, SYSUTCDATETIME());
+SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
+};
+
+/// @P1 age (s), @P2 batch size. Oldest first (a seek on the finish-time index), counters
+/// following.
+pub const PRUNE_ARCHIVE: Statement = Statement {
+    name: "prune_archive",
+    class: Class::Transition,
+    reads: Reads::Rows(&["deleted"]),
+    sql: tx!(
+        "DECLARE @cutoff DATETIME2(6) = DATEADD(SECOND, -@P1, SYSUTCDATETIME());
+DECLARE @batch INT = @P2;
+",
+        ledger_decl!(),
+        "
+DELETE TOP (@batch) a
+OUTPUT deleted.queue, -1 INTO @ledger (queue, archive_delta)
+FROM [{schema}].[jobs_archive] AS a
+WHERE a.finished_at < @cutoff;
+",
+        counters_apply!(),
+        "
+SELECT COUNT_BIG(*) AS deleted FROM @ledger;"
+    ),
+};
+
+pub const PRUNE_DLQ: Statement = Statement {
+    name: "prune_dlq",
+    class: Class::Transition,
+    reads: Reads::Rows(&["deleted"]),
+    sql: tx!(
+        "DECLARE @cutoff DATETIME2(6) = DATEADD(SECOND, -@P1, SYSUTCDATETIME());
+DECLARE @batch INT = @P2;
+",
+        ledger_decl!(),
+        "
+DELETE TOP (@batch) d
+OUTPUT deleted.queue, -1, deleted.reason, ISNULL(LEFT(deleted.last_error, 80), N'')
+  INTO @ledger (queue, dlq_delta, reason, message_prefix)
+FROM [{schema}].[jobs_dlq] AS d
+WHERE d.finished_at < @cutoff;
+",
+        counters_apply!(),
+        error_groups_apply!(),
+        "
+SELECT COUNT_BIG(*) AS deleted FROM @ledger;"
+    ),
+};
+
+pub const PRUNE_METRICS: Statement = Statement {
+    name: "prune_metrics",
+    class: Class::Transition,
+    reads: Reads::Rows(&["deleted"]),
+    sql: tx!("DELETE TOP (@P2) FROM [{schema}].[metric_slots]
+WHERE bucket_start < DATEADD(SECOND, -@P1, SYSUTCDATETIME());
+SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
+};
+
+/// Error groups whose slots sum to zero: every row of them left the DLQ. The read holds
+/// UPDLOCK, HOLDLOCK on the groups, so no slot of one can change between the sum and the
+/// delete; it touches only this small table, once per prune.
+pub const PRUNE_ERROR_GROUPS: Statement = Statement {
+    name: "prune_error_groups",
+    class: Class::Transition,
+    reads: Reads::Rows(&["deleted"]),
+    sql: tx!("DECLARE @gone TABLE (reason TINYINT NOT NULL,
+                      message_prefix NVARCHAR(80) COLLATE DATABASE_DEFAULT NOT NULL,
+                      PRIMARY KEY (reason, message_prefix));
+INSERT INTO @gone (reason, message_prefix)
+SELECT g.reason, g.message_prefix
+FROM [{schema}].[error_group_slots] AS g WITH (UPDLOCK, HOLDLOCK)
+GROUP BY g.reason, g.message_prefix
+HAVING SUM(g.dlq_rows) = 0;
+DELETE g
+FROM [{schema}].[error_group_slots] AS g
+JOIN @gone AS x ON x.reason = g.reason AND x.message_prefix = g.message_prefix;
+SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
+};
+
+pub const PRUNE_AUDIT: Statement = Statement {
+    name: "prune_audit",
+    class: Class::Transition,
+    reads: Reads::Rows(&["deleted"]),
+    sql: tx!("DELETE TOP (@P2) FROM [{schema}].[audit_log]
+WHERE [at] < DATEADD(SECOND, -@P1, SYSUTCDATETIME());
+SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
+};
+
+/// @P1 id, @P2 host, @P3 pid, @P4 version, @P5 started_at, @P6 workers total, @P7 busy.
+pub const HEARTBEAT_INSTANCE: Statement = Statement {
+    name: "heartbeat_instance",
+    class: Class::Transition,
+    reads: Reads::Nothing,
+    sql: tx!("DECLARE @id NVARCHAR(255) = @P1;
+UPDATE i
+SET i.host = @P2, i.pid = @P3, i.version = @P4, i.heartbeat_at = SYSUTCDATETIME(),
+    i.workers_total = @P6, i.workers_busy = @P7, i.stopped_at = NULL
+FROM [{schema}].[instances] AS i WITH (UPDLOCK, HOLDLOCK)
+WHERE i.id = @id;
+IF @@ROWCOUNT = 0
+    INSERT INTO [{schema}].[instances]
+        (id, host, pid, version, started_at, heartbeat_at, workers_total, workers_busy)
+    SELECT @id, @P2, @P3, @P4, @P5, SYSUTCDATETIME(), @P6, @P7
+    WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[instances] AS i WITH (UPDLOCK, HOLDLOCK)
+                      WHERE i.id = @id);"),
+};
+
+pub const DEREGISTER_INSTANCE: Statement = Statement {
+    name: "deregister_instance",
+    class: Class::Transition,
+    reads: Reads::Nothing,
+    sql: tx!("UPDATE [{schema}].[instances] SET stopped_at = SYSUTCDATETIME() WHERE id = @P1;"),
+};

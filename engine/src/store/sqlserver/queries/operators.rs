@@ -1,0 +1,334 @@
+//! What operators do to jobs and queues: cancel, resurrect, edit, purge, queue settings,
+//! engine settings, the audit log. Id lists come in chunks of at most 500 (the store's
+//! `OPERATOR_CHUNK`), so each statement stays below the 1,000-row cap without slicing.
+
+use super::{AUDIT_COLUMNS, Class, QUEUE_COLUMNS, Reads, Statement};
+
+/// @P1 JSON ids. Pending or fetched → DLQ `Cancelled` now; processing → `cancel_requested`.
+/// Answers (cancelled, requested).
+pub const CANCEL: Statement = Statement {
+    name: "cancel",
+    class: Class::Transition,
+    reads: Reads::Rows(&["cancelled", "requested"]),
+    sql: tx!(
+        "DECLARE @ids NVARCHAR(MAX) = @P1;
+DECLARE @dead_reason TINYINT = 4;
+DECLARE @dead_kind NVARCHAR(20) = N'cancelled';
+DECLARE @dead_message NVARCHAR(400) = N'cancelled by an operator';
+",
+        ledger_decl!(),
+        finished_decl!(),
+        moved_decl!(),
+        "
+-- Two literal states, each matching a filtered index, not an IN list.
+DELETE h
+OUTPUT ",
+        deleted_common_columns!(),
+        ", deleted.status INTO @moved (",
+        common_columns!(),
+        ", status)
+FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
+JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
+  ON i.id = h.id
+WHERE (h.status = 0 OR h.status = 1);
+",
+        moved_to_dlq_with_generated_error!(),
+        "
+UPDATE h SET h.cancel_requested = 1
+FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
+JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
+  ON i.id = h.id
+WHERE h.status = 2;
+DECLARE @requested BIGINT = @@ROWCOUNT;
+",
+        continuations_apply!(),
+        ledger_apply!(),
+        "
+SELECT (SELECT COUNT_BIG(*) FROM @moved) AS cancelled, @requested AS requested;"
+    ),
+};
+
+/// @P1 JSON ids, @P2 new payload or NULL, @P3 new tags (stored form) or NULL, @P4 new
+/// priority or NULL, @P5 new queue or NULL. DLQ → pending, due now, attempts and worker
+/// cleared, error history kept. A key an active job holds now is dropped from the
+/// resurrected job (and only the oldest of several resurrected jobs sharing a key keeps it).
+/// Answers how many moved.
+pub const RESURRECT: Statement = Statement {
+    name: "resurrect",
+    class: Class::Transition,
+    reads: Reads::Rows(&["resurrected"]),
+    sql: tx!(
+        "DECLARE @ids NVARCHAR(MAX) = @P1;
+DECLARE @payload NVARCHAR(MAX) = @P2;
+DECLARE @tags NVARCHAR(1002) = @P3;
+DECLARE @priority INT = @P4;
+DECLARE @queue NVARCHAR(255) = @P5;
+",
+        ledger_decl!(),
+        moved_decl!(),
+        "DECLARE @need_queues TABLE (name NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
+-- A new queue gets its settings row first (lock order); the jobs' own queues have theirs.
+INSERT INTO @need_queues (name) SELECT @queue WHERE @queue IS NOT NULL;
+",
+        ensure_queues!(),
+        "
+DELETE d
+OUTPUT ",
+        deleted_common_columns!(),
+        ", deleted.reason, deleted.seq INTO @moved (",
+        common_columns!(),
+        ", reason, seq)
+FROM [{schema}].[jobs_dlq] AS d WITH (ROWLOCK, FORCESEEK)
+JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
+  ON i.id = d.id;
+
+INSERT INTO [{schema}].[jobs_hot]
+    (id, queue, job_type, payload, tags, priority, idempotency_key, correlation_id, created_by,
+     created_at, scheduled_at, expires_at, attempt, max_attempts, status, cancel_requested,
+     errors, last_error, continuation, original_payload)
+SELECT m.id, ISNULL(@queue, m.queue), m.job_type, ISNULL(@payload, m.payload),
+       ISNULL(@tags, m.tags), ISNULL(@priority, m.priority),
+       CASE WHEN m.idempotency_key IS NULL THEN NULL
+            WHEN k.key_rank > 1 THEN NULL
+            WHEN EXISTS (SELECT 1 FROM [{schema}].[jobs_hot] AS h WITH (UPDLOCK, HOLDLOCK, FORCESEEK)
+                         WHERE h.idempotency_key = m.idempotency_key
+                           AND h.idempotency_key IS NOT NULL) THEN NULL
+            ELSE m.idempotency_key END,
+       m.correlation_id, m.created_by, m.created_at, @now, m.expires_at, 0, m.max_attempts, 0, 0,
+       m.errors, m.last_error, m.continuation,
+       CASE WHEN @payload IS NOT NULL THEN ISNULL(m.original_payload, m.payload)
+            ELSE m.original_payload END
+FROM @moved AS m
+JOIN (SELECT id, ROW_NUMBER() OVER (PARTITION BY idempotency_key ORDER BY seq) AS key_rank
+      FROM @moved) AS k ON k.id = m.id;
+
+INSERT INTO @ledger (queue, dlq_delta, reason, message_prefix)
+SELECT m.queue, -1, m.reason, ISNULL(LEFT(m.last_error, 80), N'') FROM @moved AS m;
+INSERT INTO @ledger (queue, pending_delta)
+SELECT ISNULL(@queue, m.queue), 1 FROM @moved AS m;
+",
+        counters_apply!(),
+        error_groups_apply!(),
+        "
+SELECT COUNT_BIG(*) AS resurrected FROM @moved;"
+    ),
+};
+
+/// @P1 id, @P2 payload or NULL, @P3 tags (stored form) or NULL, @P4 priority or NULL,
+/// @P5 queue or NULL. Edits a pending hot job or a DLQ job in place, keeping the first
+/// payload. Answers which pillar changed ('hot', 'dlq') or, when none did, where the job is
+/// and its status so the caller can say why.
+pub const EDIT_JOB: Statement = Statement {
+    name: "edit_job",
+    class: Class::Transition,
+    reads: Reads::Rows(&["changed", "hot_status", "archived"]),
+    sql: tx!(
+        "DECLARE @id BINARY(16) = CONVERT(BINARY(16), @P1, 2);
+DECLARE @payload NVARCHAR(MAX) = @P2;
+DECLARE @tags NVARCHAR(1002) = @P3;
+DECLARE @priority INT = @P4;
+DECLARE @queue NVARCHAR(255) = @P5;
+",
+        ledger_decl!(),
+        "DECLARE @old_queue NVARCHAR(255), @reason TINYINT, @prefix NVARCHAR(80);
+DECLARE @where NVARCHAR(10) = NULL;
+DECLARE @edited TABLE (old_queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL,
+                       new_queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
+DECLARE @need_queues TABLE (name NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
+-- A new queue gets its settings row before any job row is touched (lock order), even if the
+-- edit then turns out not to apply: an empty settings row is harmless.
+INSERT INTO @need_queues (name) SELECT @queue WHERE @queue IS NOT NULL;
+",
+        ensure_queues!(),
+        "
+UPDATE h
+SET h.payload = ISNULL(@payload, h.payload),
+    h.original_payload = CASE WHEN @payload IS NOT NULL THEN ISNULL(h.original_payload, h.payload)
+                              ELSE h.original_payload END,
+    h.tags = ISNULL(@tags, h.tags),
+    h.priority = ISNULL(@priority, h.priority),
+    h.queue = ISNULL(@queue, h.queue)
+OUTPUT deleted.queue, inserted.queue INTO @edited (old_queue, new_queue)
+FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
+WHERE h.id = @id AND h.status = 0;
+IF EXISTS (SELECT 1 FROM @edited)
+BEGIN
+    SET @where = N'hot';
+    -- A pending job moved to another queue moves between those queues' pending counts.
+    INSERT INTO @ledger (queue, pending_delta)
+    SELECT e.old_queue, -1 FROM @edited AS e WHERE e.old_queue <> e.new_queue
+    UNION ALL
+    SELECT e.new_queue, 1 FROM @edited AS e WHERE e.old_queue <> e.new_queue;
+END
+ELSE
+BEGIN
+    SELECT @old_queue = d.queue, @reason = d.reason, @prefix = ISNULL(LEFT(d.last_error, 80), N'')
+    FROM [{schema}].[jobs_dlq] AS d WITH (UPDLOCK, ROWLOCK, FORCESEEK)
+    WHERE d.id = @id;
+
+    UPDATE d
+    SET d.payload = ISNULL(@payload, d.payload),
+        d.original_payload = CASE WHEN @payload IS NOT NULL THEN ISNULL(d.original_payload, d.payload)
+                                  ELSE d.original_payload END,
+        d.tags = ISNULL(@tags, d.tags),
+        d.priority = ISNULL(@priority, d.priority),
+        d.queue = ISNULL(@queue, d.queue)
+    FROM [{schema}].[jobs_dlq] AS d WITH (ROWLOCK, FORCESEEK)
+    WHERE d.id = @id;
+    IF @@ROWCOUNT > 0
+    BEGIN
+        SET @where = N'dlq';
+        -- Moving a dead job to another queue moves it between that queue's counters.
+        IF @queue IS NOT NULL AND @queue COLLATE Latin1_General_100_BIN2 <> @old_queue
+            INSERT INTO @ledger (queue, dlq_delta, reason, message_prefix)
+            VALUES (@old_queue, -1, @reason, @prefix), (@queue, 1, @reason, @prefix);
+    END
+END
+",
+        counters_apply!(),
+        error_groups_apply!(),
+        "
+SELECT @where AS changed,
+       (SELECT h.status FROM [{schema}].[jobs_hot] AS h WHERE h.id = @id) AS hot_status,
+       CAST(CASE WHEN EXISTS (SELECT 1 FROM [{schema}].[jobs_archive] AS a WHERE a.id = @id)
+                 THEN 1 ELSE 0 END AS BIT) AS archived;"
+    ),
+};
+
+/// @P1 JSON ids. Pending hot jobs only. Answers how many went.
+pub const PURGE_HOT: Statement = Statement {
+    name: "purge_hot",
+    class: Class::Transition,
+    reads: Reads::Rows(&["purged"]),
+    sql: tx!(
+        "DECLARE @ids NVARCHAR(MAX) = @P1;
+",
+        ledger_decl!(),
+        "
+DELETE h
+OUTPUT deleted.queue, -1 INTO @ledger (queue, pending_delta)
+FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
+JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
+  ON i.id = h.id
+WHERE h.status = 0;
+",
+        counters_apply!(),
+        "
+SELECT COUNT_BIG(*) AS purged FROM @ledger;"
+    ),
+};
+
+/// @P1 JSON ids.
+pub const PURGE_ARCHIVE: Statement = Statement {
+    name: "purge_archive",
+    class: Class::Transition,
+    reads: Reads::Rows(&["purged"]),
+    sql: tx!(
+        "DECLARE @ids NVARCHAR(MAX) = @P1;
+",
+        ledger_decl!(),
+        "
+DELETE a
+OUTPUT deleted.queue, -1 INTO @ledger (queue, archive_delta)
+FROM [{schema}].[jobs_archive] AS a WITH (ROWLOCK, FORCESEEK)
+JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
+  ON i.id = a.id;
+",
+        counters_apply!(),
+        "
+SELECT COUNT_BIG(*) AS purged FROM @ledger;"
+    ),
+};
+
+/// @P1 JSON ids.
+pub const PURGE_DLQ: Statement = Statement {
+    name: "purge_dlq",
+    class: Class::Transition,
+    reads: Reads::Rows(&["purged"]),
+    sql: tx!(
+        "DECLARE @ids NVARCHAR(MAX) = @P1;
+",
+        ledger_decl!(),
+        "
+DELETE d
+OUTPUT deleted.queue, -1, deleted.reason, ISNULL(LEFT(deleted.last_error, 80), N'')
+  INTO @ledger (queue, dlq_delta, reason, message_prefix)
+FROM [{schema}].[jobs_dlq] AS d WITH (ROWLOCK, FORCESEEK)
+JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
+  ON i.id = d.id;
+",
+        counters_apply!(),
+        error_groups_apply!(),
+        "
+SELECT COUNT_BIG(*) AS purged FROM @ledger;"
+    ),
+};
+
+/// @P1 name; then for each field a "set" flag and a value: @P2/@P3 paused, @P4/@P5 hidden,
+/// @P6/@P7 max_workers, @P8/@P9 zombie timeout, @P10/@P11 execution timeout,
+/// @P12/@P13 lag warn, @P14/@P15 lag crit. Update-then-insert; answers the row.
+pub const UPDATE_QUEUE: Statement = Statement {
+    name: "update_queue",
+    class: Class::Transition,
+    reads: Reads::Rows(QUEUE_COLUMNS),
+    sql: tx!("DECLARE @name NVARCHAR(255) = @P1;
+DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
+UPDATE q
+SET q.paused = CASE WHEN @P2 = 1 THEN @P3 ELSE q.paused END,
+    q.hidden = CASE WHEN @P4 = 1 THEN @P5 ELSE q.hidden END,
+    q.max_workers = CASE WHEN @P6 = 1 THEN @P7 ELSE q.max_workers END,
+    q.zombie_timeout_secs = CASE WHEN @P8 = 1 THEN @P9 ELSE q.zombie_timeout_secs END,
+    q.execution_timeout_secs = CASE WHEN @P10 = 1 THEN @P11 ELSE q.execution_timeout_secs END,
+    q.lag_warn_secs = CASE WHEN @P12 = 1 THEN @P13 ELSE q.lag_warn_secs END,
+    q.lag_crit_secs = CASE WHEN @P14 = 1 THEN @P15 ELSE q.lag_crit_secs END,
+    q.updated_at = @now
+FROM [{schema}].[queues] AS q WITH (UPDLOCK, HOLDLOCK)
+WHERE q.name = @name;
+IF @@ROWCOUNT = 0
+    INSERT INTO [{schema}].[queues]
+        (name, paused, hidden, max_workers, zombie_timeout_secs, execution_timeout_secs,
+         lag_warn_secs, lag_crit_secs, created_at, updated_at)
+    SELECT @name,
+           CASE WHEN @P2 = 1 THEN @P3 ELSE 0 END,
+           CASE WHEN @P4 = 1 THEN @P5 ELSE 0 END,
+           CASE WHEN @P6 = 1 THEN @P7 END,
+           CASE WHEN @P8 = 1 THEN @P9 END,
+           CASE WHEN @P10 = 1 THEN @P11 END,
+           CASE WHEN @P12 = 1 THEN @P13 END,
+           CASE WHEN @P14 = 1 THEN @P15 END,
+           @now, @now
+    WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[queues] AS q WITH (UPDLOCK, HOLDLOCK)
+                      WHERE q.name = @name);
+SELECT q.name, q.paused, q.hidden, q.max_workers, q.zombie_timeout_secs,
+       q.execution_timeout_secs, q.lag_warn_secs, q.lag_crit_secs, q.updated_at
+FROM [{schema}].[queues] AS q WHERE q.name = @name;"),
+};
+
+/// @P1 JSON document.
+pub const SAVE_SETTINGS: Statement = Statement {
+    name: "save_settings",
+    class: Class::Transition,
+    reads: Reads::Nothing,
+    sql: tx!("DECLARE @value NVARCHAR(MAX) = @P1;
+UPDATE s SET s.value = @value, s.updated_at = SYSUTCDATETIME()
+FROM [{schema}].[settings] AS s WITH (UPDLOCK, HOLDLOCK)
+WHERE s.name = N'engine';
+IF @@ROWCOUNT = 0
+    INSERT INTO [{schema}].[settings] (name, value, updated_at)
+    SELECT N'engine', @value, SYSUTCDATETIME()
+    WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[settings] AS s WITH (UPDLOCK, HOLDLOCK)
+                      WHERE s.name = N'engine');"),
+};
+
+/// @P1 actor, @P2 action, @P3 target, @P4 count, @P5 detail. Answers the stored entry.
+pub const APPEND_AUDIT: Statement = Statement {
+    name: "append_audit",
+    class: Class::Transition,
+    reads: Reads::Rows(AUDIT_COLUMNS),
+    sql: tx!("DECLARE @new TABLE (id BIGINT NOT NULL PRIMARY KEY);
+INSERT INTO [{schema}].[audit_log] ([at], actor, [action], target, [count], detail)
+OUTPUT inserted.id INTO @new (id)
+VALUES (SYSUTCDATETIME(), @P1, @P2, @P3, @P4, @P5);
+SELECT a.id, a.[at], a.actor, a.[action], a.target, a.[count], a.detail
+FROM [{schema}].[audit_log] AS a JOIN @new AS n ON n.id = a.id;"),
+};
