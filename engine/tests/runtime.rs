@@ -790,17 +790,34 @@ async fn wait_for_a_job_finished_by_another_process_resolves_via_the_sweep() {
         },
     )
     .await;
+    // The job may finish only after the producer's wait has looked and found it running:
+    // otherwise that first look would answer the wait, and no sweep would be needed.
+    let gate = Gate::new();
     let mut handlers = HandlerRegistry::new();
-    handlers.register("echo", |_: JobContext, p: serde_json::Value| async move {
-        Ok(p)
+    let g = gate.clone();
+    handlers.register("echo", move |_: JobContext, p: serde_json::Value| {
+        let g = g.clone();
+        async move {
+            g.arrive();
+            g.wait_open().await;
+            Ok(p)
+        }
     });
     let worker = start(runtime_support::reopen(&dir).await, handlers, test_config()).await;
 
-    let (_, outcome) = producer
-        .enqueue_and_wait(EnqueueRequest::new("default", "echo", "\"hi\""), WAIT)
-        .await
-        .unwrap();
+    let waiting = {
+        let producer = producer.clone();
+        tokio::spawn(async move {
+            producer
+                .enqueue_and_wait(EnqueueRequest::new("default", "echo", "\"hi\""), WAIT)
+                .await
+        })
+    };
+    gate.wait_arrivals(1).await;
+    counting.jobs_read(1).await;
+    gate.open();
 
+    let (_, outcome) = waiting.await.unwrap().unwrap();
     let WaitOutcome::Succeeded { job } = outcome else {
         panic!("expected success, got {outcome:?}")
     };

@@ -197,10 +197,10 @@ async fn sweeper_iteration_wakes_waiters_of_jobs_finished_elsewhere() {
         .await
         .unwrap()
         .id;
-    let waiting = {
-        let producer = producer.clone();
-        tokio::spawn(async move { producer.wait(id, LONG).await })
-    };
+    // Registered directly, so the job cannot finish before anyone waits (a wait that
+    // finds it finished would resolve without the sweeper).
+    let shared = producer.shared();
+    let (_waiter, resolved) = shared.waiters.register(id);
     // Another process runs the job by hand.
     let other = open(&dir).await;
     let claimed = other
@@ -225,15 +225,11 @@ async fn sweeper_iteration_wakes_waiters_of_jobs_finished_elsewhere() {
         )
         .await
         .unwrap();
-    let shared = producer.shared();
-    while !shared.waiters.has_waiters() {
-        tokio::task::yield_now().await;
-    }
 
     let sweeper = ResultSweeper::new(store, shared.waiters.clone(), SweeperConfig::default());
     assert_eq!(sweeper.run_once().await.unwrap(), 1);
 
-    let outcome = waiting.await.unwrap().unwrap();
-    assert_eq!(outcome.job().unwrap().result.as_deref(), Some("7"));
+    let job = resolved.await.unwrap();
+    assert_eq!(job.result.as_deref(), Some("7"));
     producer.shutdown().await;
 }

@@ -140,6 +140,9 @@ pub struct CountingStore {
     mark_processing: AtomicUsize,
     refuse_completions: AtomicBool,
     refused: Notify,
+    /// `get_job` calls that have returned, and a signal for each.
+    jobs_read: AtomicUsize,
+    job_read: Notify,
 }
 
 impl CountingStore {
@@ -150,6 +153,21 @@ impl CountingStore {
             mark_processing: AtomicUsize::new(0),
             refuse_completions: AtomicBool::new(false),
             refused: Notify::new(),
+            jobs_read: AtomicUsize::new(0),
+            job_read: Notify::new(),
+        }
+    }
+
+    /// Resolves once `n` `get_job` calls have returned their answer.
+    pub async fn jobs_read(&self, n: usize) {
+        loop {
+            let read = self.job_read.notified();
+            tokio::pin!(read);
+            read.as_mut().enable();
+            if self.jobs_read.load(Ordering::SeqCst) >= n {
+                return;
+            }
+            read.await;
         }
     }
 
@@ -324,7 +342,10 @@ impl Store for CountingStore {
     }
 
     async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>> {
-        self.inner.get_job(id).await
+        let job = self.inner.get_job(id).await;
+        self.jobs_read.fetch_add(1, Ordering::SeqCst);
+        self.job_read.notify_waiters();
+        job
     }
 
     async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
