@@ -494,6 +494,7 @@ async fn the_console_router_alone_sends_the_security_headers() {
             password: None,
             token: Some("a-token-of-sixteen-chars".into()),
         }],
+        ..AuthConfig::default()
     };
     let f = fixture(auth).await;
     let bearer = "Bearer a-token-of-sixteen-chars";

@@ -247,6 +247,7 @@ async fn seeded() -> Seeded {
             password: None,
             token: Some(TOKEN.into()),
         }],
+        ..AuthConfig::default()
     };
     Seeded {
         _dir: dir,
