@@ -75,12 +75,8 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<()>
 
     let state = AppState::new(engine.clone(), settings);
     let app = crate::http::router(state);
-    let http_stop = shutdown.clone();
-    let server = tokio::spawn(async move {
-        axum::serve(listener, app)
-            .with_graceful_shutdown(http_stop.cancelled_owned())
-            .await
-    });
+    let http = crate::http::HttpRuntime::start().context("cannot start the HTTP runtime")?;
+    let server = http.serve(listener, app, shutdown.clone().cancelled_owned());
 
     wait_for_signal().await;
     tracing::info!(
@@ -113,6 +109,7 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<()>
             HTTP_DRAIN.as_secs()
         ),
     }
+    http.stop();
     tracing::info!(event = "server.stopped", "stopped");
     Ok(())
 }

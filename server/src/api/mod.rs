@@ -15,6 +15,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use deck_app::{Console, ConsoleOptions, EngineBackend};
 use deck_engine::Engine;
 use deck_engine::validation::MAX_PAYLOAD_BYTES;
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityScheme};
@@ -54,15 +55,27 @@ pub struct ApiState {
     pub engine: Engine,
     pub max_wait: Duration,
     pub authenticate: Authenticator,
+    /// Whose telemetry snapshot `/stats` serves (one read per tick, however many ask).
+    pub telemetry: Console,
 }
 
 impl ApiState {
     pub fn new(engine: Engine, authenticate: Authenticator) -> Self {
         ApiState {
+            telemetry: Console::new(
+                EngineBackend::new(engine.clone()),
+                ConsoleOptions::default(),
+            ),
             engine,
             max_wait: MAX_WAIT,
             authenticate,
         }
+    }
+
+    /// Serve telemetry from this console's snapshot (`deck serve` shares its console's).
+    pub fn with_telemetry(mut self, console: Console) -> Self {
+        self.telemetry = console;
+        self
     }
 
     /// Authentication off (loopback only): every caller is the anonymous operator.
@@ -75,10 +88,13 @@ impl ApiState {
 /// the console's users (`[auth]`); with none configured, `deck serve` only starts on
 /// loopback and every caller is the local operator.
 pub fn router(app: AppState) -> Router {
-    api_router(ApiState::new(
-        app.engine.clone(),
-        crate::auth::api_authenticator(&app.settings.auth),
-    ))
+    api_router(
+        ApiState::new(
+            app.engine.clone(),
+            crate::auth::api_authenticator(&app.settings.auth),
+        )
+        .with_telemetry(app.console.clone()),
+    )
 }
 
 /// The API router over an explicit state (tests, benchmarks, embedding).
