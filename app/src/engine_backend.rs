@@ -60,7 +60,7 @@ impl ConsoleBackend for EngineBackend {
     }
 
     fn runtime(&self) -> RuntimeView {
-        let s = self.engine.snapshot();
+        let s = self.engine.status();
         RuntimeView {
             instance_id: s.instance_id,
             workers_total: s.workers_total,

@@ -19,6 +19,7 @@ pub mod security_headers;
 pub mod session;
 pub mod state;
 pub mod telemetry_view;
+pub mod tick_cache;
 
 use std::sync::Arc;
 
@@ -36,7 +37,10 @@ use leptos_router::{SsrMode, path};
 pub use auth::{AuthConfig, Role, UserConfig};
 pub use engine_backend::EngineBackend;
 pub use state::{Console, ConsoleBackend, ConsoleOptions, StoreBackend};
-pub use telemetry_view::{BreakerState, BreakerView, ConsoleEvent, EventLevel, RuntimeView};
+pub use telemetry_view::{
+    BreakerState, BreakerView, ConsoleEvent, EventLevel, RuntimeView, Telemetry,
+};
+pub use tick_cache::TickCache;
 
 use pages::admin::{AuditPage, InstancesPage, SettingsPage};
 use pages::bulk::{BulkPage, BulkRunPage};

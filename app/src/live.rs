@@ -1,5 +1,6 @@
 //! Live refresh: one telemetry snapshot per tick, rendered once into HTML fragments by the
-//! same components the overview page uses, and pushed to every open browser over SSE.
+//! same components the overview page uses, and pushed to every open browser over SSE. The
+//! overview page embeds the same rendered fragments.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -18,18 +19,79 @@ use crate::components::telemetry::{
 use crate::state::Console;
 use crate::telemetry_view::Telemetry;
 
+/// The overview's live panels, each rendered to HTML by its component: what a page load
+/// embeds and what the live stream pushes (`data-live` key → HTML).
+#[derive(Debug, Clone, Default)]
+pub struct LivePanels {
+    pub cards: String,
+    pub chart: String,
+    pub queues: String,
+    pub errors: String,
+    pub breakers: String,
+    pub events: String,
+}
+
+impl LivePanels {
+    pub fn render(t: &Telemetry) -> Self {
+        let render = |f: &dyn Fn() -> AnyView| Owner::new().with(|| f().to_html());
+        let t = t.clone();
+        LivePanels {
+            cards: render(&|| view! { <Cards t=t.clone()/> }.into_any()),
+            chart: render(&|| {
+                view! { <ThroughputChart buckets=t.throughput.clone() live=true/> }.into_any()
+            }),
+            queues: render(&|| {
+                view! { <QueuesTable queues=t.visible_queues() live=true/> }.into_any()
+            }),
+            errors: render(&|| {
+                view! { <ErrorGroups groups=t.errors.clone() now=t.at live=true/> }.into_any()
+            }),
+            breakers: render(&|| {
+                view! { <Breakers breakers=t.runtime.breakers.clone() live=true/> }.into_any()
+            }),
+            events: render(&|| {
+                view! { <EventConsole events=t.events.clone() live=true/> }.into_any()
+            }),
+        }
+    }
+
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "cards": self.cards,
+            "chart": self.chart,
+            "queues": self.queues,
+            "errors": self.errors,
+            "breakers": self.breakers,
+            "events": self.events,
+        })
+    }
+}
+
 /// The overview's live panels as `data-live` key → HTML, rendered on the server.
 pub fn fragments(t: &Telemetry) -> serde_json::Value {
-    let render = |f: &dyn Fn() -> AnyView| Owner::new().with(|| f().to_html());
-    let t = t.clone();
-    serde_json::json!({
-        "cards": render(&|| view! { <Cards t=t.clone()/> }.into_any()),
-        "chart": render(&|| view! { <ThroughputChart buckets=t.throughput.clone() live=true/> }.into_any()),
-        "queues": render(&|| view! { <QueuesTable queues=t.queues.clone() live=true/> }.into_any()),
-        "errors": render(&|| view! { <ErrorGroups groups=t.errors.clone() now=t.at live=true/> }.into_any()),
-        "breakers": render(&|| view! { <Breakers breakers=t.runtime.breakers.clone() live=true/> }.into_any()),
-        "events": render(&|| view! { <EventConsole events=t.events.clone() live=true/> }.into_any()),
-    })
+    LivePanels::render(t).to_json()
+}
+
+/// One snapshot's panels, rendered once however many page loads and live streams show
+/// them: rendering the overview costs far more than reading the snapshot did.
+pub struct OverviewFrame {
+    /// The shared snapshot these were rendered from (compared by identity).
+    pub(crate) snapshot: Arc<Telemetry>,
+    pub panels: LivePanels,
+    /// `panels` as the live stream's JSON.
+    pub json: Arc<String>,
+}
+
+impl OverviewFrame {
+    pub(crate) fn render(snapshot: Arc<Telemetry>, with_events: Telemetry) -> Self {
+        let panels = LivePanels::render(&with_events);
+        let json = Arc::new(panels.to_json().to_string());
+        OverviewFrame {
+            snapshot,
+            panels,
+            json,
+        }
+    }
 }
 
 /// A rendered tick, shared by every SSE subscriber.
@@ -52,10 +114,10 @@ pub fn spawn_ticker(console: Console, frames: &Arc<watch::Sender<Frame>>) {
             if frames.receiver_count() == 0 {
                 continue;
             }
-            match console.publish_telemetry().await {
-                Ok(t) => {
-                    let json = fragments(&t).to_string();
-                    frames.send_replace(Some(Arc::new(json)));
+            // The same snapshot and rendering that page loads use: a tick is read once.
+            match console.overview().await {
+                Ok(frame) => {
+                    frames.send_replace(Some(frame.json.clone()));
                 }
                 Err(e) => tracing::warn!(error = %e, "live telemetry tick failed"),
             }

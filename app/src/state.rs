@@ -9,11 +9,12 @@ use async_trait::async_trait;
 use chrono::Utc;
 use deck_engine::{
     CancelOutcome, EngineSettings, JobEdit, JobId, NewAuditEntry, PruneReport, QueueConfig,
-    QueuePatch, Store, StoreResult,
+    QueuePatch, Store, StoreError, StoreResult,
 };
-use tokio::sync::watch;
 
+use crate::live::OverviewFrame;
 use crate::telemetry_view::{ConsoleEvent, EventLevel, RuntimeView, Telemetry};
+use crate::tick_cache::TickCache;
 
 /// What the console needs from the engine. Implemented for a running `Engine` (actions reach
 /// the runtime: a local running job stops at once, worker counts change live) and for a bare
@@ -69,7 +70,8 @@ impl ConsoleBackend for StoreBackend {
 /// Knobs with defaults; the server may override them.
 #[derive(Debug, Clone)]
 pub struct ConsoleOptions {
-    /// One telemetry snapshot per tick, shared by every browser.
+    /// One telemetry snapshot per tick, shared by every browser and by the server's
+    /// `/metrics`, `/readyz` and `/api/v1/stats`.
     pub tick: Duration,
     /// Default and hard maximum of jobs one bulk-by-filter run touches.
     pub bulk_cap_default: u32,
@@ -124,9 +126,12 @@ struct Inner {
     backend: Box<dyn ConsoleBackend>,
     options: ConsoleOptions,
     events: Mutex<VecDeque<ConsoleEvent>>,
-    telemetry: watch::Sender<Option<Arc<Telemetry>>>,
-    /// Serialises telemetry refreshes so concurrent page loads share one computation.
-    refresh: tokio::sync::Mutex<()>,
+    telemetry: TickCache<Telemetry, StoreError>,
+    /// The overview rendered from the current snapshot, shared by page loads and the live
+    /// stream; held while a new one renders so concurrent loads wait for it.
+    overview: tokio::sync::Mutex<Option<Arc<OverviewFrame>>>,
+    /// Each queue's chart on the queues page, shared the same way.
+    charts: Mutex<HashMap<String, Arc<QueueChart>>>,
     drafts: Mutex<HashMap<String, Draft>>,
     runs: Mutex<HashMap<String, BulkRun>>,
 }
@@ -140,15 +145,17 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+type QueueChart = TickCache<String, StoreError>;
+
 impl Console {
     pub fn new(backend: impl ConsoleBackend, options: ConsoleOptions) -> Self {
-        let (telemetry, _) = watch::channel(None);
         Console(Arc::new(Inner {
             backend: Box::new(backend),
+            telemetry: TickCache::new(options.tick),
+            overview: tokio::sync::Mutex::new(None),
+            charts: Mutex::new(HashMap::new()),
             options,
             events: Mutex::new(VecDeque::new()),
-            telemetry,
-            refresh: tokio::sync::Mutex::new(()),
             drafts: Mutex::new(HashMap::new()),
             runs: Mutex::new(HashMap::new()),
         }))
@@ -222,7 +229,9 @@ impl Console {
         Ok(())
     }
 
-    /// Read a fresh telemetry snapshot through the store's telemetry class.
+    /// Read a fresh telemetry snapshot through the store's telemetry class. The event
+    /// console's lines are not part of it (`overview` adds them): reading the snapshot for
+    /// `/metrics` must not subscribe this process to the engine's per-job events.
     pub async fn compute_telemetry(&self) -> StoreResult<Telemetry> {
         let store = self.store();
         let (summary, queues, throughput, errors) = futures::try_join!(
@@ -234,51 +243,58 @@ impl Console {
         Ok(Telemetry {
             at: Utc::now(),
             summary,
-            queues: queues.into_iter().filter(|q| !q.hidden).collect(),
+            queues,
             throughput,
             errors,
             runtime: self.0.backend.runtime(),
-            events: self.recent_events(),
+            events: Vec::new(),
         })
     }
 
-    /// The shared snapshot, recomputed when older than one tick. Page loads and the live
-    /// stream both come here, so many browsers cost the database what one does.
+    /// The shared snapshot, read at most once per tick however many callers ask: console
+    /// pages, the live stream and the server's ops endpoints. Callers that arrive while it
+    /// is being read wait for that read, so a hundred requests cost the database one.
     pub async fn telemetry(&self) -> StoreResult<Arc<Telemetry>> {
-        let max_age = chrono::Duration::from_std(self.0.options.tick)
-            .unwrap_or_else(|_| chrono::Duration::seconds(2));
-        if let Some(t) = self.fresh_telemetry(max_age) {
-            return Ok(t);
+        self.0.telemetry.get(|| self.compute_telemetry()).await
+    }
+
+    /// The overview's panels for the current snapshot, with the event console's lines as
+    /// of when it was rendered: rendered once per snapshot for every page load and the live
+    /// stream.
+    pub async fn overview(&self) -> StoreResult<Arc<OverviewFrame>> {
+        let snapshot = self.telemetry().await?;
+        let mut current = self.0.overview.lock().await;
+        if let Some(frame) = current.as_ref()
+            && Arc::ptr_eq(&frame.snapshot, &snapshot)
+        {
+            return Ok(Arc::clone(frame));
         }
-        let _guard = self.0.refresh.lock().await;
-        // Someone else may have refreshed while we waited for the lock.
-        if let Some(t) = self.fresh_telemetry(max_age) {
-            return Ok(t);
-        }
-        let t = Arc::new(self.compute_telemetry().await?);
-        self.0.telemetry.send_replace(Some(t.clone()));
-        Ok(t)
+        let mut with_events = (*snapshot).clone();
+        with_events.events = self.recent_events();
+        let frame = Arc::new(OverviewFrame::render(snapshot, with_events));
+        *current = Some(Arc::clone(&frame));
+        Ok(frame)
     }
 
-    fn fresh_telemetry(&self, max_age: chrono::Duration) -> Option<Arc<Telemetry>> {
-        let current = self.0.telemetry.borrow().clone()?;
-        (Utc::now() - current.at < max_age).then_some(current)
-    }
-
-    /// Publish a new snapshot now (the live ticker), regardless of age.
-    pub async fn publish_telemetry(&self) -> StoreResult<Arc<Telemetry>> {
-        let _guard = self.0.refresh.lock().await;
-        let t = Arc::new(self.compute_telemetry().await?);
-        self.0.telemetry.send_replace(Some(t.clone()));
-        Ok(t)
-    }
-
-    pub fn subscribe_telemetry(&self) -> watch::Receiver<Option<Arc<Telemetry>>> {
-        self.0.telemetry.subscribe()
-    }
-
-    pub fn watchers(&self) -> usize {
-        self.0.telemetry.receiver_count()
+    /// One queue's throughput chart over the last hour (the queues page), rendered, read
+    /// and rendered at most once per tick like the snapshot.
+    pub async fn queue_chart(&self, queue: &str) -> StoreResult<Arc<String>> {
+        let chart = {
+            let mut charts = lock(&self.0.charts);
+            // Queue names come from the store, never from the request: the map stays as
+            // small as the set of queues.
+            Arc::clone(
+                charts
+                    .entry(queue.to_string())
+                    .or_insert_with(|| Arc::new(TickCache::new(self.0.options.tick))),
+            )
+        };
+        chart
+            .get(|| async {
+                let buckets = self.store().throughput(60, Some(queue)).await?;
+                Ok(crate::pages::queues::render_chart(buckets))
+            })
+            .await
     }
 
     pub fn put_draft(&self, draft: Draft) -> String {

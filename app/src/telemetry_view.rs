@@ -75,6 +75,8 @@ pub struct ConsoleEvent {
 pub struct Telemetry {
     pub at: DateTime<Utc>,
     pub summary: Summary,
+    /// Every queue, hidden ones too (`/metrics` reports them); the console shows
+    /// `visible_queues`.
     pub queues: Vec<QueueStats>,
     /// Last hour, per minute, oldest first.
     pub throughput: Vec<ThroughputBucket>,
@@ -82,6 +84,13 @@ pub struct Telemetry {
     pub runtime: RuntimeView,
     /// Newest first.
     pub events: Vec<ConsoleEvent>,
+}
+
+impl Telemetry {
+    /// The queues an operator has not hidden from the overview.
+    pub fn visible_queues(&self) -> Vec<QueueStats> {
+        self.queues.iter().filter(|q| !q.hidden).cloned().collect()
+    }
 }
 
 /// Lag thresholds when a queue sets none (seconds).

@@ -695,6 +695,12 @@ impl Engine {
         snapshot::build(self.shared())
     }
 
+    /// The snapshot without the running-job and per-queue buffer lists (left empty): cheap
+    /// enough for every `/metrics` scrape and `/readyz` probe.
+    pub fn status(&self) -> RuntimeSnapshot {
+        snapshot::status(self.shared())
+    }
+
     /// Just the counters: cheap enough to poll in a tight loop (benchmarks, metrics).
     pub fn counters(&self) -> crate::runtime::RuntimeCounters {
         snapshot::counters(self.shared())

@@ -4,7 +4,8 @@
 use crate::model::{JobId, JobState};
 use crate::validation::ValidationError;
 
-#[derive(Debug, thiserror::Error)]
+/// `Clone` so one outcome can answer many callers (a shared telemetry snapshot).
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum StoreError {
     /// Input was rejected before anything was written.
     #[error(transparent)]

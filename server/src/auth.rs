@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use anyhow::bail;
 use std::sync::Arc;
 
-use deck_app::{AuthConfig, Console, ConsoleOptions, EngineBackend, Role};
+use deck_app::{AuthConfig, Role};
 
 use crate::state::AppState;
 
@@ -37,13 +37,10 @@ pub fn check(auth: &AuthConfig, addr: SocketAddr) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The console (pages, actions, live stream, assets) over this process's engine.
+/// The console (pages, actions, live stream, assets) over this process's engine. It is
+/// the state's console, so pages and the ops endpoints share one telemetry snapshot.
 pub fn console(state: &AppState) -> axum::Router {
-    let console = Console::new(
-        EngineBackend::new(state.engine.clone()),
-        ConsoleOptions::default(),
-    );
-    deck_app::console_router(console, state.settings.auth.clone())
+    deck_app::console_router(state.console.clone(), state.settings.auth.clone())
 }
 
 /// The JSON API authenticates with the same users and roles as the console.

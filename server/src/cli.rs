@@ -169,6 +169,8 @@ pub enum BenchCommand {
     Console(crate::bench::console::ConsoleArgs),
     /// Enqueue-and-wait round trips over the Rust API and over HTTP (p50/p99)
     Roundtrip(RoundtripArgs),
+    /// Drain a backlog while HTTP clients read an endpoint; compare with the idle drain
+    Mixed(crate::bench::mixed::MixedArgs),
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]

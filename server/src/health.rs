@@ -4,6 +4,8 @@
 
 use std::time::{Duration, Instant};
 
+use deck_app::TickCache;
+
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
@@ -16,6 +18,46 @@ use crate::state::AppState;
 
 /// A database that takes longer than this to answer a ping is treated as down.
 const PING_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// How long one ping's answer serves every `/readyz` asking meanwhile. Probes come every
+/// few seconds, so this is invisible to them; under a flood of probes it keeps the check at
+/// one ping in flight and at most one per interval (it used to be one per request, each
+/// through the store's reader pool, and 50 probing connections nearly stopped the engine).
+const PING_REUSE: Duration = Duration::from_secs(1);
+
+/// The shared database check: at most one ping in flight, its outcome (answer time, or
+/// why it failed) reused for `PING_REUSE`.
+pub struct DatabaseCheck(TickCache<Duration, String>);
+
+impl Default for DatabaseCheck {
+    fn default() -> Self {
+        DatabaseCheck(TickCache::new(PING_REUSE))
+    }
+}
+
+impl DatabaseCheck {
+    async fn check(&self, store: &dyn deck_engine::Store) -> Check {
+        let outcome = self
+            .0
+            .get(|| async {
+                let started = Instant::now();
+                match tokio::time::timeout(PING_TIMEOUT, store.ping()).await {
+                    Ok(Ok(())) => Ok(started.elapsed()),
+                    Ok(Err(e)) => Err(e.to_string()),
+                    Err(_) => Err(format!("no answer within {} s", PING_TIMEOUT.as_secs())),
+                }
+            })
+            .await;
+        match outcome {
+            Ok(took) => Check::new(
+                "database",
+                "ok",
+                format!("answered in {} ms", took.as_millis()),
+            ),
+            Err(e) => Check::new("database", "fail", e),
+        }
+    }
+}
 
 pub fn router(state: AppState) -> Router {
     Router::new()
@@ -61,24 +103,10 @@ impl Check {
 
 async fn readyz(State(state): State<AppState>) -> Response {
     let store = state.store();
-    let snapshot = state.engine.snapshot();
+    let snapshot = state.engine.status();
     let mut checks = Vec::new();
 
-    let started = Instant::now();
-    let database = match tokio::time::timeout(PING_TIMEOUT, store.ping()).await {
-        Ok(Ok(())) => Check::new(
-            "database",
-            "ok",
-            format!("answered in {} ms", started.elapsed().as_millis()),
-        ),
-        Ok(Err(e)) => Check::new("database", "fail", e.to_string()),
-        Err(_) => Check::new(
-            "database",
-            "fail",
-            format!("no answer within {} s", PING_TIMEOUT.as_secs()),
-        ),
-    };
-    checks.push(database);
+    checks.push(state.database_check.check(store.as_ref()).await);
     // Issue 11 (write health): the store's own record of its recent writes; no database call.
     checks.push(writes_check(&store.health()));
 
@@ -108,9 +136,11 @@ async fn readyz(State(state): State<AppState>) -> Response {
     });
 
     // Lag is reported, not failed on: taking this instance out of rotation would not make a
-    // backed-up queue drain any faster.
-    if let Ok(Ok(queues)) = tokio::time::timeout(PING_TIMEOUT, store.queue_stats()).await {
-        let lagging: Vec<String> = queues
+    // backed-up queue drain any faster. It comes from the shared telemetry snapshot (one
+    // read per tick), not a read per probe.
+    if let Ok(Ok(telemetry)) = tokio::time::timeout(PING_TIMEOUT, state.console.telemetry()).await {
+        let lagging: Vec<String> = telemetry
+            .queues
             .iter()
             .filter(|q| {
                 q.lag_crit_secs

@@ -83,12 +83,8 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<Exi
     let limits = crate::connections::ConnectionLimits::from(&settings.http);
     let state = AppState::new(engine.clone(), settings);
     let app = crate::http::router(state);
-    let server = tokio::spawn(crate::connections::serve(
-        listener,
-        app,
-        limits,
-        shutdown.clone(),
-    ));
+    let http = crate::http::HttpRuntime::start().context("cannot start the HTTP runtime")?;
+    let server = http.serve(listener, app, limits, shutdown.clone());
 
     wait_for_signal().await;
     tracing::info!(
@@ -118,6 +114,7 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<Exi
             HTTP_DRAIN.as_secs()
         ),
     }
+    http.stop();
     if report.is_clean() {
         tracing::info!(event = "server.stopped", "stopped");
         return Ok(ExitCode::SUCCESS);

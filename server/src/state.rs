@@ -1,12 +1,14 @@
-//! What every HTTP handler can reach: the engine (and through it the store) and the
-//! configuration this process runs with.
+//! What every HTTP handler can reach: the engine (and through it the store), the
+//! configuration this process runs with, and the telemetry snapshot they all share.
 
 use std::sync::Arc;
 use std::time::Instant;
 
+use deck_app::{Console, ConsoleOptions, EngineBackend};
 use deck_engine::{Engine, Store};
 
 use crate::config::Settings;
+use crate::health::DatabaseCheck;
 
 #[derive(Clone)]
 pub struct AppState {
@@ -14,11 +16,21 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// When this process started serving (uptime in `/metrics`).
     pub started: Instant,
+    /// The console, and with it the one telemetry snapshot per tick that its pages,
+    /// `/metrics`, `/readyz` and `/api/v1/stats` all read.
+    pub console: Console,
+    /// `/readyz`'s database ping, shared by concurrent probes.
+    pub database_check: Arc<DatabaseCheck>,
 }
 
 impl AppState {
     pub fn new(engine: Engine, settings: Settings) -> Self {
         AppState {
+            console: Console::new(
+                EngineBackend::new(engine.clone()),
+                ConsoleOptions::default(),
+            ),
+            database_check: Arc::new(DatabaseCheck::default()),
             engine,
             settings: Arc::new(settings),
             started: Instant::now(),

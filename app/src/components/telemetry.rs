@@ -120,8 +120,14 @@ pub fn ThroughputChart(
     }
 }
 
+/// A chart coordinate to one decimal. `{:.1}` takes the float formatter's exact (slow)
+/// path for most values, and a chart formats hundreds of them; integer tenths read the
+/// same and cost a fraction.
 fn fmt(v: f64) -> String {
-    format!("{v:.1}")
+    let tenths = (v * 10.0).round() as i64;
+    let sign = if tenths < 0 { "-" } else { "" };
+    let tenths = tenths.unsigned_abs();
+    format!("{sign}{}.{}", tenths / 10, tenths % 10)
 }
 
 /// Queue numbers; `controls` is false on the overview (the Queues page has the forms).
@@ -281,4 +287,22 @@ pub fn EventConsole(events: Vec<ConsoleEvent>, #[prop(optional)] live: bool) -> 
             .into_any()
     };
     view! { <ol class="events" data-live=live.then_some("events")>{lines}</ol> }
+}
+
+#[cfg(test)]
+mod fmt_tests {
+    use super::fmt;
+
+    #[test]
+    fn coordinates_read_as_with_one_decimal() {
+        for v in [0.0, 0.04, 0.05, 1.0, 2.25, 17.96, 120.0, 599.99, -3.5] {
+            assert_eq!(
+                fmt(v),
+                format!("{:.1}", (v * 10.0_f64).round() / 10.0),
+                "{v}"
+            );
+        }
+        assert_eq!(fmt(17.96), "18.0");
+        assert_eq!(fmt(-3.5), "-3.5");
+    }
 }

@@ -1,18 +1,16 @@
 use leptos::prelude::*;
+use leptos::tachys::html::InertElement;
 
 use crate::components::layout::{ErrorBox, Layout};
-use crate::components::telemetry::{
-    Breakers, Cards, ErrorGroups, EventConsole, QueuesTable, ThroughputChart,
-};
+use crate::live::LivePanels;
 use crate::state::Console;
-use crate::telemetry_view::Telemetry;
 
 #[component]
 pub fn OverviewPage() -> impl IntoView {
     let console = expect_context::<Console>();
     Suspend::new(async move {
-        let body = match console.telemetry().await {
-            Ok(t) => view! { <Overview t=(*t).clone()/> }.into_any(),
+        let body = match console.overview().await {
+            Ok(frame) => view! { <Overview panels=frame.panels.clone()/> }.into_any(),
             Err(e) => {
                 view! { <ErrorBox message=format!("Cannot read telemetry: {e}")/> }.into_any()
             }
@@ -21,33 +19,34 @@ pub fn OverviewPage() -> impl IntoView {
     })
 }
 
-/// The whole overview for one snapshot; every panel is also pushed live on its own.
+/// The whole overview around its live panels, which come rendered (by their components,
+/// once per snapshot: see `Console::overview`) and are embedded as they are.
 #[component]
-pub fn Overview(t: Telemetry) -> impl IntoView {
-    let now = t.at;
+pub fn Overview(panels: LivePanels) -> impl IntoView {
+    let rendered = InertElement::new;
     view! {
-        <Cards t=t.clone()/>
+        {rendered(panels.cards)}
         <div class="grid-2">
             <section class="panel wide">
-                <ThroughputChart buckets=t.throughput.clone() live=true/>
+                {rendered(panels.chart)}
             </section>
             <section class="panel">
                 <h2>"Live events"</h2>
-                <EventConsole events=t.events.clone() live=true/>
+                {rendered(panels.events)}
             </section>
         </div>
         <section class="panel">
             <h2><a href="/queues">"Queues"</a></h2>
-            <QueuesTable queues=t.queues.clone() live=true/>
+            {rendered(panels.queues)}
         </section>
         <div class="grid-2">
             <section class="panel">
                 <h2><a href="/jobs?source=dlq">"Top dead-letter errors"</a></h2>
-                <ErrorGroups groups=t.errors.clone() now=now live=true/>
+                {rendered(panels.errors)}
             </section>
             <section class="panel">
                 <h2>"Circuit breakers"</h2>
-                <Breakers breakers=t.runtime.breakers.clone() live=true/>
+                {rendered(panels.breakers)}
             </section>
         </div>
     }

@@ -1,7 +1,11 @@
 use std::collections::HashMap;
 
+use std::sync::Arc;
+
 use deck_engine::{QueueConfig, QueueStats, ThroughputBucket};
 use leptos::prelude::*;
+use leptos::reactive::owner::Owner;
+use leptos::tachys::html::InertElement;
 
 use crate::components::layout::{ErrorBox, Layout, OperatorOnly, PostForm};
 use crate::components::telemetry::ThroughputChart;
@@ -10,7 +14,8 @@ use crate::request::query;
 use crate::state::Console;
 use crate::telemetry_view::lag_class;
 
-/// Per-queue charts cost one telemetry read each; above this many queues, only on request.
+/// Per-queue charts cost one telemetry read each (per tick, shared by every request);
+/// above this many queues, only on request.
 const CHARTS_UP_TO: usize = 12;
 
 #[component]
@@ -21,13 +26,17 @@ pub fn QueuesPage() -> impl IntoView {
     let focus = q.get("q").map(str::to_string);
     Suspend::new(async move {
         let store = console.store().clone();
-        // Settings are a committed read (operators decide on them); numbers are telemetry.
-        let (configs, stats) = futures::join!(store.list_queues(), store.queue_stats());
-        let body = match (configs, stats) {
-            (Ok(configs), Ok(stats)) => {
+        // Settings are a committed read (operators decide on them); numbers are telemetry,
+        // from the snapshot every page and ops endpoint shares.
+        let (configs, telemetry) = futures::join!(store.list_queues(), console.telemetry());
+        let body = match (configs, telemetry) {
+            (Ok(configs), Ok(telemetry)) => {
                 let hidden_count = configs.iter().filter(|c| c.hidden).count();
-                let mut stats_by_name: HashMap<String, QueueStats> =
-                    stats.into_iter().map(|s| (s.queue.clone(), s)).collect();
+                let mut stats_by_name: HashMap<String, QueueStats> = telemetry
+                    .queues
+                    .iter()
+                    .map(|s| (s.queue.clone(), s.clone()))
+                    .collect();
                 let mut rows: Vec<(QueueConfig, Option<QueueStats>)> = configs
                     .into_iter()
                     .filter(|c| {
@@ -40,11 +49,11 @@ pub fn QueuesPage() -> impl IntoView {
                     })
                     .collect();
                 rows.sort_by(|a, b| a.0.name.cmp(&b.0.name));
-                let charts: Vec<Option<Vec<ThroughputBucket>>> = if rows.len() <= CHARTS_UP_TO {
+                let charts: Vec<Option<Arc<String>>> = if rows.len() <= CHARTS_UP_TO {
                     futures::future::join_all(rows.iter().map(|(c, _)| {
-                        let store = store.clone();
+                        let console = console.clone();
                         let name = c.name.clone();
-                        async move { store.throughput(60, Some(&name)).await.ok() }
+                        async move { console.queue_chart(&name).await.ok() }
                     }))
                     .await
                 } else {
@@ -60,6 +69,11 @@ pub fn QueuesPage() -> impl IntoView {
     })
 }
 
+/// A queue's chart as HTML: rendered once per tick and shared (`Console::queue_chart`).
+pub fn render_chart(buckets: Vec<ThroughputBucket>) -> String {
+    Owner::new().with(|| view! { <ThroughputChart buckets=buckets/> }.to_html())
+}
+
 fn secs_value(v: Option<u32>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
 }
@@ -67,7 +81,7 @@ fn secs_value(v: Option<u32>) -> String {
 #[component]
 pub fn QueueList(
     rows: Vec<(QueueConfig, Option<QueueStats>)>,
-    charts: Vec<Option<Vec<ThroughputBucket>>>,
+    charts: Vec<Option<Arc<String>>>,
     show_hidden: bool,
     hidden_count: usize,
     focused: bool,
@@ -132,7 +146,7 @@ pub fn QueueList(
                         <span class=format!("lag {lag_avg}")><b>{format::millis(s.lag_avg_ms)}</b>" lag avg"</span>
                         <span class=format!("lag {lag_max}")><b>{format::millis(s.lag_max_ms)}</b>" lag max"</span>
                     </div>
-                    {chart.map(|b| view! { <ThroughputChart buckets=b/> })}
+                    {chart.map(|html| InertElement::new(html.to_string()))}
                     <OperatorOnly>
                         <details class="limits">
                             <summary>{format!(

@@ -74,7 +74,11 @@ impl JobHeartbeat {
             }
         }
         for id in &report.lost {
+            // A handler that has returned is not lost: its outcome may have committed
+            // between reading the ids and the beat (the completer then finds out itself
+            // if the job really was taken away).
             if let Some(run) = self.shared.running.get(*id)
+                && !run.handler_done()
                 && run.cancel(CancelReason::Lost)
             {
                 tracing::warn!(job = %id, "job no longer owned by this worker (rescued, \

@@ -86,6 +86,15 @@ pub(crate) fn counters(shared: &Shared) -> RuntimeCounters {
 }
 
 pub(crate) fn build(shared: &Shared) -> RuntimeSnapshot {
+    let mut snapshot = status(shared);
+    snapshot.buffered_by_queue = shared.buffer.per_queue();
+    snapshot.running = shared.running.infos(Instant::now());
+    snapshot
+}
+
+/// The snapshot without its per-job and per-queue lists (`running`, `buffered_by_queue`
+/// stay empty): no lock the workers take on every job is held while they are copied.
+pub(crate) fn status(shared: &Shared) -> RuntimeSnapshot {
     let now = Instant::now();
     let mut breakers: Vec<BreakerInfo> = shared
         .breakers
@@ -121,8 +130,8 @@ pub(crate) fn build(shared: &Shared) -> RuntimeSnapshot {
         workers_busy: shared.pool.busy.load(Ordering::Acquire),
         buffered: u32::try_from(shared.buffer.len()).unwrap_or(u32::MAX),
         prefetch: shared.config.prefetch,
-        buffered_by_queue: shared.buffer.per_queue(),
-        running: shared.running.infos(now),
+        buffered_by_queue: Vec::new(),
+        running: Vec::new(),
         breakers,
         counters: counters(shared),
         draining: shared.claiming.is_cancelled(),

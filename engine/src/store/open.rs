@@ -29,6 +29,8 @@ pub struct StoreOptions {
     pub auto_create_schema: bool,
     /// SQL Server connection pool size.
     pub pool_size: u32,
+    /// SQLite read connections (console, API, telemetry); reads beyond them wait for one.
+    pub sqlite_readers: u32,
 }
 
 impl Default for StoreOptions {
@@ -38,6 +40,7 @@ impl Default for StoreOptions {
             schema: "deck".to_string(),
             auto_create_schema: true,
             pool_size: 10,
+            sqlite_readers: 4,
         }
     }
 }

@@ -15,6 +15,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use deck_app::{Console, ConsoleOptions, EngineBackend};
 use deck_engine::Engine;
 use deck_engine::validation::MAX_PAYLOAD_BYTES;
 use utoipa::OpenApi;
@@ -60,18 +61,30 @@ pub struct ApiState {
     pub credentials_required: bool,
     /// `[auth] public_openapi`: the document itself is served without credentials.
     pub openapi_public: bool,
+    /// Whose telemetry snapshot `/stats` serves (one read per tick, however many ask).
+    pub telemetry: Console,
 }
 
 impl ApiState {
     /// Callers authenticate through `authenticate`.
     pub fn new(engine: Engine, authenticate: Authenticator) -> Self {
         ApiState {
+            telemetry: Console::new(
+                EngineBackend::new(engine.clone()),
+                ConsoleOptions::default(),
+            ),
             engine,
             max_wait: MAX_WAIT,
             authenticate,
             credentials_required: true,
             openapi_public: false,
         }
+    }
+
+    /// Serve telemetry from this console's snapshot (`deck serve` shares its console's).
+    pub fn with_telemetry(mut self, console: Console) -> Self {
+        self.telemetry = console;
+        self
     }
 
     /// Authentication off (loopback only): every caller is the anonymous operator.
@@ -92,6 +105,7 @@ pub fn router(app: AppState) -> Router {
         credentials_required: !auth.is_open(),
         openapi_public: auth.public_openapi,
         ..ApiState::new(app.engine.clone(), crate::auth::api_authenticator(auth))
+            .with_telemetry(app.console.clone())
     })
 }
 

@@ -8,7 +8,8 @@ use super::dto::Stats;
 use super::error::{ApiResult, ErrorBody};
 use super::principal::Viewer;
 
-/// Whole-system counts and rates (approximate: maintained counters, per-minute buckets).
+/// Whole-system counts and rates (approximate: maintained counters, per-minute buckets,
+/// read at most once per 2 s tick and shared by every caller).
 #[utoipa::path(
     get, path = "/stats", tag = "stats",
     responses(
@@ -18,6 +19,6 @@ use super::principal::Viewer;
     )
 )]
 pub async fn stats(State(state): State<ApiState>, Viewer(_who): Viewer) -> ApiResult<Json<Stats>> {
-    let summary = state.engine.store().summary().await?;
-    Ok(Json(Stats::from(&summary)))
+    let telemetry = state.telemetry.telemetry().await?;
+    Ok(Json(Stats::from(&telemetry.summary)))
 }

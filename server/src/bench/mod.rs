@@ -4,6 +4,7 @@
 pub mod console;
 mod drain;
 mod latency;
+pub mod mixed;
 mod roundtrip;
 
 use std::sync::Arc;
@@ -20,6 +21,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Latency(args) => latency::run(args).await?,
         BenchCommand::Console(args) => console::run(args).await?,
         BenchCommand::Roundtrip(args) => roundtrip::run(args).await?,
+        BenchCommand::Mixed(args) => mixed::run(args).await?,
     };
     crate::commands::emit(&format!("{report}\n"))
 }

@@ -303,6 +303,13 @@ pub(super) fn validate(s: &Settings, problems: &mut Vec<Problem>, warnings: &mut
             "use 1 or more (default 10)".into(),
         );
     }
+    if s.store.sqlite_readers == 0 {
+        problem(
+            "store.sqlite_readers",
+            "0 read connections cannot serve anything".into(),
+            "use 1 or more (default 4)".into(),
+        );
+    }
     let schema_ok = !s.store.schema.is_empty()
         && s.store.schema.len() <= 128
         && s.store
@@ -450,6 +457,14 @@ mod tests {
         let (p, w) = check(|s| s.http.max_body_bytes = 64 * 1024);
         assert!(p.is_empty(), "{p:?}");
         assert!(w[0].contains("http.max_body_bytes"), "{w:?}");
+    }
+
+    #[test]
+    fn a_reader_pool_of_none_is_rejected() {
+        let (p, _) = check(|s| s.store.sqlite_readers = 0);
+        assert_eq!(p[0].key, "store.sqlite_readers");
+        let (p, _) = check(|s| s.store.sqlite_readers = 1);
+        assert!(p.is_empty(), "{p:?}");
     }
 
     #[test]

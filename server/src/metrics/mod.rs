@@ -1,7 +1,10 @@
-//! `/metrics`: Prometheus text exposition of the store's telemetry (maintained counters, so a
-//! scrape costs a few indexed reads) and this instance's runtime numbers.
+//! `/metrics`: Prometheus text exposition of the store's telemetry and this instance's
+//! runtime numbers. The store's part comes from the console's shared snapshot (read at most
+//! once per 2 s tick, however many scrapers ask); the runtime's part is read live.
 
 mod prom;
+#[cfg(test)]
+mod tests;
 
 use axum::Router;
 use axum::extract::State;
@@ -22,15 +25,19 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
-    let store = state.store();
-    let telemetry = match (store.summary().await, store.queue_stats().await) {
-        (Ok(summary), Ok(queues)) => Some((summary, queues)),
-        (Err(e), _) | (_, Err(e)) => {
+    let telemetry = match state.console.telemetry().await {
+        Ok(t) => Some(t),
+        Err(e) => {
             tracing::warn!(event = "metrics.store_read_failed", error = %e, "metrics: store telemetry unavailable");
             None
         }
     };
-    let body = render(&state, telemetry.as_ref().map(|(s, q)| (s, q.as_slice())));
+    let body = render(
+        &state,
+        telemetry
+            .as_ref()
+            .map(|t| (&t.summary, t.queues.as_slice())),
+    );
     (
         [(
             header::CONTENT_TYPE,
@@ -42,7 +49,7 @@ async fn metrics(State(state): State<AppState>) -> Response {
 }
 
 fn render(state: &AppState, telemetry: Option<(&Summary, &[QueueStats])>) -> String {
-    let snapshot = state.engine.snapshot();
+    let snapshot = state.engine.status();
     let mut m = PromText::default();
     let instance = snapshot.instance_id.as_str();
 

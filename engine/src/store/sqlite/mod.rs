@@ -239,7 +239,7 @@ impl Store for SqliteStore {
         let on_reader = Arc::clone(&claimed);
         match self
             .readers
-            .read(move |conn| workers::read_claimed(conn, &on_reader))
+            .read_for_runtime(move |conn| workers::read_claimed(conn, &on_reader))
             .await
         {
             Ok(jobs) => Ok(jobs),
