@@ -13,6 +13,7 @@ pub mod engine_backend;
 pub mod format;
 pub mod list_params;
 pub mod live;
+pub mod page_cache;
 pub mod pages;
 pub mod request;
 pub mod security_headers;
@@ -149,7 +150,11 @@ pub fn console_router(console: Console, auth: AuthConfig) -> Router {
                 move || shell(options.clone())
             },
         )
-        .with_state(options);
+        .with_state(options)
+        .layer(axum::middleware::from_fn_with_state(
+            page_cache::OverviewCache::new(console.clone()),
+            page_cache::serve,
+        ));
 
     let frames = Arc::new(tokio::sync::watch::channel(None).0);
     live::spawn_ticker(console, &frames);

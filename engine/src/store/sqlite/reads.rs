@@ -20,9 +20,15 @@ use super::codec::{
 use super::connection::db_err;
 
 pub(crate) fn get_job(conn: &Connection, id: JobId) -> StoreResult<Option<Job>> {
+    // One read transaction over the three pillars: a job moving between them (resurrected
+    // from the dead-letter pillar into the hot one, say) is seen in one of them, never in
+    // neither. It is also one snapshot to set up instead of three.
+    let snapshot = conn
+        .unchecked_transaction()
+        .map_err(db_err("get job"))?;
     for pillar in Pillar::ALL {
         let sql = format!("{} WHERE id = ?1", select_job(pillar));
-        let job = conn
+        let job = snapshot
             .prepare_cached(&sql)
             .map_err(db_err("get job"))?
             .query_row([id_text(id)], |r| job_from_row(pillar, r))
