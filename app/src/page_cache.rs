@@ -220,7 +220,9 @@ mod tests {
             .unwrap()
             .to_string();
         let nonce = nonce_of(&policy).unwrap().to_string();
-        let body = axum::body::to_bytes(res.into_body(), 1 << 20).await.unwrap();
+        let body = axum::body::to_bytes(res.into_body(), 1 << 20)
+            .await
+            .unwrap();
         (String::from_utf8(body.to_vec()).unwrap(), nonce)
     }
 
@@ -253,13 +255,35 @@ mod tests {
 
         let (first, first_nonce) = fetch(&router, "ada", "a".repeat(32).as_str()).await;
         let (second, second_nonce) = fetch(&router, "ada", "b".repeat(32).as_str()).await;
-        assert_eq!(renders.load(Ordering::SeqCst), 1, "the second page is the kept render");
-        assert!(first.contains(&format!("value=\"{}\"", "a".repeat(32))), "{first}");
-        assert!(second.contains(&format!("value=\"{}\"", "b".repeat(32))), "{second}");
-        assert!(!second.contains(&"a".repeat(32)), "no other caller's token: {second}");
-        assert_ne!(first_nonce, second_nonce, "every response has its own nonce");
-        assert!(first.contains(&format!("nonce=\"{first_nonce}\"")), "{first}");
-        assert!(second.contains(&format!("nonce=\"{second_nonce}\"")), "{second}");
+        assert_eq!(
+            renders.load(Ordering::SeqCst),
+            1,
+            "the second page is the kept render"
+        );
+        assert!(
+            first.contains(&format!("value=\"{}\"", "a".repeat(32))),
+            "{first}"
+        );
+        assert!(
+            second.contains(&format!("value=\"{}\"", "b".repeat(32))),
+            "{second}"
+        );
+        assert!(
+            !second.contains(&"a".repeat(32)),
+            "no other caller's token: {second}"
+        );
+        assert_ne!(
+            first_nonce, second_nonce,
+            "every response has its own nonce"
+        );
+        assert!(
+            first.contains(&format!("nonce=\"{first_nonce}\"")),
+            "{first}"
+        );
+        assert!(
+            second.contains(&format!("nonce=\"{second_nonce}\"")),
+            "{second}"
+        );
 
         // Another viewer is rendered for; the kept page never crosses users.
         fetch(&router, "bob", "c".repeat(32).as_str()).await;

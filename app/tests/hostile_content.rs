@@ -476,7 +476,8 @@ fn live_fragments_rendered_directly_run_nothing() {
         queues: vec![QueueStats {
             queue: hostile("queue"),
             paused: true,
-            hidden: true,
+            // Shown: the overview leaves hidden queues out.
+            hidden: false,
             max_workers: Some(1),
             pending: 1,
             scheduled: 1,

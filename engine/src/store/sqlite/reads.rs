@@ -22,13 +22,16 @@ use super::connection::db_err;
 pub(crate) fn get_job(conn: &Connection, id: JobId) -> StoreResult<Option<Job>> {
     // One read transaction over the three pillars: a job moving between them (resurrected
     // from the dead-letter pillar into the hot one, say) is seen in one of them, never in
-    // neither. It is also one snapshot to set up instead of three.
-    let snapshot = conn
-        .unchecked_transaction()
-        .map_err(db_err("get job"))?;
+    // neither. It is also one snapshot to set up instead of three. The writer calls this
+    // inside its own transaction, which already is one.
+    let _snapshot = if conn.is_autocommit() {
+        Some(conn.unchecked_transaction().map_err(db_err("get job"))?)
+    } else {
+        None
+    };
     for pillar in Pillar::ALL {
         let sql = format!("{} WHERE id = ?1", select_job(pillar));
-        let job = snapshot
+        let job = conn
             .prepare_cached(&sql)
             .map_err(db_err("get job"))?
             .query_row([id_text(id)], |r| job_from_row(pillar, r))
