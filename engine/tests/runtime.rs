@@ -14,7 +14,7 @@ use deck_engine::{
     Next, QueuePatch, RetrySettings, Store, WaitOutcome,
 };
 use runtime_support::{
-    CountingStore, Gate, eventually, open_store, register_blocking, register_counting, test_config,
+    Gate, counting_store, eventually, open_store, register_blocking, register_counting, test_config,
 };
 use tokio::sync::mpsc;
 
@@ -124,7 +124,7 @@ async fn transient_failure_is_retried_then_succeeds() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_workers_get_jobs_started_by_the_claim_itself() {
     let (_dir, inner) = open_store().await;
-    let counting = Arc::new(CountingStore::new(inner));
+    let counting = Arc::new(counting_store(inner));
     let store: Arc<dyn Store> = counting.clone();
     let mut handlers = HandlerRegistry::new();
     handlers.register("echo", |_: JobContext, p: serde_json::Value| async move {
@@ -745,7 +745,7 @@ async fn shutdown_cancels_jobs_that_outlive_the_grace_period_and_retries_them() 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_process_wait_is_woken_without_polling() {
     let (_dir, inner) = open_store().await;
-    let counting = Arc::new(CountingStore::new(inner));
+    let counting = Arc::new(counting_store(inner));
     let store: Arc<dyn Store> = counting.clone();
     let mut handlers = HandlerRegistry::new();
     handlers.register("echo", |_: JobContext, p: serde_json::Value| async move {
@@ -778,7 +778,7 @@ async fn same_process_wait_is_woken_without_polling() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_a_job_finished_by_another_process_resolves_via_the_sweep() {
     let (dir, inner) = open_store().await;
-    let counting = Arc::new(CountingStore::new(inner));
+    let counting = Arc::new(counting_store(inner));
     let producer_store: Arc<dyn Store> = counting.clone();
     let producer = start(
         producer_store,

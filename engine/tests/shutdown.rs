@@ -10,7 +10,7 @@ use deck_engine::{
     Engine, EngineConfig, EnqueueRequest, FailureReason, HandlerError, HandlerRegistry, JobContext,
     JobState, RescuePolicy,
 };
-use runtime_support::{CountingStore, Gate, open_store, register_blocking, test_config};
+use runtime_support::{Gate, counting_store, open_store, register_blocking, test_config};
 
 /// Far more than shutdown needs here (grace 300 ms + flush 200 ms + loops stopping): reached
 /// only when shutdown hangs, as it did when the completer retried forever.
@@ -19,7 +19,7 @@ const HANG: Duration = Duration::from_secs(60);
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_gives_up_on_commits_the_store_refuses_and_names_the_jobs() {
     let (_dir, real) = open_store().await;
-    let store = Arc::new(CountingStore::new(real.clone()));
+    let store = Arc::new(counting_store(real.clone()));
     let finishing = Gate::new();
     let holding = Gate::new();
     let mut handlers = HandlerRegistry::new();
@@ -104,7 +104,7 @@ async fn shutdown_gives_up_on_commits_the_store_refuses_and_names_the_jobs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_waits_out_a_store_that_recovers_within_the_flush_timeout() {
     let (_dir, real) = open_store().await;
-    let store = Arc::new(CountingStore::new(real.clone()));
+    let store = Arc::new(counting_store(real.clone()));
     let gate = Gate::new();
     let mut handlers = HandlerRegistry::new();
     register_blocking(&mut handlers, "finish", &gate);

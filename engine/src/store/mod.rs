@@ -31,6 +31,8 @@ pub mod sqlserver;
 
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
+#[cfg(any(test, feature = "testing"))]
+pub mod interposed;
 
 pub use health::{StoreHealth, WriteFailure};
 pub use open::{SqliteSynchronous, StoreOptions, open_store};

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use deck_engine::store::StoreOptions;
+use deck_engine::store::interposed::{Interpose, InterposedStore, StoreCall};
 use deck_engine::*;
 use tempfile::TempDir;
 use tokio::sync::Notify;
@@ -134,8 +135,9 @@ impl Gate {
 /// Delegates to a real store and counts `finished_jobs` calls (only the result sweep makes
 /// them) and `mark_processing` calls (only buffered jobs need them). While
 /// `refuse_completions` is on, `complete` fails the way a full disk makes it fail.
-pub struct CountingStore {
-    inner: Arc<dyn Store>,
+pub type CountingStore = InterposedStore<Counts>;
+
+pub struct Counts {
     finished_jobs: AtomicUsize,
     mark_processing: AtomicUsize,
     refuse_completions: AtomicBool,
@@ -145,19 +147,22 @@ pub struct CountingStore {
     job_read: Notify,
 }
 
-impl CountingStore {
-    pub fn new(inner: Arc<dyn Store>) -> Self {
-        CountingStore {
-            inner,
+/// A real store wrapped in fresh counts.
+pub fn counting_store(inner: Arc<dyn Store>) -> CountingStore {
+    InterposedStore::new(
+        inner,
+        Counts {
             finished_jobs: AtomicUsize::new(0),
             mark_processing: AtomicUsize::new(0),
             refuse_completions: AtomicBool::new(false),
             refused: Notify::new(),
             jobs_read: AtomicUsize::new(0),
             job_read: Notify::new(),
-        }
-    }
+        },
+    )
+}
 
+impl Counts {
     /// Resolves once `n` `get_job` calls have returned their answer.
     pub async fn jobs_read(&self, n: usize) {
         loop {
@@ -190,191 +195,33 @@ impl CountingStore {
 }
 
 #[async_trait]
-impl Store for CountingStore {
-    fn backend(&self) -> &'static str {
-        self.inner.backend()
-    }
-
-    fn orders_writes_on_submit(&self) -> bool {
-        self.inner.orders_writes_on_submit()
-    }
-
-    async fn ping(&self) -> StoreResult<()> {
-        self.inner.ping().await
-    }
-
-    fn health(&self) -> StoreHealth {
-        self.inner.health()
-    }
-
-    async fn enqueue(&self, req: EnqueueRequest) -> StoreResult<EnqueueOutcome> {
-        self.inner.enqueue(req).await
-    }
-
-    async fn enqueue_batch(&self, reqs: Vec<EnqueueRequest>) -> StoreResult<Vec<EnqueueOutcome>> {
-        self.inner.enqueue_batch(reqs).await
-    }
-
-    async fn claim_batch(&self, req: ClaimRequest) -> StoreResult<Vec<Job>> {
-        self.inner.claim_batch(req).await
-    }
-
-    async fn mark_processing(&self, worker_id: &str, ids: &[JobId]) -> StoreResult<Vec<JobId>> {
-        self.mark_processing.fetch_add(1, Ordering::SeqCst);
-        self.inner.mark_processing(worker_id, ids).await
-    }
-
-    async fn heartbeat(&self, worker_id: &str, ids: &[JobId]) -> StoreResult<HeartbeatReport> {
-        self.inner.heartbeat(worker_id, ids).await
-    }
-
-    async fn release(
-        &self,
-        worker_id: &str,
-        ids: &[JobId],
-        run_at: Option<Timestamp>,
-    ) -> StoreResult<u64> {
-        self.inner.release(worker_id, ids, run_at).await
-    }
-
-    async fn complete(
-        &self,
-        worker_id: &str,
-        completions: Vec<Completion>,
-    ) -> StoreResult<Vec<Applied>> {
-        if self.refuse_completions.load(Ordering::SeqCst) {
-            self.refused.notify_one();
-            return Err(StoreError::Storage {
-                operation: "complete",
-                message: "database or disk is full".into(),
-                help: "refused by the test".into(),
-            });
+impl Interpose for Counts {
+    async fn before(&self, call: StoreCall) -> StoreResult<()> {
+        match call {
+            StoreCall::MarkProcessing => {
+                self.mark_processing.fetch_add(1, Ordering::SeqCst);
+            }
+            StoreCall::FinishedJobs => {
+                self.finished_jobs.fetch_add(1, Ordering::SeqCst);
+            }
+            StoreCall::Complete if self.refuse_completions.load(Ordering::SeqCst) => {
+                self.refused.notify_one();
+                return Err(StoreError::Storage {
+                    operation: "complete",
+                    message: "database or disk is full".into(),
+                    help: "refused by the test".into(),
+                });
+            }
+            _ => {}
         }
-        self.inner.complete(worker_id, completions).await
+        Ok(())
     }
 
-    async fn cancel(&self, id: JobId) -> StoreResult<CancelOutcome> {
-        self.inner.cancel(id).await
-    }
-
-    async fn resurrect(&self, id: JobId, edit: Option<JobEdit>) -> StoreResult<Applied> {
-        self.inner.resurrect(id, edit).await
-    }
-
-    async fn edit_job(&self, id: JobId, edit: JobEdit) -> StoreResult<Job> {
-        self.inner.edit_job(id, edit).await
-    }
-
-    async fn purge(&self, source: Pillar, ids: &[JobId]) -> StoreResult<u64> {
-        self.inner.purge(source, ids).await
-    }
-
-    async fn bulk_by_ids(
-        &self,
-        action: BulkAction,
-        source: Pillar,
-        ids: &[JobId],
-    ) -> StoreResult<u64> {
-        self.inner.bulk_by_ids(action, source, ids).await
-    }
-
-    async fn bulk_preview(
-        &self,
-        source: Pillar,
-        filter: &JobFilter,
-        sample: u32,
-    ) -> StoreResult<BulkPreview> {
-        self.inner.bulk_preview(source, filter, sample).await
-    }
-
-    async fn bulk_by_filter(
-        &self,
-        action: BulkAction,
-        source: Pillar,
-        filter: &JobFilter,
-        cap: u32,
-    ) -> StoreResult<u64> {
-        self.inner.bulk_by_filter(action, source, filter, cap).await
-    }
-
-    async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>> {
-        self.inner.list_queues().await
-    }
-
-    async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {
-        self.inner.update_queue(name, patch).await
-    }
-
-    async fn load_settings(&self) -> StoreResult<EngineSettings> {
-        self.inner.load_settings().await
-    }
-
-    async fn save_settings(&self, settings: &EngineSettings) -> StoreResult<()> {
-        self.inner.save_settings(settings).await
-    }
-
-    async fn rescue(&self, policy: &RescuePolicy) -> StoreResult<RescueReport> {
-        self.inner.rescue(policy).await
-    }
-
-    async fn prune(&self, policy: &RetentionPolicy) -> StoreResult<PruneReport> {
-        self.inner.prune(policy).await
-    }
-
-    async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<()> {
-        self.inner.heartbeat_instance(info).await
-    }
-
-    async fn deregister_instance(&self, id: &str) -> StoreResult<()> {
-        self.inner.deregister_instance(id).await
-    }
-
-    async fn list_instances(&self, max_age: std::time::Duration) -> StoreResult<Vec<InstanceInfo>> {
-        self.inner.list_instances(max_age).await
-    }
-
-    async fn append_audit(&self, entry: NewAuditEntry) -> StoreResult<AuditEntry> {
-        self.inner.append_audit(entry).await
-    }
-
-    async fn list_audit(&self, before_id: Option<i64>, limit: u32) -> StoreResult<Vec<AuditEntry>> {
-        self.inner.list_audit(before_id, limit).await
-    }
-
-    async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>> {
-        let job = self.inner.get_job(id).await;
-        self.jobs_read.fetch_add(1, Ordering::SeqCst);
-        self.job_read.notify_waiters();
-        job
-    }
-
-    async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
-        self.finished_jobs.fetch_add(1, Ordering::SeqCst);
-        self.inner.finished_jobs(ids).await
-    }
-
-    async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<JobSummary>> {
-        self.inner.list_jobs(query).await
-    }
-
-    async fn summary(&self) -> StoreResult<Summary> {
-        self.inner.summary().await
-    }
-
-    async fn queue_stats(&self) -> StoreResult<Vec<QueueStats>> {
-        self.inner.queue_stats().await
-    }
-
-    async fn throughput(
-        &self,
-        minutes: u32,
-        queue: Option<&str>,
-    ) -> StoreResult<Vec<ThroughputBucket>> {
-        self.inner.throughput(minutes, queue).await
-    }
-
-    async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
-        self.inner.top_errors(limit).await
+    fn after(&self, call: StoreCall) {
+        if call == StoreCall::GetJob {
+            self.jobs_read.fetch_add(1, Ordering::SeqCst);
+            self.job_read.notify_waiters();
+        }
     }
 }
 

@@ -1,0 +1,362 @@
+//! A `Store` that hands every call to another store, with test hooks before and after:
+//! the one place tests count, hold back or refuse store calls (`testing` feature).
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::error::StoreResult;
+use crate::model::*;
+use crate::query::*;
+use crate::store::{Store, StoreHealth};
+use crate::telemetry::*;
+use crate::{
+    BulkAction, CancelOutcome, InstanceInfo, JobEdit, PruneReport, RescuePolicy, RescueReport,
+    RetentionPolicy,
+};
+
+/// Which store method a call is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum StoreCall {
+    Ping,
+    Enqueue,
+    EnqueueBatch,
+    ClaimBatch,
+    MarkProcessing,
+    Heartbeat,
+    Release,
+    Complete,
+    Cancel,
+    Resurrect,
+    EditJob,
+    Purge,
+    BulkByIds,
+    BulkPreview,
+    BulkByFilter,
+    ListQueues,
+    UpdateQueue,
+    LoadSettings,
+    SaveSettings,
+    Rescue,
+    Prune,
+    HeartbeatInstance,
+    DeregisterInstance,
+    ListInstances,
+    AppendAudit,
+    ListAudit,
+    GetJob,
+    FinishedJobs,
+    ListJobs,
+    Summary,
+    QueueStats,
+    Throughput,
+    TopErrors,
+}
+
+/// What a test does around the calls it interposes on.
+#[async_trait]
+pub trait Interpose: Send + Sync + 'static {
+    /// Before the call reaches the store; an error is the call's answer instead.
+    async fn before(&self, _call: StoreCall) -> StoreResult<()> {
+        Ok(())
+    }
+
+    /// After the store has answered.
+    fn after(&self, _call: StoreCall) {}
+}
+
+/// `inner` with `hooks` around every async call; derefs to the hooks, so a test reads its
+/// counters through the store it handed out.
+pub struct InterposedStore<H> {
+    inner: Arc<dyn Store>,
+    hooks: H,
+}
+
+impl<H: Interpose> InterposedStore<H> {
+    pub fn new(inner: Arc<dyn Store>, hooks: H) -> Self {
+        InterposedStore { inner, hooks }
+    }
+}
+
+impl<H> std::ops::Deref for InterposedStore<H> {
+    type Target = H;
+
+    fn deref(&self) -> &H {
+        &self.hooks
+    }
+}
+
+#[async_trait]
+impl<H: Interpose> Store for InterposedStore<H> {
+    fn backend(&self) -> &'static str {
+        self.inner.backend()
+    }
+
+    fn orders_writes_on_submit(&self) -> bool {
+        self.inner.orders_writes_on_submit()
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        self.hooks.before(StoreCall::Ping).await?;
+        let answer = self.inner.ping().await;
+        self.hooks.after(StoreCall::Ping);
+        answer
+    }
+
+    fn health(&self) -> StoreHealth {
+        self.inner.health()
+    }
+
+    async fn enqueue(&self, req: EnqueueRequest) -> StoreResult<EnqueueOutcome> {
+        self.hooks.before(StoreCall::Enqueue).await?;
+        let answer = self.inner.enqueue(req).await;
+        self.hooks.after(StoreCall::Enqueue);
+        answer
+    }
+
+    async fn enqueue_batch(&self, reqs: Vec<EnqueueRequest>) -> StoreResult<Vec<EnqueueOutcome>> {
+        self.hooks.before(StoreCall::EnqueueBatch).await?;
+        let answer = self.inner.enqueue_batch(reqs).await;
+        self.hooks.after(StoreCall::EnqueueBatch);
+        answer
+    }
+
+    async fn claim_batch(&self, req: ClaimRequest) -> StoreResult<Vec<Job>> {
+        self.hooks.before(StoreCall::ClaimBatch).await?;
+        let answer = self.inner.claim_batch(req).await;
+        self.hooks.after(StoreCall::ClaimBatch);
+        answer
+    }
+
+    async fn mark_processing(&self, worker_id: &str, ids: &[JobId]) -> StoreResult<Vec<JobId>> {
+        self.hooks.before(StoreCall::MarkProcessing).await?;
+        let answer = self.inner.mark_processing(worker_id, ids).await;
+        self.hooks.after(StoreCall::MarkProcessing);
+        answer
+    }
+
+    async fn heartbeat(&self, worker_id: &str, ids: &[JobId]) -> StoreResult<HeartbeatReport> {
+        self.hooks.before(StoreCall::Heartbeat).await?;
+        let answer = self.inner.heartbeat(worker_id, ids).await;
+        self.hooks.after(StoreCall::Heartbeat);
+        answer
+    }
+
+    async fn release(
+        &self,
+        worker_id: &str,
+        ids: &[JobId],
+        run_at: Option<Timestamp>,
+    ) -> StoreResult<u64> {
+        self.hooks.before(StoreCall::Release).await?;
+        let answer = self.inner.release(worker_id, ids, run_at).await;
+        self.hooks.after(StoreCall::Release);
+        answer
+    }
+
+    async fn complete(
+        &self,
+        worker_id: &str,
+        completions: Vec<Completion>,
+    ) -> StoreResult<Vec<Applied>> {
+        self.hooks.before(StoreCall::Complete).await?;
+        let answer = self.inner.complete(worker_id, completions).await;
+        self.hooks.after(StoreCall::Complete);
+        answer
+    }
+
+    async fn cancel(&self, id: JobId) -> StoreResult<CancelOutcome> {
+        self.hooks.before(StoreCall::Cancel).await?;
+        let answer = self.inner.cancel(id).await;
+        self.hooks.after(StoreCall::Cancel);
+        answer
+    }
+
+    async fn resurrect(&self, id: JobId, edit: Option<JobEdit>) -> StoreResult<Applied> {
+        self.hooks.before(StoreCall::Resurrect).await?;
+        let answer = self.inner.resurrect(id, edit).await;
+        self.hooks.after(StoreCall::Resurrect);
+        answer
+    }
+
+    async fn edit_job(&self, id: JobId, edit: JobEdit) -> StoreResult<Job> {
+        self.hooks.before(StoreCall::EditJob).await?;
+        let answer = self.inner.edit_job(id, edit).await;
+        self.hooks.after(StoreCall::EditJob);
+        answer
+    }
+
+    async fn purge(&self, source: Pillar, ids: &[JobId]) -> StoreResult<u64> {
+        self.hooks.before(StoreCall::Purge).await?;
+        let answer = self.inner.purge(source, ids).await;
+        self.hooks.after(StoreCall::Purge);
+        answer
+    }
+
+    async fn bulk_by_ids(
+        &self,
+        action: BulkAction,
+        source: Pillar,
+        ids: &[JobId],
+    ) -> StoreResult<u64> {
+        self.hooks.before(StoreCall::BulkByIds).await?;
+        let answer = self.inner.bulk_by_ids(action, source, ids).await;
+        self.hooks.after(StoreCall::BulkByIds);
+        answer
+    }
+
+    async fn bulk_preview(
+        &self,
+        source: Pillar,
+        filter: &JobFilter,
+        sample: u32,
+    ) -> StoreResult<BulkPreview> {
+        self.hooks.before(StoreCall::BulkPreview).await?;
+        let answer = self.inner.bulk_preview(source, filter, sample).await;
+        self.hooks.after(StoreCall::BulkPreview);
+        answer
+    }
+
+    async fn bulk_by_filter(
+        &self,
+        action: BulkAction,
+        source: Pillar,
+        filter: &JobFilter,
+        cap: u32,
+    ) -> StoreResult<u64> {
+        self.hooks.before(StoreCall::BulkByFilter).await?;
+        let answer = self.inner.bulk_by_filter(action, source, filter, cap).await;
+        self.hooks.after(StoreCall::BulkByFilter);
+        answer
+    }
+
+    async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>> {
+        self.hooks.before(StoreCall::ListQueues).await?;
+        let answer = self.inner.list_queues().await;
+        self.hooks.after(StoreCall::ListQueues);
+        answer
+    }
+
+    async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {
+        self.hooks.before(StoreCall::UpdateQueue).await?;
+        let answer = self.inner.update_queue(name, patch).await;
+        self.hooks.after(StoreCall::UpdateQueue);
+        answer
+    }
+
+    async fn load_settings(&self) -> StoreResult<EngineSettings> {
+        self.hooks.before(StoreCall::LoadSettings).await?;
+        let answer = self.inner.load_settings().await;
+        self.hooks.after(StoreCall::LoadSettings);
+        answer
+    }
+
+    async fn save_settings(&self, settings: &EngineSettings) -> StoreResult<()> {
+        self.hooks.before(StoreCall::SaveSettings).await?;
+        let answer = self.inner.save_settings(settings).await;
+        self.hooks.after(StoreCall::SaveSettings);
+        answer
+    }
+
+    async fn rescue(&self, policy: &RescuePolicy) -> StoreResult<RescueReport> {
+        self.hooks.before(StoreCall::Rescue).await?;
+        let answer = self.inner.rescue(policy).await;
+        self.hooks.after(StoreCall::Rescue);
+        answer
+    }
+
+    async fn prune(&self, policy: &RetentionPolicy) -> StoreResult<PruneReport> {
+        self.hooks.before(StoreCall::Prune).await?;
+        let answer = self.inner.prune(policy).await;
+        self.hooks.after(StoreCall::Prune);
+        answer
+    }
+
+    async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<()> {
+        self.hooks.before(StoreCall::HeartbeatInstance).await?;
+        let answer = self.inner.heartbeat_instance(info).await;
+        self.hooks.after(StoreCall::HeartbeatInstance);
+        answer
+    }
+
+    async fn deregister_instance(&self, id: &str) -> StoreResult<()> {
+        self.hooks.before(StoreCall::DeregisterInstance).await?;
+        let answer = self.inner.deregister_instance(id).await;
+        self.hooks.after(StoreCall::DeregisterInstance);
+        answer
+    }
+
+    async fn list_instances(&self, max_age: std::time::Duration) -> StoreResult<Vec<InstanceInfo>> {
+        self.hooks.before(StoreCall::ListInstances).await?;
+        let answer = self.inner.list_instances(max_age).await;
+        self.hooks.after(StoreCall::ListInstances);
+        answer
+    }
+
+    async fn append_audit(&self, entry: NewAuditEntry) -> StoreResult<AuditEntry> {
+        self.hooks.before(StoreCall::AppendAudit).await?;
+        let answer = self.inner.append_audit(entry).await;
+        self.hooks.after(StoreCall::AppendAudit);
+        answer
+    }
+
+    async fn list_audit(&self, before_id: Option<i64>, limit: u32) -> StoreResult<Vec<AuditEntry>> {
+        self.hooks.before(StoreCall::ListAudit).await?;
+        let answer = self.inner.list_audit(before_id, limit).await;
+        self.hooks.after(StoreCall::ListAudit);
+        answer
+    }
+
+    async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>> {
+        self.hooks.before(StoreCall::GetJob).await?;
+        let answer = self.inner.get_job(id).await;
+        self.hooks.after(StoreCall::GetJob);
+        answer
+    }
+
+    async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
+        self.hooks.before(StoreCall::FinishedJobs).await?;
+        let answer = self.inner.finished_jobs(ids).await;
+        self.hooks.after(StoreCall::FinishedJobs);
+        answer
+    }
+
+    async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<JobSummary>> {
+        self.hooks.before(StoreCall::ListJobs).await?;
+        let answer = self.inner.list_jobs(query).await;
+        self.hooks.after(StoreCall::ListJobs);
+        answer
+    }
+
+    async fn summary(&self) -> StoreResult<Summary> {
+        self.hooks.before(StoreCall::Summary).await?;
+        let answer = self.inner.summary().await;
+        self.hooks.after(StoreCall::Summary);
+        answer
+    }
+
+    async fn queue_stats(&self) -> StoreResult<Vec<QueueStats>> {
+        self.hooks.before(StoreCall::QueueStats).await?;
+        let answer = self.inner.queue_stats().await;
+        self.hooks.after(StoreCall::QueueStats);
+        answer
+    }
+
+    async fn throughput(
+        &self,
+        minutes: u32,
+        queue: Option<&str>,
+    ) -> StoreResult<Vec<ThroughputBucket>> {
+        self.hooks.before(StoreCall::Throughput).await?;
+        let answer = self.inner.throughput(minutes, queue).await;
+        self.hooks.after(StoreCall::Throughput);
+        answer
+    }
+
+    async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
+        self.hooks.before(StoreCall::TopErrors).await?;
+        let answer = self.inner.top_errors(limit).await;
+        self.hooks.after(StoreCall::TopErrors);
+        answer
+    }
+}
