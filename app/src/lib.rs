@@ -152,7 +152,7 @@ pub fn console_router(console: Console, auth: AuthConfig) -> Router {
         )
         .with_state(options)
         .layer(axum::middleware::from_fn_with_state(
-            page_cache::OverviewCache::new(console.clone()),
+            page_cache::PageCache::new(console.clone()),
             page_cache::serve,
         ));
 

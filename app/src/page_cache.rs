@@ -1,13 +1,17 @@
-//! The overview page, rendered once per telemetry snapshot for each kind of viewer.
+//! Console pages rendered once per telemetry snapshot for each kind of viewer: the overview
+//! (`/`) and the queues page (`/queues`, with any query).
 //!
-//! Everything on `/` (without a query) follows from the shared snapshot, who is asking
-//! (name and role), and the theme — except two per-response secrets: the CSRF token its
-//! forms carry and the nonce of its inline scripts. So a render is kept with fresh random
-//! stand-ins for both (server-made, 128 bits each: no page content can contain them), and
-//! each later request for the same snapshot and viewer gets that HTML with its own token
-//! and a new nonce put in their place. An operator's browser and a crowd of dashboards then
-//! cost a string copy per request instead of a page render; the HTML is exactly what a
-//! render would give (the tests compare them).
+//! Such a page follows from what it was rendered from (its *basis*: the shared snapshot, and
+//! for the queues page the queue settings read committed for this request and the per-queue
+//! charts), the query, who is asking (name and role) and the theme — except two
+//! per-response secrets: the CSRF token its forms carry and the nonce of its inline
+//! scripts. So a render is kept with fresh random stand-ins for both (server-made, 128 bits
+//! each: no page content can contain them), and each later request whose basis is the same
+//! gets that HTML with its own token and a new nonce put in their place. The basis is read
+//! here and handed to the page in the request's extensions, so the kept HTML is exactly
+//! what it was rendered from. An operator's browser and a crowd of dashboards then cost a
+//! string copy per request (and, for `/queues`, one committed read of the settings)
+//! instead of a page render.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -20,13 +24,18 @@ use axum::response::{IntoResponse, Response};
 
 use crate::auth::Role;
 use crate::live::OverviewFrame;
+use crate::pages::queues::QueuesData;
+use crate::request::Query;
 use crate::session::{self, Session, THEME_COOKIE};
 use crate::state::{Console, random_token};
+use crate::telemetry_view::Telemetry;
 
-/// Viewers kept per snapshot; more distinct users than this in one tick just render.
-const MAX_VIEWERS: usize = 64;
-/// A rendered overview larger than this is served but not kept.
+/// Pages kept per snapshot (viewers × queries); beyond that, requests just render.
+const MAX_PAGES: usize = 64;
+/// A rendered page larger than this is served but not kept.
 const MAX_PAGE_BYTES: usize = 4 * 1024 * 1024;
+/// Queries longer than this are rendered, not kept (they would only fill the map).
+const MAX_QUERY_BYTES: usize = 256;
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 struct Viewer {
@@ -35,70 +44,177 @@ struct Viewer {
     carbon: bool,
 }
 
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct PageKey {
+    /// Path and query as requested.
+    page: String,
+    viewer: Viewer,
+}
+
+/// What a kept page was rendered from.
+#[derive(Clone)]
+enum Basis {
+    Overview(Arc<OverviewFrame>),
+    Queues(Arc<QueuesData>),
+}
+
+impl Basis {
+    fn snapshot(&self) -> &Arc<Telemetry> {
+        match self {
+            Basis::Overview(frame) => &frame.snapshot,
+            Basis::Queues(data) => &data.telemetry,
+        }
+    }
+
+    /// Whether a page rendered from `self` is the page `other` would render.
+    fn same_as(&self, other: &Basis) -> bool {
+        match (self, other) {
+            (Basis::Overview(a), Basis::Overview(b)) => Arc::ptr_eq(a, b),
+            (Basis::Queues(a), Basis::Queues(b)) => a.same_as(b),
+            _ => false,
+        }
+    }
+
+    /// Handed to the page, which renders from it instead of reading again.
+    fn hand_to(&self, req: &mut Request) {
+        match self {
+            Basis::Overview(frame) => {
+                req.extensions_mut().insert(Arc::clone(frame));
+            }
+            Basis::Queues(data) => {
+                req.extensions_mut().insert(Arc::clone(data));
+            }
+        }
+    }
+}
+
 struct Rendered {
-    /// The snapshot it was rendered from (compared by identity).
-    frame: Arc<OverviewFrame>,
+    basis: Basis,
     headers: HeaderMap,
+    page: Template,
+}
+
+/// A kept page cut at its secrets once, so a response is one pass of copies.
+struct Template {
     html: String,
-    csrf_stand_in: String,
-    nonce_stand_in: String,
+    /// Where the stand-ins were, in order: byte range and which secret goes there.
+    holes: Vec<(std::ops::Range<usize>, Secret)>,
+}
+
+#[derive(Clone, Copy)]
+enum Secret {
+    Csrf,
+    Nonce,
+}
+
+impl Template {
+    fn cut(html: String, csrf_stand_in: &str, nonce_stand_in: &str) -> Template {
+        let mut holes: Vec<_> = html
+            .match_indices(csrf_stand_in)
+            .map(|(at, s)| (at..at + s.len(), Secret::Csrf))
+            .chain(
+                html.match_indices(nonce_stand_in)
+                    .map(|(at, s)| (at..at + s.len(), Secret::Nonce)),
+            )
+            .collect();
+        holes.sort_by_key(|(range, _)| range.start);
+        Template { html, holes }
+    }
+
+    fn fill(&self, csrf: &str, nonce: &str) -> String {
+        let mut out = String::with_capacity(self.html.len() + 64);
+        let mut from = 0;
+        for (range, secret) in &self.holes {
+            out.push_str(&self.html[from..range.start]);
+            out.push_str(match secret {
+                Secret::Csrf => csrf,
+                Secret::Nonce => nonce,
+            });
+            from = range.end;
+        }
+        out.push_str(&self.html[from..]);
+        out
+    }
 }
 
 #[derive(Clone)]
-pub struct OverviewCache {
+pub struct PageCache {
     console: Console,
-    pages: Arc<Mutex<HashMap<Viewer, Arc<Rendered>>>>,
+    pages: Arc<Mutex<HashMap<PageKey, Arc<Rendered>>>>,
 }
 
-impl OverviewCache {
+impl PageCache {
     pub fn new(console: Console) -> Self {
-        OverviewCache {
+        PageCache {
             console,
             pages: Arc::new(Mutex::new(HashMap::new())),
         }
     }
 
-    fn kept(&self, viewer: &Viewer, frame: &Arc<OverviewFrame>) -> Option<Arc<Rendered>> {
+    fn kept(&self, key: &PageKey, basis: &Basis) -> Option<Arc<Rendered>> {
         let pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
-        pages
-            .get(viewer)
-            .filter(|r| Arc::ptr_eq(&r.frame, frame))
-            .cloned()
+        pages.get(key).filter(|r| r.basis.same_as(basis)).cloned()
     }
 
-    fn keep(&self, viewer: Viewer, rendered: Rendered) {
+    fn keep(&self, key: PageKey, rendered: Rendered) {
         let mut pages = self.pages.lock().unwrap_or_else(|p| p.into_inner());
-        pages.retain(|_, r| Arc::ptr_eq(&r.frame, &rendered.frame));
-        if pages.len() < MAX_VIEWERS {
-            pages.insert(viewer, Arc::new(rendered));
+        // Pages of older snapshots can never be served again.
+        let snapshot = Arc::clone(rendered.basis.snapshot());
+        pages.retain(|_, r| Arc::ptr_eq(r.basis.snapshot(), &snapshot));
+        if pages.len() < MAX_PAGES || pages.contains_key(&key) {
+            pages.insert(key, Arc::new(rendered));
+        }
+    }
+
+    /// What the page at this path and query renders from, read now; `None` for pages that
+    /// are not kept, or when the read fails (the page then renders and shows the error).
+    async fn basis(&self, path: &str, query: Option<&str>) -> Option<Basis> {
+        match (path, query) {
+            ("/", None) => self.console.overview().await.ok().map(Basis::Overview),
+            ("/queues", query) if query.is_none_or(|q| q.len() <= MAX_QUERY_BYTES) => {
+                let query = query.map(Query::parse).unwrap_or_default();
+                QueuesData::read(&self.console, &query)
+                    .await
+                    .ok()
+                    .map(|data| Basis::Queues(Arc::new(data)))
+            }
+            _ => None,
         }
     }
 }
 
-/// Middleware on the console's pages: answers `GET /` from the kept render when it can.
-pub async fn serve(State(cache): State<OverviewCache>, req: Request, next: Next) -> Response {
-    if req.method() != Method::GET || req.uri().path() != "/" || req.uri().query().is_some() {
+/// Middleware on the console's pages: answers the pages it keeps from a kept render when
+/// their basis is unchanged.
+pub async fn serve(State(cache): State<PageCache>, mut req: Request, next: Next) -> Response {
+    if req.method() != Method::GET {
         return next.run(req).await;
     }
     let Some(session) = req.extensions().get::<Session>().cloned() else {
         return next.run(req).await;
     };
-    // The frame the page would show; a failing read renders (and shows) the error.
-    let Ok(frame) = cache.console.overview().await else {
+    let Some(basis) = cache.basis(req.uri().path(), req.uri().query()).await else {
         return next.run(req).await;
     };
-    let viewer = Viewer {
-        name: session.identity.name.clone(),
-        role: session.identity.role,
-        carbon: session::cookie(req.headers(), THEME_COOKIE) == Some("carbon"),
+    let key = PageKey {
+        page: req
+            .uri()
+            .path_and_query()
+            .map(|p| p.as_str().to_string())
+            .unwrap_or_default(),
+        viewer: Viewer {
+            name: session.identity.name.clone(),
+            role: session.identity.role,
+            carbon: session::cookie(req.headers(), THEME_COOKIE) == Some("carbon"),
+        },
     };
-    if let Some(rendered) = cache.kept(&viewer, &frame) {
+    if let Some(rendered) = cache.kept(&key, &basis) {
         return respond(&rendered, &session.csrf);
     }
 
-    // Render with a stand-in token, so the kept HTML holds no caller's secret.
+    // Render from this basis with a stand-in token, so the kept HTML holds no caller's
+    // secret.
+    basis.hand_to(&mut req);
     let csrf_stand_in = random_token();
-    let mut req = req;
     req.extensions_mut().insert(Session {
         identity: session.identity.clone(),
         csrf: csrf_stand_in.clone(),
@@ -120,31 +236,26 @@ pub async fn serve(State(cache): State<OverviewCache>, req: Request, next: Next)
             Err(_) => return StatusCode::INTERNAL_SERVER_ERROR.into_response(),
         },
         Err(e) => {
-            tracing::warn!(error = %e, "overview page could not be read back for the cache");
+            tracing::warn!(error = %e, "a console page could not be read back for the cache");
             return StatusCode::INTERNAL_SERVER_ERROR.into_response();
         }
     };
     let mut headers = parts.headers;
     headers.remove(header::CONTENT_LENGTH);
     let rendered = Rendered {
-        frame,
+        basis,
         headers,
-        html,
-        csrf_stand_in,
-        nonce_stand_in,
+        page: Template::cut(html, &csrf_stand_in, &nonce_stand_in),
     };
     let answer = respond(&rendered, &session.csrf);
-    cache.keep(viewer, rendered);
+    cache.keep(key, rendered);
     answer
 }
 
 /// The kept page with this caller's CSRF token and a nonce of its own.
 fn respond(rendered: &Rendered, csrf: &str) -> Response {
     let nonce = random_token();
-    let html = rendered
-        .html
-        .replace(&rendered.csrf_stand_in, csrf)
-        .replace(&rendered.nonce_stand_in, &nonce);
+    let html = rendered.page.fill(csrf, &nonce);
     let mut response = Response::new(Body::from(html));
     *response.headers_mut() = rendered.headers.clone();
     if let Ok(policy) = HeaderValue::from_str(&crate::security_headers::page_policy(&nonce)) {
@@ -175,6 +286,17 @@ mod tests {
     use super::*;
     use crate::auth::Identity;
     use crate::state::{ConsoleOptions, StoreBackend};
+
+    #[test]
+    fn a_template_puts_each_secret_where_its_stand_in_was() {
+        let page = Template::cut("<a c=\"CS\"><s n=\"NO\"></s>CS|NO|".into(), "CS", "NO");
+        assert_eq!(
+            page.fill("token", "nonce"),
+            "<a c=\"token\"><s n=\"nonce\"></s>token|nonce|"
+        );
+        let bare = Template::cut("nothing secret".into(), "CS", "NO");
+        assert_eq!(bare.fill("token", "nonce"), "nothing secret");
+    }
 
     #[test]
     fn the_nonce_is_read_from_the_policy() {
@@ -249,7 +371,7 @@ mod tests {
                 }),
             )
             .layer(axum::middleware::from_fn_with_state(
-                OverviewCache::new(console),
+                PageCache::new(console),
                 serve,
             ));
 

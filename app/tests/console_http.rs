@@ -557,3 +557,73 @@ async fn the_console_router_alone_sends_the_security_headers() {
         }
     }
 }
+
+/// `/queues` is kept rendered per snapshot (`page_cache`), but its settings are a committed
+/// read: a change shows on the next load even while the snapshot stays the same, and two
+/// callers never see each other's CSRF token.
+#[tokio::test]
+async fn the_kept_queues_page_shows_a_settings_change_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite://{}", dir.path().join("deck.db").display());
+    let store = deck_engine::open_store(&url, &StoreOptions::default())
+        .await
+        .unwrap();
+    // One snapshot for the whole test: no tick passes between the loads.
+    let options = ConsoleOptions {
+        tick: std::time::Duration::from_secs(3600),
+        ..ConsoleOptions::default()
+    };
+    let console = Console::new(StoreBackend(store.clone()), options);
+    let router = deck_app::console_router(console, AuthConfig::default());
+    enqueue(&store, "emails", "{}").await;
+
+    let (status, first, first_token) = get(&router, "/queues", None).await;
+    assert_eq!(status, StatusCode::OK);
+    let (_, second, second_token) = get(&router, "/queues", None).await;
+    let (first_token, second_token) = (first_token.unwrap(), second_token.unwrap());
+    assert_ne!(first_token, second_token);
+    assert!(
+        first.contains(&first_token),
+        "the page's forms carry its caller's token"
+    );
+    assert!(second.contains(&second_token));
+    assert!(!second.contains(&first_token), "no other caller's token");
+    let without_secrets = |html: &str, token: &str| {
+        let html = html.replace(token, "TOKEN");
+        // Nonces differ per response by design.
+        html.split("nonce=\"")
+            .enumerate()
+            .map(|(i, part)| match (i, part.find('"')) {
+                (0, _) | (_, None) => part.to_string(),
+                (_, Some(end)) => part[end..].to_string(),
+            })
+            .collect::<String>()
+    };
+    assert_eq!(
+        without_secrets(&first, &first_token),
+        without_secrets(&second, &second_token),
+        "the same snapshot and settings give the same page"
+    );
+    assert!(!first.contains("badge warn\">paused"), "{first}");
+
+    store
+        .update_queue(
+            "emails",
+            deck_engine::QueuePatch {
+                paused: Some(true),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let (_, after, _) = get(&router, "/queues", None).await;
+    assert!(
+        after.contains("badge warn\">paused"),
+        "the change shows without waiting for a tick: {after}"
+    );
+    let (_, focused, _) = get(&router, "/queues?q=emails", None).await;
+    assert!(
+        focused.contains("← all queues"),
+        "another query is another page"
+    );
+}

@@ -2,14 +2,23 @@ use leptos::prelude::*;
 use leptos::tachys::html::InertElement;
 
 use crate::components::layout::{ErrorBox, Layout};
-use crate::live::LivePanels;
+use std::sync::Arc;
+
+use crate::live::{LivePanels, OverviewFrame};
+use crate::request::parts;
 use crate::state::Console;
 
 #[component]
 pub fn OverviewPage() -> impl IntoView {
     let console = expect_context::<Console>();
+    // The frame the page cache read for this request, when it did (see `page_cache`).
+    let handed = parts().and_then(|p| p.extensions.get::<Arc<OverviewFrame>>().cloned());
     Suspend::new(async move {
-        let body = match console.overview().await {
+        let frame = match handed {
+            Some(frame) => Ok(frame),
+            None => console.overview().await,
+        };
+        let body = match frame {
             Ok(frame) => view! { <Overview panels=frame.panels.clone()/> }.into_any(),
             Err(e) => {
                 view! { <ErrorBox message=format!("Cannot read telemetry: {e}")/> }.into_any()

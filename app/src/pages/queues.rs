@@ -2,7 +2,7 @@ use std::collections::HashMap;
 
 use std::sync::Arc;
 
-use deck_engine::{QueueConfig, QueueStats, ThroughputBucket};
+use deck_engine::{QueueConfig, QueueStats, StoreResult, ThroughputBucket};
 use leptos::prelude::*;
 use leptos::reactive::owner::Owner;
 use leptos::tachys::html::InertElement;
@@ -10,60 +10,114 @@ use leptos::tachys::html::InertElement;
 use crate::components::layout::{ErrorBox, Layout, OperatorOnly, PostForm};
 use crate::components::telemetry::ThroughputChart;
 use crate::format::{self, url};
-use crate::request::query;
+use crate::request::{Query, parts, query};
 use crate::state::Console;
+use crate::telemetry_view::Telemetry;
 use crate::telemetry_view::lag_class;
 
 /// Per-queue charts cost one telemetry read each (per tick, shared by every request);
 /// above this many queues, only on request.
 const CHARTS_UP_TO: usize = 12;
 
+/// Everything the queues page shows for one query: the settings (a committed read:
+/// operators decide on them), the numbers (from the snapshot every page and ops endpoint
+/// shares) and the per-queue charts (rendered once per tick).
+pub struct QueuesData {
+    pub(crate) telemetry: Arc<Telemetry>,
+    rows: Vec<(QueueConfig, Option<QueueStats>)>,
+    charts: Vec<Option<Arc<String>>>,
+    hidden_count: usize,
+    show_hidden: bool,
+    focused: bool,
+}
+
+impl QueuesData {
+    pub async fn read(console: &Console, query: &Query) -> StoreResult<QueuesData> {
+        let show_hidden = query.get("hidden").is_some();
+        let focus = query.get("q");
+        let (configs, telemetry) =
+            futures::join!(console.store().list_queues(), console.telemetry());
+        let (configs, telemetry) = (configs?, telemetry?);
+        let hidden_count = configs.iter().filter(|c| c.hidden).count();
+        let mut stats_by_name: HashMap<&str, &QueueStats> = telemetry
+            .queues
+            .iter()
+            .map(|s| (s.queue.as_str(), s))
+            .collect();
+        let mut rows: Vec<(QueueConfig, Option<QueueStats>)> = configs
+            .into_iter()
+            .filter(|c| show_hidden || !c.hidden || focus == Some(c.name.as_str()))
+            .filter(|c| focus.is_none_or(|f| f == c.name))
+            .map(|c| {
+                let s = stats_by_name.remove(c.name.as_str()).cloned();
+                (c, s)
+            })
+            .collect();
+        rows.sort_by(|a, b| a.0.name.cmp(&b.0.name));
+        let charts: Vec<Option<Arc<String>>> = if rows.len() <= CHARTS_UP_TO {
+            futures::future::join_all(
+                rows.iter()
+                    .map(|(c, _)| async { console.queue_chart(&c.name).await.ok() }),
+            )
+            .await
+        } else {
+            vec![None; rows.len()]
+        };
+        Ok(QueuesData {
+            telemetry,
+            rows,
+            charts,
+            hidden_count,
+            show_hidden,
+            focused: focus.is_some(),
+        })
+    }
+
+    /// Whether the page rendered from `self` is the page `other` renders: the same
+    /// snapshot (so the same numbers) and charts, equal settings, the same query's choices.
+    pub(crate) fn same_as(&self, other: &QueuesData) -> bool {
+        let same_charts = self.charts.len() == other.charts.len()
+            && self
+                .charts
+                .iter()
+                .zip(&other.charts)
+                .all(|pair| match pair {
+                    (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+                    (None, None) => true,
+                    _ => false,
+                });
+        Arc::ptr_eq(&self.telemetry, &other.telemetry)
+            && same_charts
+            && self.hidden_count == other.hidden_count
+            && self.show_hidden == other.show_hidden
+            && self.focused == other.focused
+            && self.rows.len() == other.rows.len()
+            && self.rows.iter().zip(&other.rows).all(|(a, b)| a.0 == b.0)
+    }
+}
+
 #[component]
 pub fn QueuesPage() -> impl IntoView {
     let console = expect_context::<Console>();
     let q = query();
-    let show_hidden = q.get("hidden").is_some();
-    let focus = q.get("q").map(str::to_string);
+    // What the page cache read for this request, when it did (see `page_cache`).
+    let handed = parts().and_then(|p| p.extensions.get::<Arc<QueuesData>>().cloned());
     Suspend::new(async move {
-        let store = console.store().clone();
-        // Settings are a committed read (operators decide on them); numbers are telemetry,
-        // from the snapshot every page and ops endpoint shares.
-        let (configs, telemetry) = futures::join!(store.list_queues(), console.telemetry());
-        let body = match (configs, telemetry) {
-            (Ok(configs), Ok(telemetry)) => {
-                let hidden_count = configs.iter().filter(|c| c.hidden).count();
-                let mut stats_by_name: HashMap<String, QueueStats> = telemetry
-                    .queues
-                    .iter()
-                    .map(|s| (s.queue.clone(), s.clone()))
-                    .collect();
-                let mut rows: Vec<(QueueConfig, Option<QueueStats>)> = configs
-                    .into_iter()
-                    .filter(|c| {
-                        show_hidden || !c.hidden || focus.as_deref() == Some(c.name.as_str())
-                    })
-                    .filter(|c| focus.as_deref().is_none_or(|f| f == c.name))
-                    .map(|c| {
-                        let s = stats_by_name.remove(&c.name);
-                        (c, s)
-                    })
-                    .collect();
-                rows.sort_by(|a, b| a.0.name.cmp(&b.0.name));
-                let charts: Vec<Option<Arc<String>>> = if rows.len() <= CHARTS_UP_TO {
-                    futures::future::join_all(rows.iter().map(|(c, _)| {
-                        let console = console.clone();
-                        let name = c.name.clone();
-                        async move { console.queue_chart(&name).await.ok() }
-                    }))
-                    .await
-                } else {
-                    vec![None; rows.len()]
-                };
-                view! { <QueueList rows=rows charts=charts show_hidden=show_hidden hidden_count=hidden_count focused=focus.is_some()/> }.into_any()
+        let data = match handed {
+            Some(data) => Ok(data),
+            None => QueuesData::read(&console, &q).await.map(Arc::new),
+        };
+        let body = match data {
+            Ok(data) => view! {
+                <QueueList
+                    rows=data.rows.clone()
+                    charts=data.charts.clone()
+                    show_hidden=data.show_hidden
+                    hidden_count=data.hidden_count
+                    focused=data.focused/>
             }
-            (Err(e), _) | (_, Err(e)) => {
-                view! { <ErrorBox message=format!("Cannot read queues: {e}")/> }.into_any()
-            }
+            .into_any(),
+            Err(e) => view! { <ErrorBox message=format!("Cannot read queues: {e}")/> }.into_any(),
         };
         view! { <Layout title="Queues".into()>{body}</Layout> }
     })

@@ -316,21 +316,16 @@ impl Bench<'_> {
             .top_up(self.db, self.args.backlog, self.engine.counters().succeeded)
             .await?;
         let addr = self.addr;
-        let urls: Arc<Vec<String>> = Arc::new(if load.path.contains("{id}") {
+        let paths: Arc<Vec<String>> = Arc::new(if load.path.contains("{id}") {
             self.backlog
                 .ids
                 .iter()
-                .map(|id| {
-                    format!(
-                        "http://{addr}{}",
-                        load.path.replace("{id}", &id.to_string())
-                    )
-                })
+                .map(|id| load.path.replace("{id}", &id.to_string()))
                 .collect()
         } else {
-            vec![format!("http://{addr}{}", load.path)]
+            vec![load.path.clone()]
         });
-        let load_gen = LoadGenerator::start(self.clients, urls, load.connections).await?;
+        let load_gen = LoadGenerator::start(self.clients, addr, paths, load.connections).await?;
         tracing::info!(endpoint = %load.path, connections = load.connections, "clients connected");
 
         let (mut idle, mut loaded) = (Drained::default(), Drained::default());
@@ -392,7 +387,8 @@ impl LoadGenerator {
     /// Connect every client and have each answered once; they then wait, paused.
     async fn start(
         runtime: &tokio::runtime::Runtime,
-        urls: Arc<Vec<String>>,
+        addr: std::net::SocketAddr,
+        paths: Arc<Vec<String>>,
         connections: u32,
     ) -> anyhow::Result<LoadGenerator> {
         let (running, running_rx) = watch::channel(false);
@@ -403,7 +399,8 @@ impl LoadGenerator {
             .map(|c| {
                 let client = Client {
                     index: c,
-                    urls: urls.clone(),
+                    addr,
+                    paths: paths.clone(),
                     tally: tally.clone(),
                     running: running_rx.clone(),
                     stop: stop_rx.clone(),
@@ -461,23 +458,25 @@ impl LoadGenerator {
 
 struct Client {
     index: usize,
-    urls: Arc<Vec<String>>,
+    addr: std::net::SocketAddr,
+    paths: Arc<Vec<String>>,
     tally: Arc<Tally>,
     running: watch::Receiver<bool>,
     stop: watch::Receiver<bool>,
 }
 
+/// One keep-alive HTTP/1.1 connection, spoken with hyper's bare client: a load generator
+/// should spend as little of the shared cores as it can (a pooling client with redirects
+/// and header maps to build cost about twice the server's own time per request here).
+type Connection = hyper::client::conn::http1::SendRequest<http_body_util::Empty<axum::body::Bytes>>;
+
 impl Client {
     async fn run(mut self, ready: tokio::sync::mpsc::Sender<()>) -> anyhow::Result<Vec<f64>> {
-        // A client of its own per connection: exactly one keep-alive connection each.
-        let http = reqwest::Client::builder()
-            .pool_max_idle_per_host(1)
-            .tcp_nodelay(true)
-            .build()?;
         let mut latencies = Vec::new();
+        let mut connection = None;
         let mut i = self.index;
         // The first request opens the connection; it is not counted.
-        self.get(&http, &mut i).await;
+        self.get(&mut connection, &mut i).await;
         let _ = ready.send(()).await;
         drop(ready);
         loop {
@@ -489,7 +488,7 @@ impl Client {
                 break;
             }
             let before = Instant::now();
-            if self.get(&http, &mut i).await {
+            if self.get(&mut connection, &mut i).await {
                 self.tally.ok.fetch_add(1, Ordering::Relaxed);
                 latencies.push(before.elapsed().as_secs_f64() * 1000.0);
             } else {
@@ -499,27 +498,57 @@ impl Client {
         Ok(latencies)
     }
 
-    /// One request, its body read to the end; false (and the first failure kept) unless 2xx.
-    async fn get(&self, http: &reqwest::Client, i: &mut usize) -> bool {
-        let url = &self.urls[*i % self.urls.len()];
+    async fn connect(&self) -> anyhow::Result<Connection> {
+        let stream = tokio::net::TcpStream::connect(self.addr).await?;
+        stream.set_nodelay(true)?;
+        let (sender, connection) =
+            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream)).await?;
+        tokio::spawn(async move {
+            // Ends when the connection closes; a request on it then fails and reconnects.
+            let _ = connection.await;
+        });
+        Ok(sender)
+    }
+
+    /// One request, its body read to the end; false (and the first failure kept) unless
+    /// 2xx. A connection that failed is dropped and the next request opens a new one.
+    async fn get(&self, connection: &mut Option<Connection>, i: &mut usize) -> bool {
+        let path = &self.paths[*i % self.paths.len()];
         *i = i.wrapping_add(7);
         let outcome = async {
-            let response = http.get(url).send().await?;
+            let sender = match connection {
+                Some(sender) => sender,
+                None => connection.insert(self.connect().await?),
+            };
+            sender.ready().await?;
+            let request = axum::http::Request::get(path.as_str())
+                .header(axum::http::header::HOST, self.addr.to_string())
+                .body(http_body_util::Empty::new())?;
+            let response = sender.send_request(request).await?;
             let status = response.status();
-            let body = response.bytes().await?;
-            anyhow::Ok((status, body))
+            let mut body = response.into_body();
+            let mut kept = Vec::new();
+            while let Some(frame) = http_body_util::BodyExt::frame(&mut body).await {
+                if let (false, Some(data)) = (status.is_success(), frame?.data_ref()) {
+                    kept.extend_from_slice(data);
+                }
+            }
+            anyhow::Ok((status, kept))
         }
         .await;
         let text = match outcome {
             Ok((status, _)) if status.is_success() => return true,
             Ok((status, body)) => format!(
-                "GET {url}: HTTP {status}: {}",
+                "GET {path}: HTTP {status}: {}",
                 String::from_utf8_lossy(&body)
                     .chars()
                     .take(200)
                     .collect::<String>()
             ),
-            Err(e) => format!("GET {url}: {e:#}"),
+            Err(e) => {
+                *connection = None;
+                format!("GET {path}: {e:#}")
+            }
         };
         self.tally
             .first_failure
