@@ -146,32 +146,28 @@ pub async fn queue_state(queue: String, op: String, back: String) -> Result<(), 
     let outcome = async {
         let (console, who) = operator().await?;
         let mut patch = deck_engine::QueuePatch::default();
-        let (action, done) = match op.as_str() {
+        let done = match op.as_str() {
             "pause" => {
                 patch.paused = Some(true);
-                ("queue.pause", "paused")
+                "paused"
             }
             "resume" => {
                 patch.paused = Some(false);
-                ("queue.resume", "resumed")
+                "resumed"
             }
             "hide" => {
                 patch.hidden = Some(true);
-                ("queue.hide", "hidden")
+                "hidden"
             }
             "show" => {
                 patch.hidden = Some(false);
-                ("queue.show", "shown")
+                "shown"
             }
             other => return Err(format!("unknown queue operation {other:?}")),
         };
         console
-            .backend()
-            .update_queue(&queue, patch)
-            .await
-            .map_err(|e| e.to_string())?;
-        console
-            .record(&who.name, action, queue.clone(), 1, None)
+            .ops()
+            .update_queue(&who.name, &queue, patch)
             .await
             .map_err(|e| e.to_string())?;
         Ok(Done::msg(format!("Queue {queue} {done}.")))
@@ -201,14 +197,9 @@ pub async fn queue_limits(
             lag_crit_secs: Some(optional_u32("lag critical", &lag_crit)?),
             ..Default::default()
         };
-        let detail = serde_json::to_string(&patch).ok();
         let saved = console
-            .backend()
-            .update_queue(&queue, patch)
-            .await
-            .map_err(|e| e.to_string())?;
-        console
-            .record(&who.name, "queue.limits", queue.clone(), 1, detail)
+            .ops()
+            .update_queue(&who.name, &queue, patch)
             .await
             .map_err(|e| e.to_string())?;
         Ok(Done::msg(format!(
@@ -239,33 +230,21 @@ pub async fn job_cancel(id: String, back: String) -> Result<(), ServerFnError> {
         let (console, who) = operator().await?;
         let job = parse_id(&id)?;
         let result = console
-            .backend()
-            .cancel(job)
+            .ops()
+            .cancel(&who.name, job)
             .await
             .map_err(|e| e.to_string())?;
-        let (count, message) = match result {
+        Ok(Done::msg(match result {
             deck_engine::CancelOutcome::Cancelled => {
-                (1, "Job cancelled: moved to the dead-letter queue.")
+                "Job cancelled: moved to the dead-letter queue."
             }
-            deck_engine::CancelOutcome::Requested => (
-                1,
-                "Cancel requested: the worker running it stops it at its next heartbeat.",
-            ),
+            deck_engine::CancelOutcome::Requested => {
+                "Cancel requested: the worker running it stops it at its next heartbeat."
+            }
             deck_engine::CancelOutcome::NotFound => {
-                (0, "Nothing to cancel: the job already finished or is gone.")
+                "Nothing to cancel: the job already finished or is gone."
             }
-        };
-        console
-            .record(
-                &who.name,
-                "job.cancel",
-                id.clone(),
-                count,
-                Some(format!("{result:?}")),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(Done::msg(message))
+        }))
     }
     .await;
     finish(&back, outcome)
@@ -277,16 +256,11 @@ pub async fn job_resurrect(id: String, back: String) -> Result<(), ServerFnError
         let (console, who) = operator().await?;
         let job = parse_id(&id)?;
         let applied = console
-            .store()
-            .resurrect(job, None)
+            .ops()
+            .resurrect(&who.name, job, None)
             .await
             .map_err(|e| e.to_string())?;
-        let count = u64::from(applied.is_applied());
-        console
-            .record(&who.name, "job.resurrect", id.clone(), count, None)
-            .await
-            .map_err(|e| e.to_string())?;
-        Ok(Done::msg(if count == 1 {
+        Ok(Done::msg(if applied.is_applied() {
             "Job resurrected: pending again with fresh attempts."
         } else {
             "Nothing to resurrect: the job is no longer dead."
@@ -311,18 +285,8 @@ pub async fn job_purge(
             .parse()
             .map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
         let n = console
-            .store()
-            .purge(pillar, &[job])
-            .await
-            .map_err(|e| e.to_string())?;
-        console
-            .record(
-                &who.name,
-                "job.purge",
-                id.clone(),
-                n,
-                Some(format!("from {pillar}")),
-            )
+            .ops()
+            .purge(&who.name, pillar, job)
             .await
             .map_err(|e| e.to_string())?;
         if n == 0 {
@@ -431,15 +395,10 @@ pub async fn job_edit(
                     .take_draft(&draft_id)
                     .filter(|d| d.job == job_id && d.error.is_none())
                     .ok_or("This edit expired or was already saved; edit again.")?;
-                let detail = serde_json::to_string(&d.edit).ok();
                 if step == "save_resurrect" {
                     console
-                        .store()
-                        .resurrect(job_id, Some(d.edit))
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    console
-                        .record(&who.name, "job.edit_resurrect", id.clone(), 1, detail)
+                        .ops()
+                        .resurrect(&who.name, job_id, Some(d.edit))
                         .await
                         .map_err(|e| e.to_string())?;
                     Ok(Done::to(
@@ -448,12 +407,8 @@ pub async fn job_edit(
                     ))
                 } else {
                     console
-                        .store()
-                        .edit_job(job_id, d.edit)
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    console
-                        .record(&who.name, "job.edit", id.clone(), 1, detail)
+                        .ops()
+                        .edit(&who.name, job_id, d.edit)
                         .await
                         .map_err(|e| e.to_string())?;
                     Ok(Done::to(page, "Saved. The original payload is kept."))
@@ -488,12 +443,6 @@ pub async fn jobs_bulk(
         if ids.is_empty() {
             return Err("Select some jobs first (the boxes on the left).".into());
         }
-        if ids.len() > deck_engine::MAX_PAGE_SIZE as usize {
-            return Err(format!(
-                "At most {} jobs per selection.",
-                deck_engine::MAX_PAGE_SIZE
-            ));
-        }
         if action != deck_engine::BulkAction::Resurrect {
             confirmed(&confirm)?;
         }
@@ -501,36 +450,9 @@ pub async fn jobs_bulk(
             .iter()
             .map(|i| parse_id(i))
             .collect::<Result<Vec<_>, _>>()?;
-        let n = if action == deck_engine::BulkAction::Cancel {
-            // Through the engine, so running jobs in this process stop at once.
-            let mut n = 0;
-            for id in &parsed {
-                if console
-                    .backend()
-                    .cancel(*id)
-                    .await
-                    .map_err(|e| e.to_string())?
-                    != deck_engine::CancelOutcome::NotFound
-                {
-                    n += 1;
-                }
-            }
-            n
-        } else {
-            console
-                .store()
-                .bulk_by_ids(action, pillar, &parsed)
-                .await
-                .map_err(|e| e.to_string())?
-        };
-        console
-            .record(
-                &who.name,
-                &format!("jobs.bulk_{}", action.as_str()),
-                ids.join(","),
-                n,
-                Some(format!("from {pillar}, {} selected", ids.len())),
-            )
+        let n = console
+            .ops()
+            .bulk_by_ids(&who.name, action, pillar, &parsed)
             .await
             .map_err(|e| e.to_string())?;
         Ok(Done::msg(format!(
@@ -630,51 +552,38 @@ pub async fn settings_save(
 ) -> Result<(), ServerFnError> {
     let outcome = async {
         let (console, who) = operator().await?;
+        // Numbers here; their ranges are the engine's (`validation::SETTING_RANGES`).
         let mut problems = Vec::new();
-        let mut num = |name: &str, v: &str, min: u64, max: u64| -> u64 {
-            match v.trim().parse::<u64>() {
-                Ok(n) if (min..=max).contains(&n) => n,
-                _ => {
-                    problems.push(format!(
-                        "{name} must be a whole number from {min} to {max} (got {v:?})"
-                    ));
-                    min
-                }
-            }
+        let mut num = |name: &str, v: &str| -> u64 {
+            v.trim().parse::<u64>().unwrap_or_else(|_| {
+                problems.push(format!("{name} must be a whole number (got {v:?})"));
+                0
+            })
         };
+        let narrow = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
         let settings = deck_engine::EngineSettings {
-            worker_count: num("workers", &worker_count, 1, 10_000) as u32,
+            worker_count: narrow(num("workers", &worker_count)),
             retry: deck_engine::RetrySettings {
-                max_attempts: num("max attempts", &max_attempts, 1, 1_000) as u32,
-                base_delay_ms: num("base delay", &base_delay_ms, 0, 86_400_000),
-                max_delay_ms: num("max delay", &max_delay_ms, 0, 7 * 86_400_000),
-                jitter_ms: num("jitter", &jitter_ms, 0, 3_600_000),
-                max_job_age_secs: num("max job age", &max_job_age_secs, 1, 365 * 86_400),
+                max_attempts: narrow(num("max attempts", &max_attempts)),
+                base_delay_ms: num("base delay", &base_delay_ms),
+                max_delay_ms: num("max delay", &max_delay_ms),
+                jitter_ms: num("jitter", &jitter_ms),
+                max_job_age_secs: num("max job age", &max_job_age_secs),
             },
             retention: deck_engine::RetentionSettings {
-                archive_days: num("archive retention", &archive_days, 1, 3_650) as u32,
-                dlq_days: num("dead-letter retention", &dlq_days, 1, 3_650) as u32,
-                metrics_days: num("metrics retention", &metrics_days, 1, 3_650) as u32,
+                archive_days: narrow(num("archive retention", &archive_days)),
+                dlq_days: narrow(num("dead-letter retention", &dlq_days)),
+                metrics_days: narrow(num("metrics retention", &metrics_days)),
             },
         };
         if !problems.is_empty() {
             return Err(format!("Not saved: {}.", problems.join("; ")));
         }
-        let before = console
-            .store()
-            .load_settings()
-            .await
-            .map_err(|e| e.to_string())?;
-        let detail = serde_json::json!({ "before": before, "after": settings }).to_string();
         console
-            .backend()
-            .save_settings(settings)
+            .ops()
+            .save_settings(&who.name, settings)
             .await
-            .map_err(|e| e.to_string())?;
-        console
-            .record(&who.name, "settings.save", "engine".into(), 1, Some(detail))
-            .await
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| format!("Not saved: {e}"))?;
         Ok(Done::msg(
             "Settings saved; every instance applies them now.",
         ))
@@ -689,19 +598,8 @@ pub async fn settings_prune(confirm: Option<String>, back: String) -> Result<(),
         let (console, who) = operator().await?;
         confirmed(&confirm)?;
         let report = console
-            .backend()
-            .prune_now()
-            .await
-            .map_err(|e| e.to_string())?;
-        let total = report.archive + report.dlq + report.metric_buckets + report.audit;
-        console
-            .record(
-                &who.name,
-                "retention.prune",
-                "all".into(),
-                total,
-                serde_json::to_string(&report).ok(),
-            )
+            .ops()
+            .prune_now(&who.name)
             .await
             .map_err(|e| e.to_string())?;
         Ok(Done::msg(format!(

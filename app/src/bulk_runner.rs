@@ -1,14 +1,12 @@
-//! Runs a bulk-by-filter action in bounded chunks in the background, so the operator can
-//! watch its progress page, and records the total in the audit log when it ends.
+//! Runs a bulk-by-filter action in the background through the operations layer (which
+//! steps through the matches and audits the total), so the operator can watch its progress
+//! page.
 
 use deck_engine::{BulkAction, JobFilter, Pillar};
 use tracing::Instrument;
 
 use crate::state::Console;
 use crate::telemetry_view::EventLevel;
-
-/// Jobs per store call: each call is a few short transactions, so workers never wait long.
-const CHUNK: u32 = 200;
 
 pub fn spawn(
     console: Console,
@@ -24,42 +22,27 @@ pub fn spawn(
         async move {
             console.push_event(
                 EventLevel::Action,
-                format!("{actor}: dlq.bulk_{} started ({filter_url}, cap {cap})", action.as_str()),
+                format!(
+                    "{actor}: dlq.bulk_{} started ({filter_url}, cap {cap})",
+                    action.as_str()
+                ),
             );
-            let mut done: u64 = 0;
-            let mut error = None;
-            while done < u64::from(cap) {
-                let chunk = CHUNK.min(cap - done as u32);
-                match console
-                    .store()
-                    .bulk_by_filter(action, Pillar::Dlq, &filter, chunk)
-                    .await
-                {
-                    Ok(0) => break,
-                    Ok(n) => {
-                        done += n;
-                        console.update_run(&run_id, |r| r.done = done);
-                    }
-                    Err(e) => {
-                        tracing::warn!(error = %e, "bulk run stopped");
-                        error = Some(e.to_string());
-                        break;
-                    }
-                }
-            }
-            let audit = console
-                .record(
-                    &actor,
-                    &format!("dlq.bulk_{}", action.as_str()),
-                    filter_url,
-                    done,
-                    Some(format!("cap {cap}{}", error.as_ref().map(|e| format!("; stopped: {e}")).unwrap_or_default())),
-                )
+            let report = console
+                .ops()
+                .bulk_by_filter(&actor, action, Pillar::Dlq, &filter, cap, |done| {
+                    console.update_run(&run_id, |r| r.done = done)
+                })
                 .await;
-            if let Err(e) = audit {
-                tracing::error!(error = %e, "bulk run finished but the audit entry could not be written");
-                error.get_or_insert_with(|| format!("audit log write failed: {e}"));
-            }
+            let (done, error) = match report {
+                Ok(report) => (report.done, report.stopped),
+                Err(e) => {
+                    tracing::error!(error = %e, "bulk run did not finish cleanly");
+                    (
+                        console.run(&run_id).map(|r| r.done).unwrap_or(0),
+                        Some(e.to_string()),
+                    )
+                }
+            };
             console.update_run(&run_id, |r| {
                 r.done = done;
                 r.finished = true;

@@ -2,13 +2,9 @@
 //! process stops at once, worker counts change live) and its event stream feeds the live
 //! event console.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use async_trait::async_trait;
-use deck_engine::{
-    BreakerStateName, CancelOutcome, Engine, EngineEvent, EngineSettings, EventKind, JobId,
-    PruneReport, QueueConfig, QueuePatch, Store, StoreResult,
-};
+use deck_engine::{BreakerStateName, Engine, EngineEvent, EventKind, Operations};
 use tokio::sync::broadcast::{self, error::TryRecvError};
 
 use crate::state::ConsoleBackend;
@@ -53,10 +49,31 @@ fn describe(e: &EngineEvent) -> String {
     text
 }
 
-#[async_trait]
+/// Everything `rx` holds now that an operator reacts to, as event console lines.
+pub(crate) fn drain(rx: &mut broadcast::Receiver<EngineEvent>) -> Vec<ConsoleEvent> {
+    let mut out = Vec::new();
+    loop {
+        match rx.try_recv() {
+            Ok(e) => {
+                if let Some(level) = interesting(e.kind) {
+                    out.push(ConsoleEvent {
+                        at: e.at,
+                        level,
+                        text: describe(&e),
+                    });
+                }
+            }
+            // Missed some while nobody looked: the console is a window, not a log.
+            Err(TryRecvError::Lagged(_)) => continue,
+            Err(TryRecvError::Empty) | Err(TryRecvError::Closed) => break,
+        }
+    }
+    out
+}
+
 impl ConsoleBackend for EngineBackend {
-    fn store(&self) -> &Arc<dyn Store> {
-        self.engine.store()
+    fn operations(&self) -> &Operations {
+        self.engine.operations()
     }
 
     fn runtime(&self) -> RuntimeView {
@@ -83,51 +100,9 @@ impl ConsoleBackend for EngineBackend {
         }
     }
 
-    async fn cancel(&self, id: JobId) -> StoreResult<CancelOutcome> {
-        self.engine.cancel(id).await
-    }
-
-    async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {
-        self.engine.update_queue(name, patch).await
-    }
-
-    async fn save_settings(&self, settings: EngineSettings) -> StoreResult<()> {
-        self.engine.save_settings(settings).await
-    }
-
-    async fn prune_now(&self) -> StoreResult<PruneReport> {
-        self.engine.prune_now().await
-    }
-
     fn drain_events(&self) -> Vec<ConsoleEvent> {
         let mut guard = self.events.lock().unwrap_or_else(|p| p.into_inner());
         let rx = guard.get_or_insert_with(|| self.engine.subscribe_events());
-        let mut out = Vec::new();
-        loop {
-            match rx.try_recv() {
-                Ok(e) => {
-                    if let Some(level) = interesting(e.kind) {
-                        out.push(ConsoleEvent {
-                            at: e.at,
-                            level,
-                            text: describe(&e),
-                        });
-                    }
-                }
-                // Missed some while nobody looked: the console is a window, not a log.
-                Err(TryRecvError::Lagged(_)) => continue,
-                Err(TryRecvError::Empty) | Err(TryRecvError::Closed) => break,
-            }
-        }
-        out
-    }
-
-    fn emit_action(&self, actor: &str, action: &str, target: &str, count: u64) -> bool {
-        let short: String = target.chars().take(120).collect();
-        self.engine.emit(EngineEvent::operator(format!(
-            "{actor}: {action} {short} ({count})"
-        )));
-        // Delivered back to us through the event stream only if we already listen.
-        self.events.lock().map(|g| g.is_some()).unwrap_or(false)
+        drain(rx)
     }
 }

@@ -360,7 +360,7 @@ mod tests {
             tick: Duration::from_secs(3600),
             ..ConsoleOptions::default()
         };
-        let console = Console::new(StoreBackend(store), options);
+        let console = Console::new(StoreBackend::new(store), options);
         let renders = Arc::new(AtomicUsize::new(0));
         let router = Router::new()
             .route(

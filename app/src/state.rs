@@ -5,65 +5,61 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use chrono::Utc;
-use deck_engine::{
-    CancelOutcome, EngineSettings, JobEdit, JobId, NewAuditEntry, PruneReport, QueueConfig,
-    QueuePatch, Store, StoreError, StoreResult,
-};
+use deck_engine::{EngineEvent, JobEdit, JobId, Operations, Store, StoreError, StoreResult};
+use tokio::sync::broadcast;
 
 use crate::live::OverviewFrame;
 use crate::telemetry_view::{ConsoleEvent, EventLevel, RuntimeView, Telemetry};
 use crate::tick_cache::TickCache;
 
-/// What the console needs from the engine. Implemented for a running `Engine` (actions reach
-/// the runtime: a local running job stops at once, worker counts change live) and for a bare
-/// store (tests, benchmarks, a console-only process).
-#[async_trait]
+/// What the console needs from the engine: the one door for writes (`operations`), the
+/// store for reads, this process's runtime and its events. Implemented for a running
+/// `Engine` (actions reach the runtime: a local running job stops at once, worker counts
+/// change live) and for a bare store (tests, benchmarks, a console-only process).
 pub trait ConsoleBackend: Send + Sync + 'static {
-    fn store(&self) -> &Arc<dyn Store>;
+    /// Every write the console makes goes through here.
+    fn operations(&self) -> &Operations;
+
+    /// For reads.
+    fn store(&self) -> &Arc<dyn Store> {
+        self.operations().store()
+    }
 
     /// Workers, prefetch buffer and circuit breakers of this process.
     fn runtime(&self) -> RuntimeView {
         RuntimeView::default()
     }
 
-    async fn cancel(&self, id: JobId) -> StoreResult<CancelOutcome> {
-        self.store().cancel(id).await
-    }
-
-    async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {
-        self.store().update_queue(name, patch).await
-    }
-
-    async fn save_settings(&self, settings: EngineSettings) -> StoreResult<()> {
-        self.store().save_settings(&settings).await
-    }
-
-    async fn prune_now(&self) -> StoreResult<PruneReport> {
-        let settings = self.store().load_settings().await?;
-        self.store().prune(&settings.retention.policy(1_000)).await
-    }
-
-    /// Recent engine events since the last call (for the event console).
-    fn drain_events(&self) -> Vec<ConsoleEvent> {
-        Vec::new()
-    }
-
-    /// Tell the engine's event stream about an operator action. True when the event comes
-    /// back through `drain_events`, so the console need not show it twice.
-    fn emit_action(&self, _actor: &str, _action: &str, _target: &str, _count: u64) -> bool {
-        false
-    }
+    /// Recent events (engine and operator actions) since the last call, for the event
+    /// console.
+    fn drain_events(&self) -> Vec<ConsoleEvent>;
 }
 
 /// A console over a bare store: no runtime in this process.
-pub struct StoreBackend(pub Arc<dyn Store>);
+pub struct StoreBackend {
+    ops: Operations,
+    events: Mutex<broadcast::Receiver<EngineEvent>>,
+}
 
-#[async_trait]
+impl StoreBackend {
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        let ops = Operations::over_store(store);
+        // Subscribed from the start: without a runtime the stream carries only the
+        // actions taken here, so listening costs nothing.
+        let events = Mutex::new(ops.subscribe_events());
+        StoreBackend { ops, events }
+    }
+}
+
 impl ConsoleBackend for StoreBackend {
-    fn store(&self) -> &Arc<dyn Store> {
-        &self.0
+    fn operations(&self) -> &Operations {
+        &self.ops
+    }
+
+    fn drain_events(&self) -> Vec<ConsoleEvent> {
+        let mut rx = self.events.lock().unwrap_or_else(|p| p.into_inner());
+        crate::engine_backend::drain(&mut rx)
     }
 }
 
@@ -165,8 +161,14 @@ impl Console {
         self.0.backend.as_ref()
     }
 
+    /// For reads; every write goes through [`Console::ops`].
     pub fn store(&self) -> &Arc<dyn Store> {
         self.0.backend.store()
+    }
+
+    /// The one door for writes: validated, applied, announced and audited as from the API.
+    pub fn ops(&self) -> &Operations {
+        self.0.backend.operations()
     }
 
     pub fn options(&self) -> &ConsoleOptions {
@@ -198,35 +200,6 @@ impl Console {
     pub fn recent_events(&self) -> Vec<ConsoleEvent> {
         self.collect_engine_events();
         lock(&self.0.events).iter().cloned().collect()
-    }
-
-    /// Write an operator action to the audit log and the event stream. The audit write is
-    /// part of the action: if it fails, the caller reports the failure.
-    pub async fn record(
-        &self,
-        actor: &str,
-        action: &str,
-        target: String,
-        count: u64,
-        detail: Option<String>,
-    ) -> StoreResult<()> {
-        self.store()
-            .append_audit(NewAuditEntry {
-                actor: actor.to_string(),
-                action: action.to_string(),
-                target: target.clone(),
-                count,
-                detail,
-            })
-            .await?;
-        if !self.0.backend.emit_action(actor, action, &target, count) {
-            let short: String = target.chars().take(120).collect();
-            self.push_event(
-                EventLevel::Action,
-                format!("{actor}: {action} {short} ({count})"),
-            );
-        }
-        Ok(())
     }
 
     /// Read a fresh telemetry snapshot through the store's telemetry class. The event

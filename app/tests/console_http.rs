@@ -26,7 +26,7 @@ async fn fixture(auth: AuthConfig) -> Fixture {
     let store = deck_engine::open_store(&url, &StoreOptions::default())
         .await
         .unwrap();
-    let console = Console::new(StoreBackend(store.clone()), ConsoleOptions::default());
+    let console = Console::new(StoreBackend::new(store.clone()), ConsoleOptions::default());
     let router = deck_app::console_router(console, auth);
     Fixture {
         _dir: dir,
@@ -573,7 +573,7 @@ async fn the_kept_queues_page_shows_a_settings_change_at_once() {
         tick: std::time::Duration::from_secs(3600),
         ..ConsoleOptions::default()
     };
-    let console = Console::new(StoreBackend(store.clone()), options);
+    let console = Console::new(StoreBackend::new(store.clone()), options);
     let router = deck_app::console_router(console, AuthConfig::default());
     enqueue(&store, "emails", "{}").await;
 

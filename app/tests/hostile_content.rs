@@ -9,7 +9,6 @@ mod support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode, header};
@@ -20,7 +19,7 @@ use deck_app::{
 };
 use deck_engine::{
     AttemptError, ClaimRequest, Completion, EnqueueRequest, ErrorGroup, FailureReason,
-    InstanceInfo, JobId, NewAuditEntry, QueueStats, Store, StoreOptions,
+    InstanceInfo, JobId, NewAuditEntry, Operations, QueueStats, Store, StoreOptions,
 };
 use futures::StreamExt;
 use support::inert::{assert_inert, hostile, markup, policy_nonce, shows};
@@ -29,11 +28,10 @@ use tower::ServiceExt;
 const TOKEN: &str = "hostile-content-test-token";
 
 /// Every field the engine's runtime reports, hostile too.
-struct HostileBackend(Arc<dyn Store>);
+struct HostileBackend(Operations);
 
-#[async_trait]
 impl ConsoleBackend for HostileBackend {
-    fn store(&self) -> &Arc<dyn Store> {
+    fn operations(&self) -> &Operations {
         &self.0
     }
 
@@ -234,7 +232,7 @@ async fn seeded() -> Seeded {
         .unwrap();
 
     let console = Console::new(
-        HostileBackend(store.clone()),
+        HostileBackend(Operations::over_store(store.clone())),
         ConsoleOptions {
             tick: Duration::from_millis(250),
             ..ConsoleOptions::default()

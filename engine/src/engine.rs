@@ -16,7 +16,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
-use std::task::Poll;
 use std::time::Duration;
 
 use chrono::Utc;
@@ -31,6 +30,7 @@ use crate::model::{
     CancelOutcome, EngineSettings, EnqueueOutcome, EnqueueRequest, JobId, PruneReport, QueueConfig,
     QueuePatch, RescuePolicy,
 };
+use crate::ops::Operations;
 use crate::runtime::buffer::PrefetchBuffer;
 use crate::runtime::circuit_breaker::{BreakerConfig, Breakers};
 use crate::runtime::completer::run_completer;
@@ -47,7 +47,12 @@ use crate::runtime::timeouts::{TimeoutWatchdog, WatchdogConfig};
 use crate::runtime::worker::{ensure_workers, run_starter};
 use crate::runtime::{Counters, Pool, QueueCache, Shared};
 use crate::store::Store;
-use crate::validation::{MAX_BATCH, validate_name};
+use crate::validation::validate_name;
+
+/// Who the audit log names for operator actions an embedding application calls on
+/// [`Engine`] directly (`cancel`, `update_queue`, …); name a user with
+/// [`Engine::operations`] instead.
+pub const EMBEDDED_ACTOR: &str = "app";
 
 /// Most workers one instance may run.
 pub const MAX_WORKERS: u32 = 10_000;
@@ -261,6 +266,8 @@ pub struct Engine {
 
 struct EngineInner {
     shared: Arc<Shared>,
+    /// Every write of this engine's users goes through here.
+    ops: Operations,
     /// Claiming stages, joined first at shutdown.
     intake: Mutex<Vec<JoinHandle<()>>>,
     /// Everything else, joined last.
@@ -509,6 +516,7 @@ impl Engine {
         });
         Ok(Engine {
             inner: Arc::new(EngineInner {
+                ops: Operations::for_runtime(shared.clone()),
                 shared,
                 intake: Mutex::new(intake),
                 loops: Mutex::new(loops),
@@ -541,24 +549,15 @@ impl Engine {
         (*self.shared().settings()).clone()
     }
 
+    /// Every write (enqueues and operator actions), validated, applied here, announced and
+    /// audited: the door the console and the API use.
+    pub fn operations(&self) -> &Operations {
+        &self.inner.ops
+    }
+
     /// Enqueue one job and wake this process's fetcher.
     pub async fn enqueue(&self, req: EnqueueRequest) -> StoreResult<EnqueueOutcome> {
-        let shared = self.shared();
-        let events = shared
-            .events
-            .active()
-            .then(|| (req.queue.clone(), req.job_type.clone()));
-        // Stamped before the write: the job may start (and say so) before the write returns.
-        let submitted = Utc::now();
-        let outcome = write_then_wake(shared, shared.store.enqueue(req), |o| o.created).await?;
-        if outcome.created
-            && let Some((queue, job_type)) = events
-        {
-            let mut event = EngineEvent::new(EventKind::Enqueued, "enqueued");
-            event.at = submitted;
-            shared.events.send(event.job(outcome.id, &queue, &job_type));
-        }
-        Ok(outcome)
+        self.inner.ops.enqueue(req).await
     }
 
     /// Enqueue many jobs in one transaction (all or none) and wake the fetcher.
@@ -566,36 +565,7 @@ impl Engine {
         &self,
         reqs: Vec<EnqueueRequest>,
     ) -> StoreResult<Vec<EnqueueOutcome>> {
-        let shared = self.shared();
-        if reqs.len() > MAX_BATCH {
-            return Err(StoreError::Invalid(
-                crate::validation::ValidationError::new(
-                    "batch",
-                    format!("has {} jobs", reqs.len()),
-                    format!("send at most {MAX_BATCH} jobs per batch"),
-                ),
-            ));
-        }
-        let events: Option<Vec<(String, String)>> = shared.events.active().then(|| {
-            reqs.iter()
-                .map(|r| (r.queue.clone(), r.job_type.clone()))
-                .collect()
-        });
-        let submitted = Utc::now();
-        let outcomes = write_then_wake(shared, shared.store.enqueue_batch(reqs), |o| {
-            o.iter().any(|o| o.created)
-        })
-        .await?;
-        if let Some(names) = events {
-            for (o, (queue, job_type)) in outcomes.iter().zip(names) {
-                if o.created {
-                    let mut event = EngineEvent::new(EventKind::Enqueued, "enqueued");
-                    event.at = submitted;
-                    shared.events.send(event.job(o.id, &queue, &job_type));
-                }
-            }
-        }
-        Ok(outcomes)
+        self.inner.ops.enqueue_batch(reqs).await
     }
 
     /// Wait for a job to finish: at once if it already has; woken directly when this process
@@ -616,78 +586,30 @@ impl Engine {
         Ok((outcome.id, result))
     }
 
-    /// Operator cancel: pending or buffered jobs go to the DLQ at once; a running job is
-    /// stopped at once when it runs here, and by its owner's next heartbeat elsewhere.
+    /// Operator cancel ([`Operations::cancel`]), audited as done by [`EMBEDDED_ACTOR`].
     pub async fn cancel(&self, id: JobId) -> StoreResult<CancelOutcome> {
-        let shared = self.shared();
-        let outcome = shared.store.cancel(id).await?;
-        match outcome {
-            CancelOutcome::Requested => {
-                if let Some(run) = shared.running.get(id) {
-                    run.cancel(CancelReason::Operator);
-                }
-                shared.events.send_with(|| {
-                    EngineEvent::new(EventKind::CancelRequested, "cancel requested while running")
-                        .with_job_id(id)
-                });
-            }
-            CancelOutcome::Cancelled => shared.events.send_with(|| {
-                EngineEvent::new(EventKind::Cancelled, "cancelled before it started")
-                    .with_job_id(id)
-            }),
-            CancelOutcome::NotFound => {}
-        }
-        Ok(outcome)
+        self.inner.ops.cancel(EMBEDDED_ACTOR, id).await
     }
 
-    /// Change a queue's settings for every instance. Pausing releases this instance's
-    /// buffered jobs of the queue at once; other instances follow within their instance
-    /// heartbeat (their claims already skip the paused queue).
+    /// Change a queue's settings for every instance ([`Operations::update_queue`]), audited
+    /// as done by [`EMBEDDED_ACTOR`].
     pub async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {
-        let shared = self.shared();
-        let pausing = patch.paused == Some(true);
-        let resuming = patch.paused == Some(false);
-        let queue = shared.store.update_queue(name, patch).await?;
-        shared.apply_queue(queue.clone());
-        if pausing {
-            shared.release_queue(name).await;
-        }
-        if resuming || queue.max_workers.is_some() {
-            shared.wake_fetcher.notify_one();
-        }
-        shared.events.send_with(|| {
-            EngineEvent::new(EventKind::QueueChanged, describe_queue(&queue)).with_queue(name)
-        });
-        Ok(queue)
-    }
-
-    /// Save engine-wide settings; applied here at once and by every instance within its
-    /// instance heartbeat.
-    pub async fn save_settings(&self, settings: EngineSettings) -> StoreResult<()> {
-        let shared = self.shared();
-        shared.store.save_settings(&settings).await?;
-        let message = format!(
-            "settings saved: {} workers, {} attempts, retention {}/{}/{} days",
-            settings.worker_count,
-            settings.retry.max_attempts,
-            settings.retention.archive_days,
-            settings.retention.dlq_days,
-            settings.retention.metrics_days
-        );
-        shared.apply_settings(settings);
-        shared
-            .events
-            .send_with(|| EngineEvent::new(EventKind::SettingsChanged, message));
-        Ok(())
-    }
-
-    /// Run the retention sweep now.
-    pub async fn prune_now(&self) -> StoreResult<PruneReport> {
-        let shared = self.shared();
-        Pruner::new(shared.store.clone(), PrunerConfig::default())
-            .with_events(shared.events.clone())
-            .run_once()
+        self.inner
+            .ops
+            .update_queue(EMBEDDED_ACTOR, name, patch)
             .await
+    }
+
+    /// Save engine-wide settings ([`Operations::save_settings`]), audited as done by
+    /// [`EMBEDDED_ACTOR`].
+    pub async fn save_settings(&self, settings: EngineSettings) -> StoreResult<()> {
+        self.inner.ops.save_settings(EMBEDDED_ACTOR, settings).await
+    }
+
+    /// Run the retention sweep now ([`Operations::prune_now`]), audited as done by
+    /// [`EMBEDDED_ACTOR`].
+    pub async fn prune_now(&self) -> StoreResult<PruneReport> {
+        self.inner.ops.prune_now(EMBEDDED_ACTOR).await
     }
 
     /// What this instance is doing now.
@@ -858,44 +780,4 @@ impl Engine {
 
 fn take_handles(handles: &Mutex<Vec<JoinHandle<()>>>) -> Vec<JoinHandle<()>> {
     std::mem::take(&mut *handles.lock().unwrap_or_else(|p| p.into_inner()))
-}
-
-fn describe_queue(q: &QueueConfig) -> String {
-    let limit = |v: Option<u32>| v.map_or_else(|| "default".to_string(), |n| n.to_string());
-    format!(
-        "queue {}: {}{}, max workers {}, execution timeout {} s",
-        q.name,
-        if q.paused { "paused" } else { "running" },
-        if q.hidden { ", hidden" } else { "" },
-        q.max_workers
-            .map_or_else(|| "unlimited".to_string(), |n| n.to_string()),
-        limit(q.execution_timeout_secs)
-    )
-}
-
-/// Run a store write that may create jobs and wake the fetcher for them: as soon as the
-/// write is queued when the store orders writes on submit (the claim then runs right after
-/// it, possibly in the same transaction), otherwise once it committed and `created` says
-/// there is new work.
-async fn write_then_wake<T>(
-    shared: &Shared,
-    write: impl Future<Output = StoreResult<T>>,
-    created: impl Fn(&T) -> bool,
-) -> StoreResult<T> {
-    let mut write = std::pin::pin!(write);
-    if shared.store.orders_writes_on_submit() {
-        if let Poll::Ready(out) = futures::poll!(write.as_mut()) {
-            if out.as_ref().is_ok_and(&created) {
-                shared.wake_fetcher.notify_one();
-            }
-            return out;
-        }
-        shared.wake_fetcher.notify_one();
-        return write.await;
-    }
-    let out = write.await?;
-    if created(&out) {
-        shared.wake_fetcher.notify_one();
-    }
-    Ok(out)
 }

@@ -73,6 +73,26 @@ pub enum StoreError {
     FileReplaced { path: String, change: &'static str },
 
     /// The store was closed (shutdown) while an operation was waiting.
+    /// The write conflicts with state the store holds (e.g. a queue's other lag threshold).
+    #[error("{message}")]
+    Conflict {
+        /// A stable name for the conflict (the API's error code).
+        code: &'static str,
+        /// The input field to change, when one is to blame.
+        field: Option<&'static str>,
+        message: String,
+    },
+
+    /// An operator action was applied but its audit row could not be written.
+    #[error(
+        "{action} was done, but its audit record could not be written: {cause}\n  help: the \
+         change stands; fix the database, and note the action for the audit log by hand"
+    )]
+    Unaudited {
+        action: String,
+        cause: Box<StoreError>,
+    },
+
     #[error("store is closed")]
     Closed,
 }

@@ -8,6 +8,7 @@ pub mod engine;
 pub mod error;
 pub mod handler;
 pub mod model;
+pub mod ops;
 pub mod query;
 pub mod runtime;
 pub mod store;
@@ -15,10 +16,11 @@ pub mod telemetry;
 pub mod validation;
 
 pub use channel::WaitOutcome;
-pub use engine::{ConfigError, Engine, EngineConfig, EngineError, ShutdownReport};
+pub use engine::{ConfigError, EMBEDDED_ACTOR, Engine, EngineConfig, EngineError, ShutdownReport};
 pub use error::{StoreError, StoreResult};
 pub use handler::{HandlerError, HandlerOutcome, HandlerRegistry, JobContext, Middleware, Next};
 pub use model::*;
+pub use ops::{BulkReport, Operations};
 pub use query::*;
 pub use runtime::{
     BreakerConfig, BreakerInfo, BreakerStateName, EngineEvent, EventKind, Progress, RetryPolicy,

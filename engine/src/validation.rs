@@ -1,7 +1,7 @@
 //! Envelope limits, checked before anything is written. Every store calls these at the top
 //! of its write paths, so a bad request never leaves half a job behind.
 
-use crate::model::{EnqueueRequest, JobEdit, QueuePatch};
+use crate::model::{EngineSettings, EnqueueRequest, JobEdit, QueuePatch};
 
 /// Largest payload (and default largest result), in bytes of JSON text.
 pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
@@ -191,6 +191,53 @@ pub fn validate_edit(edit: &JobEdit) -> Result<(), ValidationError> {
     Ok(())
 }
 
+/// The ranges engine-wide settings may take, as `(field, least, most)`: the console shows
+/// them beside its form, and `validate_settings` holds every door to them.
+pub const SETTING_RANGES: [(&str, u64, u64); 9] = [
+    ("worker_count", 1, 10_000),
+    ("retry.max_attempts", 1, 1_000),
+    ("retry.base_delay_ms", 0, 86_400_000),
+    ("retry.max_delay_ms", 0, 7 * 86_400_000),
+    ("retry.jitter_ms", 0, 3_600_000),
+    ("retry.max_job_age_secs", 1, 365 * 86_400),
+    ("retention.archive_days", 1, 3_650),
+    ("retention.dlq_days", 1, 3_650),
+    ("retention.metrics_days", 1, 3_650),
+];
+
+/// Every setting within its range (`SETTING_RANGES`); all problems in one message.
+pub fn validate_settings(settings: &EngineSettings) -> Result<(), ValidationError> {
+    let values = [
+        u64::from(settings.worker_count),
+        u64::from(settings.retry.max_attempts),
+        settings.retry.base_delay_ms,
+        settings.retry.max_delay_ms,
+        settings.retry.jitter_ms,
+        settings.retry.max_job_age_secs,
+        u64::from(settings.retention.archive_days),
+        u64::from(settings.retention.dlq_days),
+        u64::from(settings.retention.metrics_days),
+    ];
+    let problems: Vec<(&str, String)> = SETTING_RANGES
+        .iter()
+        .zip(values)
+        .filter(|((_, least, most), v)| !(*least..=*most).contains(v))
+        .map(|((field, least, most), v)| (*field, format!("{field} is {v}, not {least} to {most}")))
+        .collect();
+    match problems.first() {
+        None => Ok(()),
+        Some((field, _)) => Err(ValidationError::new(
+            *field,
+            problems
+                .iter()
+                .map(|(_, p)| p.as_str())
+                .collect::<Vec<_>>()
+                .join("; "),
+            "give each setting a value within its range",
+        )),
+    }
+}
+
 pub fn validate_queue_patch(patch: &QueuePatch) -> Result<(), ValidationError> {
     if patch.max_workers == Some(Some(0)) {
         return Err(ValidationError::new(
@@ -211,15 +258,8 @@ pub fn validate_queue_patch(patch: &QueuePatch) -> Result<(), ValidationError> {
             ));
         }
     }
-    if let (Some(Some(warn)), Some(Some(crit))) = (patch.lag_warn_secs, patch.lag_crit_secs)
-        && crit < warn
-    {
-        return Err(ValidationError::new(
-            "lag_crit_secs",
-            "is below lag_warn_secs",
-            "make the critical threshold at least the warning one",
-        ));
-    }
+    // Whether the thresholds cross (in the patch, or with the queue's stored one) is a
+    // conflict with the queue's state, checked by `Operations::update_queue`.
     Ok(())
 }
 
@@ -359,12 +399,6 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(validate_queue_patch(&p).unwrap_err().field, "max_workers");
-        let p = QueuePatch {
-            lag_warn_secs: Some(Some(60)),
-            lag_crit_secs: Some(Some(10)),
-            ..Default::default()
-        };
-        assert_eq!(validate_queue_patch(&p).unwrap_err().field, "lag_crit_secs");
         assert!(
             validate_queue_patch(&QueuePatch {
                 max_workers: Some(None),

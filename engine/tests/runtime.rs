@@ -1109,9 +1109,11 @@ async fn pruner_iteration_and_prune_now_use_the_saved_retention() {
         "7 days not over"
     );
 
+    // Zero days is below what an operator may save (at least 1), so written straight to
+    // the store: the sweep reads it from there.
     let mut settings = engine.settings();
     settings.retention.archive_days = 0;
-    engine.save_settings(settings).await.unwrap();
+    store.save_settings(&settings).await.unwrap();
     let report = engine.prune_now().await.unwrap();
 
     assert_eq!(report.archive, 1);

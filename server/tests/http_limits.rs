@@ -291,7 +291,11 @@ fn sigterm_with_a_long_poll_and_an_idle_connection_open_still_exits_cleanly() {
     .unwrap();
     let status = server.terminate();
     assert!(status.success(), "{status}\n{}", server.log_text());
-    // Both connections end with the process: read to the end without hanging.
+    // Both connections end with the process: read to the end without hanging. The poll may
+    // not have been read yet when the server stopped accepting work, and a socket closed
+    // with unread input ends in a reset: that is an end too.
     read_all(&mut idle).unwrap();
-    read_all(&mut polling).unwrap();
+    if let Err(e) = read_all(&mut polling) {
+        assert_eq!(e.kind(), ErrorKind::ConnectionReset, "{e}");
+    }
 }

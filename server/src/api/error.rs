@@ -106,6 +106,27 @@ impl From<StoreError> for ApiError {
                 format!("job {id} not found; it may never have existed or been pruned"),
             ),
             StoreError::InvalidState { .. } => ApiError::conflict("invalid_state", e.to_string()),
+            StoreError::Conflict {
+                code,
+                field,
+                message,
+            } => {
+                let conflict = ApiError::conflict(code, message);
+                match field {
+                    Some(field) => conflict.with_field(field),
+                    None => conflict,
+                }
+            }
+            // The action stands; the caller must know its audit row is missing (a retry
+            // would act twice).
+            StoreError::Unaudited { .. } => {
+                tracing::error!(event = "api.unaudited", error = %e);
+                ApiError::new(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "unaudited",
+                    e.to_string(),
+                )
+            }
             StoreError::Database {
                 transient: true, ..
             } => {

@@ -5,7 +5,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
-use deck_engine::{CancelOutcome, EngineEvent, JobId, NewAuditEntry, WaitOutcome};
+use deck_engine::{CancelOutcome, JobId, WaitOutcome};
 use serde::Deserialize;
 use utoipa::IntoParams;
 
@@ -205,7 +205,7 @@ pub async fn cancel(
     Path(id): Path<String>,
 ) -> ApiResult<(StatusCode, Json<Cancelled>)> {
     let id = parse_job_id(&id)?;
-    let (status, outcome) = match state.engine.cancel(id).await? {
+    let (status, outcome) = match state.engine.operations().cancel(&who.name, id).await? {
         CancelOutcome::Cancelled => (StatusCode::OK, CancelOutcomeDto::Cancelled),
         CancelOutcome::Requested => (StatusCode::ACCEPTED, CancelOutcomeDto::Requested),
         CancelOutcome::NotFound => {
@@ -221,7 +221,6 @@ pub async fn cancel(
             });
         }
     };
-    audit(&state, &who.name, "job.cancel", id.to_string(), None).await;
     Ok((status, Json(Cancelled { id: id.0, outcome })))
 }
 
@@ -250,20 +249,12 @@ pub async fn resurrect(
     OptionalApiJson(edits): OptionalApiJson<ResurrectEdits>,
 ) -> ApiResult<Json<JobView>> {
     let id = parse_job_id(&id)?;
-    let edit = edits
-        .map(ResurrectEdits::into_edit)
-        .filter(|e| !e.is_empty());
-    if let Some(e) = &edit {
-        deck_engine::validation::validate_edit(e)?;
-    }
-    let detail = edit
-        .as_ref()
-        .map(|e| serde_json::to_string(e).unwrap_or_else(|_| "edits".to_string()));
-    let store = state.engine.store();
-    match store.resurrect(id, edit).await {
+    let edit = edits.map(ResurrectEdits::into_edit);
+    let ops = state.engine.operations();
+    match ops.resurrect(&who.name, id, edit).await {
         Ok(_) => {}
         Err(deck_engine::StoreError::JobNotFound(_)) => {
-            return Err(match store.get_job(id).await? {
+            return Err(match ops.store().get_job(id).await? {
                 Some(job) => ApiError::conflict(
                     "job_not_dead",
                     format!(
@@ -276,36 +267,10 @@ pub async fn resurrect(
         }
         Err(e) => return Err(e.into()),
     }
-    audit(&state, &who.name, "job.resurrect", id.to_string(), detail).await;
-    let job = store.get_job(id).await?.ok_or_else(|| job_not_found(id))?;
-    // The engine reports cancels and queue changes itself; a resurrect it does not see.
-    state.engine.emit(
-        EngineEvent::operator(format!("{} resurrected the job over the API", who.name)).job(
-            id,
-            &job.queue,
-            &job.job_type,
-        ),
-    );
+    let job = ops
+        .store()
+        .get_job(id)
+        .await?
+        .ok_or_else(|| job_not_found(id))?;
     Ok(Json(JobView::from(&job)))
-}
-
-/// Record an operator action. The action already happened, so a failing audit write is
-/// logged loudly rather than reported as a failed action.
-pub(super) async fn audit(
-    state: &ApiState,
-    actor: &str,
-    action: &str,
-    target: String,
-    detail: Option<String>,
-) {
-    let entry = NewAuditEntry {
-        actor: actor.to_string(),
-        action: action.to_string(),
-        target,
-        count: 1,
-        detail,
-    };
-    if let Err(e) = state.engine.store().append_audit(entry).await {
-        tracing::error!(event = "api.audit_failed", action, error = %e);
-    }
 }

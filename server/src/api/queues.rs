@@ -3,13 +3,12 @@
 use axum::Json;
 use axum::extract::{Path, State};
 use deck_engine::QueuePatch;
-use deck_engine::validation::{validate_name, validate_queue_patch};
+use deck_engine::validation::validate_name;
 
 use super::ApiState;
 use super::dto::{QueueList, QueuePatchDto, QueueSettings, QueueView};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::ApiJson;
-use super::jobs::audit;
 use super::limits::Name;
 use super::principal::{Operator, Viewer};
 
@@ -53,7 +52,7 @@ pub async fn pause(
         paused: Some(true),
         ..QueuePatch::default()
     };
-    apply(&state, &who.name, "queue.pause", &name, patch).await
+    apply(&state, &who.name, &name, patch).await
 }
 
 /// Start claiming from a paused queue again.
@@ -77,7 +76,7 @@ pub async fn resume(
         paused: Some(false),
         ..QueuePatch::default()
     };
-    apply(&state, &who.name, "queue.resume", &name, patch).await
+    apply(&state, &who.name, &name, patch).await
 }
 
 /// Change a queue's settings. Absent fields stay; `null` clears an override.
@@ -113,54 +112,20 @@ pub async fn update_queue(
         ));
     }
     patch.check()?;
-    apply(&state, &who.name, "queue.update", &name, patch.into()).await
+    apply(&state, &who.name, &name, patch.into()).await
 }
 
 async fn apply(
     state: &ApiState,
     actor: &str,
-    action: &str,
     name: &str,
     patch: QueuePatch,
 ) -> ApiResult<Json<QueueSettings>> {
     validate_name("name", name)?;
-    lag_thresholds_agree(state, name, &patch).await?;
-    validate_queue_patch(&patch)?;
-    let detail = serde_json::to_string(&patch).ok();
-    let config = state.engine.update_queue(name, patch).await?;
-    audit(state, actor, action, name.to_string(), detail).await;
+    let config = state
+        .engine
+        .operations()
+        .update_queue(actor, name, patch)
+        .await?;
     Ok(Json(config.into()))
-}
-
-/// The critical lag must not be below the warning lag once the patch is applied, whether the
-/// patch gives both or one meets the queue's current other one. A conflict with the queue's
-/// settings, hence 409 (two racing patches could still cross them; the console then only
-/// colours lag oddly, so a read before the write is enough).
-async fn lag_thresholds_agree(state: &ApiState, name: &str, patch: &QueuePatch) -> ApiResult<()> {
-    if patch.lag_warn_secs.is_none() && patch.lag_crit_secs.is_none() {
-        return Ok(());
-    }
-    let current = if patch.lag_warn_secs.is_some() && patch.lag_crit_secs.is_some() {
-        None
-    } else {
-        let queues = state.engine.store().list_queues().await?;
-        queues.into_iter().find(|q| q.name == name)
-    };
-    let warn = patch
-        .lag_warn_secs
-        .unwrap_or_else(|| current.as_ref().and_then(|q| q.lag_warn_secs));
-    let crit = patch
-        .lag_crit_secs
-        .unwrap_or_else(|| current.as_ref().and_then(|q| q.lag_crit_secs));
-    match (warn, crit) {
-        (Some(warn), Some(crit)) if crit < warn => Err(ApiError::conflict(
-            "lag_thresholds_conflict",
-            format!(
-                "queue {name} would warn at {warn} s of lag but be critical already at {crit} s; \
-                 give lag_crit_secs of at least lag_warn_secs (or change both in one patch)"
-            ),
-        )
-        .with_field("lag_crit_secs")),
-        _ => Ok(()),
-    }
 }

@@ -232,7 +232,7 @@ pub async fn run(config: ConsoleArgs) -> Result<serde_json::Value> {
         tick: Duration::from_millis(1),
         ..ConsoleOptions::default()
     };
-    let console = Console::new(StoreBackend(store.clone()), options);
+    let console = Console::new(StoreBackend::new(store.clone()), options);
     let router = deck_app::console_router(console, AuthConfig::default());
 
     // A real job id for the inspector, and the last archive page's position.

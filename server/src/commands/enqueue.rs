@@ -15,7 +15,7 @@ pub async fn run(config: Option<PathBuf>, args: EnqueueArgs) -> anyhow::Result<(
     let req = request(&args)?;
     validate_enqueue(&req).context("the job was not enqueued")?;
     let store = open_store(&loaded.settings).await?;
-    let outcome = store
+    let outcome = deck_engine::Operations::over_store(store)
         .enqueue(req)
         .await
         .context("the job was not enqueued")?;

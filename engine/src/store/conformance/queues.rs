@@ -143,11 +143,6 @@ pub async fn invalid_queue_patch_changes_nothing(f: StoreFactory) {
             execution_timeout_secs: Some(Some(0)),
             ..Default::default()
         },
-        QueuePatch {
-            lag_warn_secs: Some(Some(60)),
-            lag_crit_secs: Some(Some(5)),
-            ..Default::default()
-        },
     ];
     for patch in bad {
         assert!(
