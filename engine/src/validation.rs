@@ -191,18 +191,18 @@ pub fn validate_edit(edit: &JobEdit) -> Result<(), ValidationError> {
     Ok(())
 }
 
-/// The ranges engine-wide settings may take, as `(field, least, most)`: the console shows
-/// them beside its form, and `validate_settings` holds every door to them.
-pub const SETTING_RANGES: [(&str, u64, u64); 9] = [
-    ("worker_count", 1, 10_000),
-    ("retry.max_attempts", 1, 1_000),
-    ("retry.base_delay_ms", 0, 86_400_000),
-    ("retry.max_delay_ms", 0, 7 * 86_400_000),
-    ("retry.jitter_ms", 0, 3_600_000),
-    ("retry.max_job_age_secs", 1, 365 * 86_400),
-    ("retention.archive_days", 1, 3_650),
-    ("retention.dlq_days", 1, 3_650),
-    ("retention.metrics_days", 1, 3_650),
+/// The ranges engine-wide settings may take, as `(field, what an operator calls it, least,
+/// most)`: `validate_settings` holds every door to them.
+pub const SETTING_RANGES: [(&str, &str, u64, u64); 9] = [
+    ("worker_count", "workers", 1, 10_000),
+    ("retry.max_attempts", "max attempts", 1, 1_000),
+    ("retry.base_delay_ms", "base delay (ms)", 0, 86_400_000),
+    ("retry.max_delay_ms", "max delay (ms)", 0, 7 * 86_400_000),
+    ("retry.jitter_ms", "jitter (ms)", 0, 3_600_000),
+    ("retry.max_job_age_secs", "max job age (s)", 1, 365 * 86_400),
+    ("retention.archive_days", "archive retention (days)", 1, 3_650),
+    ("retention.dlq_days", "dead-letter retention (days)", 1, 3_650),
+    ("retention.metrics_days", "metrics retention (days)", 1, 3_650),
 ];
 
 /// Every setting within its range (`SETTING_RANGES`); all problems in one message.
@@ -221,8 +221,10 @@ pub fn validate_settings(settings: &EngineSettings) -> Result<(), ValidationErro
     let problems: Vec<(&str, String)> = SETTING_RANGES
         .iter()
         .zip(values)
-        .filter(|((_, least, most), v)| !(*least..=*most).contains(v))
-        .map(|((field, least, most), v)| (*field, format!("{field} is {v}, not {least} to {most}")))
+        .filter(|((_, _, least, most), v)| !(*least..=*most).contains(v))
+        .map(|((field, label, least, most), v)| {
+            (*field, format!("{label} must be from {least} to {most}, got {v}"))
+        })
         .collect();
     match problems.first() {
         None => Ok(()),
@@ -233,7 +235,7 @@ pub fn validate_settings(settings: &EngineSettings) -> Result<(), ValidationErro
                 .map(|(_, p)| p.as_str())
                 .collect::<Vec<_>>()
                 .join("; "),
-            "give each setting a value within its range",
+            "nothing was saved; correct these and save again",
         )),
     }
 }
@@ -390,6 +392,18 @@ mod tests {
             },
         ];
         assert_eq!(validate_batch(&reqs).unwrap_err().field, "jobs[1].queue");
+    }
+
+    #[test]
+    fn settings_outside_their_ranges_are_named_together() {
+        assert!(validate_settings(&EngineSettings::default()).is_ok());
+        let mut s = EngineSettings::default();
+        s.worker_count = 0;
+        s.retention.dlq_days = 4_000;
+        let e = validate_settings(&s).unwrap_err();
+        assert_eq!(e.field, "worker_count");
+        assert!(e.problem.contains("workers must be from 1 to 10000, got 0"), "{e}");
+        assert!(e.problem.contains("dead-letter retention (days)"), "{e}");
     }
 
     #[test]
