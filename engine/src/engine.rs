@@ -400,6 +400,13 @@ impl Engine {
             std::process::id(),
             &uuid::Uuid::now_v7().simple().to_string()[24..]
         );
+        // The worker id on every job this instance holds: a name the stores can keep.
+        validate_name("instance id", &instance_id).map_err(|e| ConfigError {
+            problems: vec![format!(
+                "{e}; the instance id is instance_name plus the process id and a suffix, so \
+                 give a shorter instance_name"
+            )],
+        })?;
         let workers = config
             .worker_count
             .unwrap_or(settings.worker_count)

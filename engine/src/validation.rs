@@ -200,9 +200,24 @@ pub const SETTING_RANGES: [(&str, &str, u64, u64); 9] = [
     ("retry.max_delay_ms", "max delay (ms)", 0, 7 * 86_400_000),
     ("retry.jitter_ms", "jitter (ms)", 0, 3_600_000),
     ("retry.max_job_age_secs", "max job age (s)", 1, 365 * 86_400),
-    ("retention.archive_days", "archive retention (days)", 1, 3_650),
-    ("retention.dlq_days", "dead-letter retention (days)", 1, 3_650),
-    ("retention.metrics_days", "metrics retention (days)", 1, 3_650),
+    (
+        "retention.archive_days",
+        "archive retention (days)",
+        1,
+        3_650,
+    ),
+    (
+        "retention.dlq_days",
+        "dead-letter retention (days)",
+        1,
+        3_650,
+    ),
+    (
+        "retention.metrics_days",
+        "metrics retention (days)",
+        1,
+        3_650,
+    ),
 ];
 
 /// Every setting within its range (`SETTING_RANGES`); all problems in one message.
@@ -223,7 +238,10 @@ pub fn validate_settings(settings: &EngineSettings) -> Result<(), ValidationErro
         .zip(values)
         .filter(|((_, _, least, most), v)| !(*least..=*most).contains(v))
         .map(|((field, label, least, most), v)| {
-            (*field, format!("{label} must be from {least} to {most}, got {v}"))
+            (
+                *field,
+                format!("{label} must be from {least} to {most}, got {v}"),
+            )
         })
         .collect();
     match problems.first() {
@@ -397,12 +415,17 @@ mod tests {
     #[test]
     fn settings_outside_their_ranges_are_named_together() {
         assert!(validate_settings(&EngineSettings::default()).is_ok());
-        let mut s = EngineSettings::default();
-        s.worker_count = 0;
+        let mut s = EngineSettings {
+            worker_count: 0,
+            ..EngineSettings::default()
+        };
         s.retention.dlq_days = 4_000;
         let e = validate_settings(&s).unwrap_err();
         assert_eq!(e.field, "worker_count");
-        assert!(e.problem.contains("workers must be from 1 to 10000, got 0"), "{e}");
+        assert!(
+            e.problem.contains("workers must be from 1 to 10000, got 0"),
+            "{e}"
+        );
         assert!(e.problem.contains("dead-letter retention (days)"), "{e}");
     }
 

@@ -3,8 +3,9 @@
 //! (`conformance`), one module per backend.
 //!
 //! Conventions every backend follows:
-//! - Validation (`crate::validation`) runs before anything is written; a rejected request
-//!   writes nothing.
+//! - Input is validated once, before the store, by the operations layer (`crate::ops`),
+//!   the door every write takes; a store trusts what reaches it and refuses only what its
+//!   schema cannot hold (SQL Server's column widths), with the same `StoreError::Invalid`.
 //! - Every move between pillars is one transaction that also updates the per-queue counters,
 //!   the per-minute metric buckets and the DLQ error groups; it happens completely or not at all.
 //! - Worker-owned transitions require `worker_id` to match and the expected status; otherwise
@@ -68,8 +69,7 @@ pub trait Store: Send + Sync + 'static {
     async fn enqueue(&self, req: EnqueueRequest) -> StoreResult<EnqueueOutcome>;
 
     /// Insert many jobs in one transaction, with the same idempotency rule per job (also
-    /// between jobs of the same batch). Outcomes are in request order. Any invalid request
-    /// rejects the whole batch before anything is written.
+    /// between jobs of the same batch). Outcomes are in request order. All or nothing.
     async fn enqueue_batch(&self, reqs: Vec<EnqueueRequest>) -> StoreResult<Vec<EnqueueOutcome>>;
 
     // ------------------------------------------------------------------ transitions: workers
@@ -160,7 +160,7 @@ pub trait Store: Send + Sync + 'static {
     /// Committed read of every queue's settings row, by name.
     async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>>;
 
-    /// Create or update a queue's settings (validated first). Takes effect on every instance.
+    /// Create or update a queue's settings. Takes effect on every instance.
     async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig>;
 
     /// Engine-wide settings; defaults when none were saved yet.

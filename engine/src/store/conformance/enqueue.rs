@@ -156,11 +156,11 @@ pub async fn invalid_requests_write_nothing(f: StoreFactory) {
     ];
     for (what, r) in bad {
         assert!(
-            is_invalid(store.enqueue(r.clone()).await),
+            is_invalid(door(&store).enqueue(r.clone()).await),
             "{what}: rejected as invalid"
         );
         assert!(
-            is_invalid(store.enqueue_batch(vec![r]).await),
+            is_invalid(door(&store).enqueue_batch(vec![r]).await),
             "{what}: rejected as invalid in a batch"
         );
     }
@@ -209,7 +209,7 @@ pub async fn enqueue_batch_is_all_or_nothing_on_a_bad_item(f: StoreFactory) {
     let mut reqs: Vec<EnqueueRequest> = (0..5).map(|_| req("q", "t")).collect();
     reqs.push(EnqueueRequest::new("q", "t", "not json"));
     reqs.push(req("q", "t"));
-    assert!(is_invalid(store.enqueue_batch(reqs).await));
+    assert!(is_invalid(door(&store).enqueue_batch(reqs).await));
     assert_eq!(counts(&summary(&*store).await), [0; 6]);
     assert!(
         ids_in(&*store, Pillar::Hot, JobFilter::default())
@@ -370,7 +370,7 @@ pub async fn the_largest_batch_goes_through_every_path(f: StoreFactory) {
 
     let store = f.store();
     let too_many: Vec<EnqueueRequest> = (0..=MAX_BATCH).map(|_| req("q", "t")).collect();
-    assert!(is_invalid(store.enqueue_batch(too_many).await));
+    assert!(is_invalid(door(&store).enqueue_batch(too_many).await));
     let reqs: Vec<EnqueueRequest> = (0..MAX_BATCH)
         .map(|i| EnqueueRequest {
             idempotency_key: Some(format!("key-{i}")),

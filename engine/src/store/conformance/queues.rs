@@ -146,12 +146,18 @@ pub async fn invalid_queue_patch_changes_nothing(f: StoreFactory) {
     ];
     for patch in bad {
         assert!(
-            is_invalid(store.update_queue("q", patch.clone()).await),
+            is_invalid(door(&store).update_queue("op", "q", patch.clone()).await),
             "{patch:?} is rejected"
         );
     }
-    assert!(is_invalid(store.update_queue("", pause(true)).await));
-    assert!(is_invalid(store.update_queue(" padded", pause(true)).await));
+    assert!(is_invalid(
+        door(&store).update_queue("op", "", pause(true)).await
+    ));
+    assert!(is_invalid(
+        door(&store)
+            .update_queue("op", " padded", pause(true))
+            .await
+    ));
     assert_eq!(store.list_queues().await.unwrap(), before);
     assert_counters_match_rows(&*store).await;
 }

@@ -320,6 +320,12 @@ pub fn filter_queue(queue: &str) -> JobFilter {
     }
 }
 
+/// The door every write takes: invalid input is refused there, before the store, and the
+/// cases that feed bad input check that nothing reached the store.
+pub fn door(store: &std::sync::Arc<dyn crate::store::Store>) -> crate::ops::Operations {
+    crate::ops::Operations::over_store(store.clone())
+}
+
 pub fn is_invalid<T: std::fmt::Debug>(r: StoreResult<T>) -> bool {
     matches!(r, Err(StoreError::Invalid(_)))
 }

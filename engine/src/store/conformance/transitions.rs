@@ -422,7 +422,9 @@ pub async fn resurrect_brings_a_dead_job_back_with_edits(f: StoreFactory) {
         payload: Some("{nope".into()),
         ..Default::default()
     };
-    assert!(is_invalid(store.resurrect(stays, Some(bad)).await));
+    assert!(is_invalid(
+        door(&store).resurrect("op", stays, Some(bad)).await
+    ));
     assert_eq!(
         state(&*store, stays).await,
         Some(JobState::Dead(FailureReason::Failed))
@@ -581,7 +583,7 @@ pub async fn edit_job_changes_pending_and_dead_jobs(f: StoreFactory) {
         tags: Some(vec!["has,comma".into()]),
         ..Default::default()
     };
-    assert!(is_invalid(store.edit_job(id, bad).await));
+    assert!(is_invalid(door(&store).edit("op", id, bad).await));
     assert_eq!(
         job(&*store, id).await.tags,
         vec!["x".to_string(), "y".to_string()]

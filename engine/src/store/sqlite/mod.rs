@@ -39,7 +39,6 @@ use crate::model::{
 use crate::query::{BulkAction, BulkPreview, JobFilter, JobQuery, JobSummary, Page};
 use crate::store::{SqliteSynchronous, Store, StoreHealth, StoreOptions};
 use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
-use crate::validation;
 
 use codec::{duration_us, now_us, to_us};
 use connection::{open_connection, unavailable};
@@ -201,7 +200,6 @@ impl Store for SqliteStore {
     }
 
     async fn enqueue(&self, req: EnqueueRequest) -> StoreResult<EnqueueOutcome> {
-        validation::validate_enqueue(&req)?;
         let mut out = self
             .writer
             .write("enqueue", move |conn| {
@@ -213,7 +211,6 @@ impl Store for SqliteStore {
     }
 
     async fn enqueue_batch(&self, reqs: Vec<EnqueueRequest>) -> StoreResult<Vec<EnqueueOutcome>> {
-        validation::validate_batch(&reqs)?;
         if reqs.is_empty() {
             return Ok(Vec::new());
         }
@@ -312,9 +309,6 @@ impl Store for SqliteStore {
     }
 
     async fn resurrect(&self, id: JobId, edit: Option<JobEdit>) -> StoreResult<Applied> {
-        if let Some(edit) = &edit {
-            validation::validate_edit(edit)?;
-        }
         self.writer
             .write("resurrect", move |conn| {
                 operators::resurrect(conn, id, edit.as_ref(), now_us())
@@ -323,7 +317,6 @@ impl Store for SqliteStore {
     }
 
     async fn edit_job(&self, id: JobId, edit: JobEdit) -> StoreResult<Job> {
-        validation::validate_edit(&edit)?;
         self.writer
             .write("edit job", move |conn| {
                 operators::edit_job(conn, id, &edit, now_us())
@@ -405,8 +398,6 @@ impl Store for SqliteStore {
     }
 
     async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {
-        validation::validate_name("queue", name)?;
-        validation::validate_queue_patch(&patch)?;
         let name = name.to_string();
         self.writer
             .write("update queue", move |conn| {
@@ -495,8 +486,6 @@ impl Store for SqliteStore {
     }
 
     async fn append_audit(&self, entry: NewAuditEntry) -> StoreResult<AuditEntry> {
-        validation::validate_name("actor", &entry.actor)?;
-        validation::validate_name("action", &entry.action)?;
         self.writer
             .write("append audit", move |conn| {
                 maintenance::append_audit(conn, &entry, now_us())

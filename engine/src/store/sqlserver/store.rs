@@ -399,7 +399,6 @@ impl Store for SqlServerStore {
     }
 
     async fn enqueue_batch(&self, reqs: Vec<EnqueueRequest>) -> StoreResult<Vec<EnqueueOutcome>> {
-        validation::validate_batch(&reqs)?;
         if reqs.is_empty() {
             return Ok(Vec::new());
         }
@@ -430,6 +429,8 @@ impl Store for SqlServerStore {
         if req.limit == 0 || req.queues.as_ref().is_some_and(Vec::is_empty) {
             return Ok(Vec::new());
         }
+        // A schema limit (NVARCHAR(255)), not input validation: the engine checks its own
+        // ids when it starts.
         validation::validate_name("worker_id", &req.worker_id)?;
         let queues: Option<String> = req.queues.as_ref().map(to_json).transpose()?;
         // One claim statement takes at most MAX_ROWS_PER_STATEMENT rows (lock escalation);
@@ -648,9 +649,6 @@ impl Store for SqlServerStore {
     }
 
     async fn resurrect(&self, id: JobId, edit: Option<JobEdit>) -> StoreResult<Applied> {
-        if let Some(edit) = &edit {
-            validation::validate_edit(edit)?;
-        }
         match self.resurrect_ids(&[id], edit.as_ref()).await? {
             0 => Err(StoreError::JobNotFound(id)),
             _ => Ok(Applied::Applied),
@@ -658,7 +656,6 @@ impl Store for SqlServerStore {
     }
 
     async fn edit_job(&self, id: JobId, edit: JobEdit) -> StoreResult<Job> {
-        validation::validate_edit(&edit)?;
         let hex = rows::id_hex(id);
         let payload: Option<String> = edit
             .payload
@@ -799,8 +796,6 @@ impl Store for SqlServerStore {
     }
 
     async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {
-        validation::validate_name("queue", name)?;
-        validation::validate_queue_patch(&patch)?;
         let set = |o: &Option<Option<u32>>| o.is_some();
         let val = |o: &Option<Option<u32>>| o.flatten().map(to_i32);
         let (p_set, p_val) = (patch.paused.is_some(), patch.paused.unwrap_or(false));
@@ -978,6 +973,7 @@ impl Store for SqlServerStore {
     }
 
     async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<()> {
+        // A schema limit (NVARCHAR(255)), as for worker ids.
         validation::validate_name("instance id", &info.id)?;
         // Columns are NVARCHAR(255) / NVARCHAR(100): trim rather than fail the heartbeat.
         let host: String = info.host.chars().take(255).collect();
@@ -1023,8 +1019,6 @@ impl Store for SqlServerStore {
     }
 
     async fn append_audit(&self, entry: NewAuditEntry) -> StoreResult<AuditEntry> {
-        validation::validate_name("actor", &entry.actor)?;
-        validation::validate_name("action", &entry.action)?;
         let count = i64::try_from(entry.count).unwrap_or(i64::MAX);
         let target: String = entry.target.chars().take(4000).collect();
         let rows = self
