@@ -282,6 +282,35 @@ impl BulkAction {
             BulkAction::Purge => "purge",
         }
     }
+
+    /// Whether the action applies to jobs of `source`: resurrect to the dead-letter pillar,
+    /// cancel to active jobs, purge to any. The one statement of the rule and its message.
+    pub fn check_source(self, source: Pillar) -> Result<(), crate::validation::ValidationError> {
+        let applies = match self {
+            BulkAction::Resurrect => source == Pillar::Dlq,
+            BulkAction::Cancel => source == Pillar::Hot,
+            BulkAction::Purge => true,
+        };
+        if applies {
+            return Ok(());
+        }
+        Err(crate::validation::ValidationError::new(
+            "source",
+            format!("{} does not apply to {source} jobs", self.as_str()),
+            "resurrect works on dead jobs (dlq), cancel on active jobs (hot), purge on any",
+        ))
+    }
+}
+
+/// What one step of a bulk action by filter did (`Store::bulk_filter_step`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct BulkStep {
+    /// Jobs the step selected (fewer than its limit: no more match).
+    pub selected: u32,
+    /// Jobs the action changed.
+    pub affected: u64,
+    /// The last selected id: where the next step starts.
+    pub last: Option<JobId>,
 }
 
 impl FromStr for BulkAction {

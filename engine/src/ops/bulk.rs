@@ -54,19 +54,25 @@ impl Operations {
         progress: impl Fn(u64) + Send,
     ) -> StoreResult<BulkReport> {
         validation::validate_name("actor", actor)?;
+        action.check_source(source)?;
         let mut done: u64 = 0;
+        let mut after = None;
         let mut stopped = None;
         while done < u64::from(cap) {
-            let step = BULK_STEP.min(cap - done as u32);
+            let limit =
+                u32::try_from(u64::from(BULK_STEP).min(u64::from(cap) - done)).unwrap_or(BULK_STEP);
             match self
                 .store
-                .bulk_by_filter(action, source, filter, step)
+                .bulk_filter_step(action, source, filter, after, limit)
                 .await
             {
-                Ok(0) => break,
-                Ok(n) => {
-                    done += n;
+                Ok(step) => {
+                    done += step.affected;
                     progress(done);
+                    if step.selected < limit {
+                        break;
+                    }
+                    after = step.last;
                 }
                 Err(e) => {
                     tracing::warn!(error = %e, action = action.as_str(), "bulk run stopped");

@@ -32,7 +32,7 @@ pub enum StoreCall {
     Purge,
     BulkByIds,
     BulkPreview,
-    BulkByFilter,
+    BulkFilterStep,
     ListQueues,
     UpdateQueue,
     LoadSettings,
@@ -217,16 +217,20 @@ impl<H: Interpose> Store for InterposedStore<H> {
         answer
     }
 
-    async fn bulk_by_filter(
+    async fn bulk_filter_step(
         &self,
         action: BulkAction,
         source: Pillar,
         filter: &JobFilter,
-        cap: u32,
-    ) -> StoreResult<u64> {
-        self.hooks.before(StoreCall::BulkByFilter).await?;
-        let answer = self.inner.bulk_by_filter(action, source, filter, cap).await;
-        self.hooks.after(StoreCall::BulkByFilter);
+        after: Option<JobId>,
+        limit: u32,
+    ) -> StoreResult<BulkStep> {
+        self.hooks.before(StoreCall::BulkFilterStep).await?;
+        let answer = self
+            .inner
+            .bulk_filter_step(action, source, filter, after, limit)
+            .await;
+        self.hooks.after(StoreCall::BulkFilterStep);
         answer
     }
 

@@ -22,7 +22,7 @@ use crate::model::{
     EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId, NewAuditEntry, Pillar,
     PruneReport, QueueConfig, QueuePatch, RescuePolicy, RescueReport, RetentionPolicy, Timestamp,
 };
-use crate::query::{BulkAction, BulkPreview, JobFilter, JobQuery, JobSummary, Page};
+use crate::query::{BulkAction, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary, Page};
 use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
 
 pub mod health;
@@ -145,15 +145,20 @@ pub trait Store: Send + Sync + 'static {
         sample: u32,
     ) -> StoreResult<BulkPreview>;
 
-    /// Apply a bulk action to at most `cap` jobs matching `filter`, in bounded transactions of a
-    /// few hundred rows each. Returns how many were affected.
-    async fn bulk_by_filter(
+    /// One step of a bulk action over a filter: the jobs of `source` that `filter` matches
+    /// and whose id sorts after `after`, at most `limit` of them in id order, get `action`,
+    /// in one short transaction (or a few). Active jobs that are not pending are not
+    /// selected for purge. Progress comes from the cursor: a step starts after the last id
+    /// the previous one selected. The loop over steps, their size and the cap live in the
+    /// operations layer (`Operations::bulk_by_filter`).
+    async fn bulk_filter_step(
         &self,
         action: BulkAction,
         source: Pillar,
         filter: &JobFilter,
-        cap: u32,
-    ) -> StoreResult<u64>;
+        after: Option<JobId>,
+        limit: u32,
+    ) -> StoreResult<BulkStep>;
 
     // ------------------------------------------------------------------ queues and settings
 

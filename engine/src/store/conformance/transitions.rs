@@ -806,28 +806,34 @@ pub async fn bulk_by_filter_respects_filter_and_cap(f: StoreFactory) {
     let page = store.list_jobs(&big).await.unwrap();
     assert_eq!(page.items.len(), crate::query::MAX_PAGE_SIZE as usize);
     assert!(page.next.is_some());
-    let cancelled = store
+    let cancelled = door(&store)
         .bulk_by_filter(
+            "op",
             BulkAction::Cancel,
             Pillar::Hot,
             &filter_queue("big"),
             10_000,
+            |_| {},
         )
         .await
-        .unwrap();
+        .unwrap()
+        .done;
     assert_eq!(cancelled, 700);
     let s = summary(&*store).await;
     assert_eq!((s.pending, s.dlq), (5, 700));
 
-    let resurrected = store
+    let resurrected = door(&store)
         .bulk_by_filter(
+            "op",
             BulkAction::Resurrect,
             Pillar::Dlq,
             &filter_queue("big"),
             650,
+            |_| {},
         )
         .await
-        .unwrap();
+        .unwrap()
+        .done;
     assert_eq!(resurrected, 650, "the cap holds");
     let s = summary(&*store).await;
     assert_eq!((s.pending, s.dlq), (655, 50));
@@ -838,10 +844,18 @@ pub async fn bulk_by_filter_respects_filter_and_cap(f: StoreFactory) {
         50
     );
 
-    let purged = store
-        .bulk_by_filter(BulkAction::Purge, Pillar::Hot, &filter_queue("small"), 2)
+    let purged = door(&store)
+        .bulk_by_filter(
+            "op",
+            BulkAction::Purge,
+            Pillar::Hot,
+            &filter_queue("small"),
+            2,
+            |_| {},
+        )
         .await
-        .unwrap();
+        .unwrap()
+        .done;
     assert_eq!(purged, 2);
     assert_eq!(
         ids_in(&*store, Pillar::Hot, filter_queue("small"))
@@ -849,15 +863,18 @@ pub async fn bulk_by_filter_respects_filter_and_cap(f: StoreFactory) {
             .len(),
         3
     );
-    let none = store
+    let none = door(&store)
         .bulk_by_filter(
+            "op",
             BulkAction::Purge,
             Pillar::Dlq,
             &filter_queue("nothing"),
             100,
+            |_| {},
         )
         .await
-        .unwrap();
+        .unwrap()
+        .done;
     assert_eq!(none, 0);
     assert_eq!(summary(&*store).await.dlq, 50);
     assert_counters_match_rows(&*store).await;
@@ -1042,10 +1059,18 @@ pub async fn bulk_resurrect_of_jobs_sharing_a_key_keeps_one_key(f: StoreFactory)
     let third = store.enqueue(keyed()).await.unwrap();
     assert!(third.created);
     assert_eq!(
-        store
-            .bulk_by_filter(BulkAction::Resurrect, Pillar::Dlq, &filter_queue("q"), 100)
+        door(&store)
+            .bulk_by_filter(
+                "op",
+                BulkAction::Resurrect,
+                Pillar::Dlq,
+                &filter_queue("q"),
+                100,
+                |_| {}
+            )
             .await
-            .unwrap(),
+            .unwrap()
+            .done,
         2
     );
     for id in &dead {

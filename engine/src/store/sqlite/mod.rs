@@ -36,7 +36,7 @@ use crate::model::{
     EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId, NewAuditEntry, Pillar,
     PruneReport, QueueConfig, QueuePatch, RescuePolicy, RescueReport, RetentionPolicy, Timestamp,
 };
-use crate::query::{BulkAction, BulkPreview, JobFilter, JobQuery, JobSummary, Page};
+use crate::query::{BulkAction, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary, Page};
 use crate::store::{SqliteSynchronous, Store, StoreHealth, StoreOptions};
 use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
 
@@ -364,33 +364,20 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn bulk_by_filter(
+    async fn bulk_filter_step(
         &self,
         action: BulkAction,
         source: Pillar,
         filter: &JobFilter,
-        cap: u32,
-    ) -> StoreResult<u64> {
-        let mut total: u64 = 0;
-        loop {
-            let remaining = u64::from(cap).saturating_sub(total);
-            if remaining == 0 {
-                break;
-            }
-            let step = u32::try_from(remaining.min(u64::from(BULK_STEP))).unwrap_or(BULK_STEP);
-            let filter = filter.clone();
-            let (selected, affected) = self
-                .writer
-                .write("bulk action by filter", move |conn| {
-                    operators::bulk_filter_step(conn, action, source, &filter, step, now_us())
-                })
-                .await?;
-            total += affected;
-            if selected < step as usize || affected == 0 {
-                break;
-            }
-        }
-        Ok(total)
+        after: Option<JobId>,
+        limit: u32,
+    ) -> StoreResult<BulkStep> {
+        let filter = filter.clone();
+        self.writer
+            .write("bulk action by filter", move |conn| {
+                operators::bulk_filter_step(conn, action, source, &filter, after, limit, now_us())
+            })
+            .await
     }
 
     async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>> {

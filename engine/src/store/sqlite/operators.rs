@@ -9,8 +9,8 @@ use crate::error::{StoreError, StoreResult};
 use crate::model::{
     Applied, CancelOutcome, FailureReason, HotStatus, Job, JobEdit, JobId, JobState, Pillar,
 };
-use crate::query::{BulkAction, JobFilter};
-use crate::validation::{ValidationError, normalize_payload};
+use crate::query::{BulkAction, BulkStep, JobFilter};
+use crate::validation::normalize_payload;
 
 use super::codec::{encode_tags, id_text, ids_json, job_from_row, select_job, to_json};
 use super::connection::db_err;
@@ -247,14 +247,6 @@ pub(crate) fn purge(
     }
 }
 
-fn wrong_source(action: BulkAction, source: Pillar, expected: &str) -> StoreError {
-    StoreError::Invalid(ValidationError::new(
-        "source",
-        format!("{} does not apply to the {source} jobs", action.as_str()),
-        format!("{} works on {expected}", action.as_str()),
-    ))
-}
-
 pub(crate) fn bulk_by_ids(
     conn: &Connection,
     action: BulkAction,
@@ -262,12 +254,10 @@ pub(crate) fn bulk_by_ids(
     ids: &[JobId],
     now: i64,
 ) -> StoreResult<u64> {
+    action.check_source(source)?;
     match action {
         BulkAction::Purge => purge(conn, source, ids, now),
         BulkAction::Resurrect => {
-            if source != Pillar::Dlq {
-                return Err(wrong_source(action, source, "the DLQ"));
-            }
             let mut n = 0;
             for id in ids {
                 match resurrect(conn, *id, None, now) {
@@ -279,9 +269,6 @@ pub(crate) fn bulk_by_ids(
             Ok(n)
         }
         BulkAction::Cancel => {
-            if source != Pillar::Hot {
-                return Err(wrong_source(action, source, "active jobs"));
-            }
             let mut n = 0;
             for id in ids {
                 if cancel(conn, *id, now)? != CancelOutcome::NotFound {
@@ -300,18 +287,22 @@ pub(crate) fn bulk_filter_step(
     action: BulkAction,
     source: Pillar,
     filter: &JobFilter,
+    after: Option<JobId>,
     limit: u32,
     now: i64,
-) -> StoreResult<(usize, u64)> {
-    // Rows the action leaves in place must not be selected again, or the loop never ends.
+) -> StoreResult<BulkStep> {
+    action.check_source(source)?;
+    // Rows the action leaves in place are not selected: a step changes what it selects.
     let extra = match (action, source) {
         (BulkAction::Purge, Pillar::Hot) => "status = 0",
-        (BulkAction::Cancel, Pillar::Hot) => "(status IN (0, 1) OR cancel_requested = 0)",
-        (BulkAction::Resurrect, Pillar::Dlq) | (BulkAction::Purge, _) => "1",
-        (BulkAction::Resurrect, _) => return Err(wrong_source(action, source, "the DLQ")),
-        (BulkAction::Cancel, _) => return Err(wrong_source(action, source, "active jobs")),
+        (BulkAction::Cancel, _) => "(status IN (0, 1) OR cancel_requested = 0)",
+        _ => "1",
     };
-    let ids = matching_ids(conn, source, filter, extra, limit)?;
+    let ids = matching_ids(conn, source, filter, extra, after, limit)?;
     let affected = bulk_by_ids(conn, action, source, &ids, now)?;
-    Ok((ids.len(), affected))
+    Ok(BulkStep {
+        selected: u32::try_from(ids.len()).unwrap_or(u32::MAX),
+        affected,
+        last: ids.last().copied(),
+    })
 }

@@ -330,14 +330,23 @@ pub(crate) fn matching_ids(
     source: Pillar,
     filter: &JobFilter,
     extra: &str,
+    after: Option<JobId>,
     limit: u32,
 ) -> StoreResult<Vec<JobId>> {
     let (where_sql, mut values) = filter_sql(source, filter);
+    // Ids are fixed-width lowercase text, so text order is id order (as SQL Server's
+    // BINARY(16) order is).
+    let after_sql = match after {
+        Some(id) => {
+            values.push(Value::Text(id_text(id)));
+            "AND id > ?"
+        }
+        None => "",
+    };
     values.push(Value::Integer(i64::from(limit)));
     let sql = format!(
-        "SELECT id FROM {} WHERE {where_sql} AND {extra} ORDER BY {} LIMIT ?",
+        "SELECT id FROM {} WHERE {where_sql} AND {extra} {after_sql} ORDER BY id LIMIT ?",
         table(source),
-        newest_first(source)
     );
     let ids: Vec<String> = conn
         .prepare_cached(&sql)

@@ -21,14 +21,13 @@ use crate::model::{
     NewAuditEntry, Pillar, PruneReport, QueueConfig, QueuePatch, RescuePolicy, RescueReport,
     RetentionPolicy, Timestamp, claim_order,
 };
-use crate::query::{BulkAction, BulkPreview, JobFilter, JobQuery, MAX_PAGE_SIZE, Page};
+use crate::query::{BulkAction, BulkPreview, BulkStep, JobFilter, JobQuery, MAX_PAGE_SIZE, Page};
 use crate::store::Store;
 use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
-use crate::validation::{self, ValidationError};
+use crate::validation;
 
 /// Rows per transaction for sweeps and bulk actions: short transactions, few locks.
 const SWEEP_BATCH: i32 = 500;
-const BULK_BATCH: u32 = 200;
 /// Ids per transaction for operator actions on id lists (their statements do not slice:
 /// a chunk is already below `MAX_ROWS_PER_STATEMENT`).
 const OPERATOR_CHUNK: usize = 500;
@@ -371,14 +370,6 @@ impl SqlServerStore {
     }
 }
 
-fn wrong_source(action: BulkAction, source: Pillar) -> StoreError {
-    StoreError::Invalid(ValidationError::new(
-        "source",
-        format!("cannot {} jobs in the {source} list", action.as_str()),
-        "resurrect works on the DLQ, cancel on active jobs, purge on any list",
-    ))
-}
-
 #[async_trait]
 impl Store for SqlServerStore {
     fn backend(&self) -> &'static str {
@@ -702,14 +693,14 @@ impl Store for SqlServerStore {
         source: Pillar,
         ids: &[JobId],
     ) -> StoreResult<u64> {
-        match (action, source) {
-            (BulkAction::Resurrect, Pillar::Dlq) => self.resurrect_ids(ids, None).await,
-            (BulkAction::Cancel, Pillar::Hot) => {
+        action.check_source(source)?;
+        match action {
+            BulkAction::Resurrect => self.resurrect_ids(ids, None).await,
+            BulkAction::Cancel => {
                 let (cancelled, requested) = self.cancel_ids(ids).await?;
                 Ok(cancelled + requested)
             }
-            (BulkAction::Purge, _) => self.purge_ids(source, ids).await,
-            _ => Err(wrong_source(action, source)),
+            BulkAction::Purge => self.purge_ids(source, ids).await,
         }
     }
 
@@ -741,51 +732,42 @@ impl Store for SqlServerStore {
         Ok(BulkPreview { matching, sample })
     }
 
-    async fn bulk_by_filter(
+    async fn bulk_filter_step(
         &self,
         action: BulkAction,
         source: Pillar,
         filter: &JobFilter,
-        cap: u32,
-    ) -> StoreResult<u64> {
-        match (action, source) {
-            (BulkAction::Resurrect, Pillar::Dlq)
-            | (BulkAction::Cancel, Pillar::Hot)
-            | (BulkAction::Purge, _) => {}
-            _ => return Err(wrong_source(action, source)),
-        }
+        after: Option<JobId>,
+        limit: u32,
+    ) -> StoreResult<BulkStep> {
+        action.check_source(source)?;
         let only_pending = action == BulkAction::Purge && source == Pillar::Hot;
-        let mut affected = 0;
-        let mut selected: u32 = 0;
-        let mut after: Option<String> = None;
-        while selected < cap {
-            let batch = BULK_BATCH.min(cap - selected);
-            let built = job_lists::bulk_ids_statement(
-                &self.schema,
-                source,
-                filter,
-                only_pending,
-                after.as_deref(),
-                batch,
-            );
-            let rows = self.rows_of_built("bulk_by_filter", &built).await?;
-            let hex: Vec<String> = self.map_rows("bulk_by_filter", &rows, |r| req_str(r, "id"))?;
-            if hex.is_empty() {
-                break;
-            }
-            let ids = hex
-                .iter()
-                .map(|h| id_from_hex(h))
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(|f| self.fault("bulk_by_filter", f))?;
-            selected += u32::try_from(ids.len()).unwrap_or(u32::MAX);
-            after = hex.last().cloned();
-            affected += self.bulk_by_ids(action, source, &ids).await?;
-            if u32::try_from(ids.len()).unwrap_or(u32::MAX) < batch {
-                break;
-            }
-        }
-        Ok(affected)
+        let after = after.map(rows::id_hex);
+        let built = job_lists::bulk_ids_statement(
+            &self.schema,
+            source,
+            filter,
+            only_pending,
+            after.as_deref(),
+            limit.min(MAX_PAGE_SIZE),
+        );
+        let rows = self.rows_of_built("bulk_by_filter", &built).await?;
+        let hex: Vec<String> = self.map_rows("bulk_by_filter", &rows, |r| req_str(r, "id"))?;
+        let ids = hex
+            .iter()
+            .map(|h| id_from_hex(h))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|f| self.fault("bulk_by_filter", f))?;
+        let affected = if ids.is_empty() {
+            0
+        } else {
+            self.bulk_by_ids(action, source, &ids).await?
+        };
+        Ok(BulkStep {
+            selected: u32::try_from(ids.len()).unwrap_or(u32::MAX),
+            affected,
+            last: ids.last().copied(),
+        })
     }
 
     async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>> {
