@@ -641,6 +641,38 @@ pub struct RescueReport {
     pub dead_instances: u64,
 }
 
+/// What one retention step deletes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum PruneTarget {
+    /// Finished jobs.
+    Archive,
+    /// Dead jobs (their error groups follow).
+    Dlq,
+    /// Per-minute metric buckets.
+    MetricBuckets,
+    /// The operator audit log.
+    Audit,
+}
+
+impl PruneTarget {
+    pub const ALL: [PruneTarget; 4] = [
+        PruneTarget::Archive,
+        PruneTarget::Dlq,
+        PruneTarget::MetricBuckets,
+        PruneTarget::Audit,
+    ];
+
+    /// How long `policy` keeps this target's rows. The audit log is kept as long as the
+    /// metrics.
+    pub fn kept_for(self, policy: &RetentionPolicy) -> Duration {
+        match self {
+            PruneTarget::Archive => policy.archive,
+            PruneTarget::Dlq => policy.dlq,
+            PruneTarget::MetricBuckets | PruneTarget::Audit => policy.metrics,
+        }
+    }
+}
+
 /// How long finished work is kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetentionPolicy {

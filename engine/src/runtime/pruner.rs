@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::error::StoreResult;
-use crate::model::PruneReport;
+use crate::model::{PruneReport, PruneTarget, RetentionPolicy};
 use crate::runtime::events::{EngineEvent, EventBus, EventKind};
 use crate::store::Store;
 
@@ -53,7 +53,7 @@ impl Pruner {
     pub async fn run_once(&self) -> StoreResult<PruneReport> {
         let settings = self.store.load_settings().await?;
         let policy = settings.retention.policy(self.config.batch_size);
-        let report = self.store.prune(&policy).await?;
+        let report = prune(&*self.store, &policy).await?;
         let total = report.archive + report.dlq + report.metric_buckets + report.audit;
         if total > 0 {
             tracing::info!(
@@ -95,4 +95,34 @@ impl Pruner {
         .instrument(span)
         .await
     }
+}
+
+/// Steps per target in one sweep, so one sweep cannot run for ever while rows keep ageing
+/// in faster than it deletes them (the next sweep carries on).
+const MAX_STEPS: usize = 200;
+
+/// Delete what `policy` no longer keeps: for each target, steps of `policy.batch_size`
+/// rows (one short transaction each) until a step comes back short.
+pub async fn prune(store: &dyn Store, policy: &RetentionPolicy) -> StoreResult<PruneReport> {
+    let limit = policy.batch_size.max(1);
+    let mut report = PruneReport::default();
+    for target in PruneTarget::ALL {
+        let mut deleted = 0;
+        for _ in 0..MAX_STEPS {
+            let n = store
+                .prune_step(target, target.kept_for(policy), limit)
+                .await?;
+            deleted += n;
+            if n < u64::from(limit) {
+                break;
+            }
+        }
+        match target {
+            PruneTarget::Archive => report.archive = deleted,
+            PruneTarget::Dlq => report.dlq = deleted,
+            PruneTarget::MetricBuckets => report.metric_buckets = deleted,
+            PruneTarget::Audit => report.audit = deleted,
+        }
+    }
+    Ok(report)
 }

@@ -11,8 +11,7 @@ use crate::query::*;
 use crate::store::{Store, StoreHealth};
 use crate::telemetry::*;
 use crate::{
-    BulkAction, CancelOutcome, InstanceInfo, JobEdit, PruneReport, RescuePolicy, RescueReport,
-    RetentionPolicy,
+    BulkAction, CancelOutcome, InstanceInfo, JobEdit, PruneTarget, RescuePolicy, RescueReport,
 };
 
 /// Which store method a call is.
@@ -38,7 +37,7 @@ pub enum StoreCall {
     LoadSettings,
     SaveSettings,
     Rescue,
-    Prune,
+    PruneStep,
     HeartbeatInstance,
     DeregisterInstance,
     ListInstances,
@@ -269,10 +268,15 @@ impl<H: Interpose> Store for InterposedStore<H> {
         answer
     }
 
-    async fn prune(&self, policy: &RetentionPolicy) -> StoreResult<PruneReport> {
-        self.hooks.before(StoreCall::Prune).await?;
-        let answer = self.inner.prune(policy).await;
-        self.hooks.after(StoreCall::Prune);
+    async fn prune_step(
+        &self,
+        target: PruneTarget,
+        older_than: std::time::Duration,
+        limit: u32,
+    ) -> StoreResult<u64> {
+        self.hooks.before(StoreCall::PruneStep).await?;
+        let answer = self.inner.prune_step(target, older_than, limit).await;
+        self.hooks.after(StoreCall::PruneStep);
         answer
     }
 

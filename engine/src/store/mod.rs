@@ -20,7 +20,7 @@ use crate::error::StoreResult;
 use crate::model::{
     Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
     EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId, NewAuditEntry, Pillar,
-    PruneReport, QueueConfig, QueuePatch, RescuePolicy, RescueReport, RetentionPolicy, Timestamp,
+    PruneTarget, QueueConfig, QueuePatch, RescuePolicy, RescueReport, Timestamp,
 };
 use crate::query::{BulkAction, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary, Page};
 use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
@@ -181,9 +181,16 @@ pub trait Store: Send + Sync + 'static {
     /// DLQ `Expired`; instance rows gone for over an hour deleted.
     async fn rescue(&self, policy: &RescuePolicy) -> StoreResult<RescueReport>;
 
-    /// Delete archive, DLQ, metric bucket and audit rows older than the policy says, in
-    /// transactions of at most `batch_size` rows, counters following.
-    async fn prune(&self, policy: &RetentionPolicy) -> StoreResult<PruneReport>;
+    /// One retention step: delete at most `limit` of `target`'s rows older than `older_than`
+    /// (by the database clock), oldest first, in one transaction, counters (and a pruned
+    /// DLQ's error groups) following. Returns how many went. The loop over targets and steps
+    /// lives in `runtime::pruner::prune`.
+    async fn prune_step(
+        &self,
+        target: PruneTarget,
+        older_than: std::time::Duration,
+        limit: u32,
+    ) -> StoreResult<u64>;
 
     // ------------------------------------------------------------------ instances
 

@@ -8,6 +8,7 @@ use crate::model::{
     RetentionPolicy,
 };
 use crate::query::JobFilter;
+use crate::runtime::pruner::prune;
 
 pub async fn rescue_with_default_policy_leaves_fresh_work_alone(f: StoreFactory) {
     let store = f.store();
@@ -226,7 +227,7 @@ pub async fn prune_removes_old_finished_rows(f: StoreFactory) {
     let running = processing_job(&*store, req("r", "t"), "w1").await;
 
     // The default policy keeps a week: nothing goes.
-    let report = store.prune(&RetentionPolicy::default()).await.unwrap();
+    let report = prune(&*store, &RetentionPolicy::default()).await.unwrap();
     assert_eq!(
         (report.archive, report.dlq, report.metric_buckets),
         (0, 0, 0)
@@ -240,7 +241,7 @@ pub async fn prune_removes_old_finished_rows(f: StoreFactory) {
         metrics: Duration::from_secs(86_400),
         batch_size: 2,
     };
-    let report = f.connect().await.prune(&zero).await.unwrap();
+    let report = prune(&*f.connect().await, &zero).await.unwrap();
     assert_eq!(
         (report.archive, report.dlq),
         (5, 3),
@@ -284,13 +285,15 @@ pub async fn prune_removes_old_finished_rows(f: StoreFactory) {
         .sum();
     assert_eq!(done, 5);
 
-    let report = store
-        .prune(&RetentionPolicy {
+    let report = prune(
+        &*store,
+        &RetentionPolicy {
             metrics: Duration::ZERO,
             ..zero
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await
+    .unwrap();
     assert!(report.metric_buckets >= 1, "{report:?}");
     let done: u64 = store
         .throughput(5, None)

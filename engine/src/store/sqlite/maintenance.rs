@@ -5,8 +5,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
-    AuditEntry, EngineSettings, FailureReason, InstanceInfo, NewAuditEntry, QueueConfig,
-    QueuePatch, RescuePolicy, RescueReport,
+    AuditEntry, EngineSettings, FailureReason, InstanceInfo, NewAuditEntry, PruneTarget,
+    QueueConfig, QueuePatch, RescuePolicy, RescueReport,
 };
 
 use super::codec::{duration_us, from_us, opt_from_us, to_json, to_us, u64_of};
@@ -93,15 +93,6 @@ pub(crate) fn rescue(
     })
 }
 
-/// Which table one prune step works on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum PruneTarget {
-    Archive,
-    Dlq,
-    Metrics,
-    Audit,
-}
-
 /// Delete at most `batch` rows older than `before` from one table. Returns how many went.
 pub(crate) fn prune_step(
     conn: &Connection,
@@ -123,7 +114,7 @@ pub(crate) fn prune_step(
             &params,
             now,
         ),
-        PruneTarget::Metrics => conn
+        PruneTarget::MetricBuckets => conn
             .prepare_cached(
                 "DELETE FROM metric_buckets WHERE (queue, minute) IN \
                  (SELECT queue, minute FROM metric_buckets WHERE minute < ?1 ORDER BY minute LIMIT ?2)",

@@ -34,7 +34,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::model::{
     Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
     EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId, NewAuditEntry, Pillar,
-    PruneReport, QueueConfig, QueuePatch, RescuePolicy, RescueReport, RetentionPolicy, Timestamp,
+    PruneTarget, QueueConfig, QueuePatch, RescuePolicy, RescueReport, Timestamp,
 };
 use crate::query::{BulkAction, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary, Page};
 use crate::store::{SqliteSynchronous, Store, StoreHealth, StoreOptions};
@@ -43,7 +43,6 @@ use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
 use codec::{duration_us, now_us, to_us};
 use connection::{open_connection, unavailable};
 use file_identity::FileIdentity;
-use maintenance::PruneTarget;
 use readers::Readers;
 use writer::{Watch, Writer};
 
@@ -415,36 +414,18 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn prune(&self, policy: &RetentionPolicy) -> StoreResult<PruneReport> {
-        let now = now_us();
-        let batch = policy.batch_size.max(1);
-        let mut report = PruneReport::default();
-        for (target, keep) in [
-            (PruneTarget::Archive, policy.archive),
-            (PruneTarget::Dlq, policy.dlq),
-            (PruneTarget::Metrics, policy.metrics),
-            (PruneTarget::Audit, policy.metrics),
-        ] {
-            let before = now - duration_us(keep);
-            loop {
-                let n = self
-                    .writer
-                    .write("prune", move |conn| {
-                        maintenance::prune_step(conn, target, before, batch, now_us())
-                    })
-                    .await?;
-                match target {
-                    PruneTarget::Archive => report.archive += n,
-                    PruneTarget::Dlq => report.dlq += n,
-                    PruneTarget::Metrics => report.metric_buckets += n,
-                    PruneTarget::Audit => report.audit += n,
-                }
-                if n < u64::from(batch) {
-                    break;
-                }
-            }
-        }
-        Ok(report)
+    async fn prune_step(
+        &self,
+        target: PruneTarget,
+        older_than: std::time::Duration,
+        limit: u32,
+    ) -> StoreResult<u64> {
+        self.writer
+            .write("prune", move |conn| {
+                let now = now_us();
+                maintenance::prune_step(conn, target, now - duration_us(older_than), limit, now)
+            })
+            .await
     }
 
     async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<()> {

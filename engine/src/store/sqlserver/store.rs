@@ -18,8 +18,8 @@ use crate::error::{StoreError, StoreResult};
 use crate::model::{
     Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
     EnqueueRequest, HeartbeatReport, HotStatus, InstanceInfo, Job, JobEdit, JobId, JobState,
-    NewAuditEntry, Pillar, PruneReport, QueueConfig, QueuePatch, RescuePolicy, RescueReport,
-    RetentionPolicy, Timestamp, claim_order,
+    NewAuditEntry, Pillar, PruneTarget, QueueConfig, QueuePatch, RescuePolicy, RescueReport,
+    Timestamp, claim_order,
 };
 use crate::query::{BulkAction, BulkPreview, BulkStep, JobFilter, JobQuery, MAX_PAGE_SIZE, Page};
 use crate::store::Store;
@@ -892,66 +892,43 @@ impl Store for SqlServerStore {
         })
     }
 
-    async fn prune(&self, policy: &RetentionPolicy) -> StoreResult<PruneReport> {
-        // At most MAX_ROWS_PER_STATEMENT rows per delete, whatever the policy asks.
-        let batch = to_i32(
-            policy
-                .batch_size
-                .clamp(1, u32::try_from(MAX_ROWS_PER_STATEMENT).unwrap_or(u32::MAX)),
-        );
-        let archive_age = secs(policy.archive);
-        let dlq_age = secs(policy.dlq);
-        let metrics_age = secs(policy.metrics);
-        // The audit log is kept as long as the metrics (as on SQLite).
-        let audit_age = metrics_age;
-        let report = PruneReport {
-            archive: self
-                .sweep(
-                    "prune",
-                    &queries::PRUNE_ARCHIVE,
-                    &[&archive_age, &batch],
-                    "deleted",
-                    batch.into(),
-                )
-                .await?,
-            dlq: self
-                .sweep(
-                    "prune",
-                    &queries::PRUNE_DLQ,
-                    &[&dlq_age, &batch],
-                    "deleted",
-                    batch.into(),
-                )
-                .await?,
-            metric_buckets: self
-                .sweep(
-                    "prune",
-                    &queries::PRUNE_METRICS,
-                    &[&metrics_age, &batch],
-                    "deleted",
-                    batch.into(),
-                )
-                .await?,
-            audit: self
-                .sweep(
-                    "prune",
-                    &queries::PRUNE_AUDIT,
-                    &[&audit_age, &batch],
-                    "deleted",
-                    batch.into(),
-                )
-                .await?,
+    async fn prune_step(
+        &self,
+        target: PruneTarget,
+        older_than: std::time::Duration,
+        limit: u32,
+    ) -> StoreResult<u64> {
+        // At most MAX_ROWS_PER_STATEMENT rows per delete, whatever the caller asks.
+        let batch =
+            to_i32(limit.clamp(1, u32::try_from(MAX_ROWS_PER_STATEMENT).unwrap_or(u32::MAX)));
+        let age = secs(older_than);
+        let statement = match target {
+            PruneTarget::Archive => &queries::PRUNE_ARCHIVE,
+            PruneTarget::Dlq => &queries::PRUNE_DLQ,
+            PruneTarget::MetricBuckets => &queries::PRUNE_METRICS,
+            PruneTarget::Audit => &queries::PRUNE_AUDIT,
         };
-        // Groups whose rows all left the DLQ (their slots sum to zero) are only storage.
-        self.count_of(
-            "prune",
-            Repeat::Always,
-            &queries::PRUNE_ERROR_GROUPS,
-            &[],
-            "deleted",
-        )
-        .await?;
-        Ok(report)
+        let deleted = self
+            .count_of(
+                "prune",
+                Repeat::Always,
+                statement,
+                &[&age, &batch],
+                "deleted",
+            )
+            .await?;
+        if target == PruneTarget::Dlq && deleted > 0 {
+            // Groups whose rows all left the DLQ (their slots sum to zero) are only storage.
+            self.count_of(
+                "prune",
+                Repeat::Always,
+                &queries::PRUNE_ERROR_GROUPS,
+                &[],
+                "deleted",
+            )
+            .await?;
+        }
+        Ok(deleted)
     }
 
     async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<()> {
