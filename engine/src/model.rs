@@ -169,7 +169,32 @@ pub enum FailureReason {
     Throttled = 9,
 }
 
+/// The error a store writes on a job it moves to the dead-letter pillar itself (no handler
+/// said anything): a kind and a message for the operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StoreWrittenError {
+    pub kind: &'static str,
+    pub message: &'static str,
+}
+
 impl FailureReason {
+    /// What the store writes as the error of a job it dead-letters for this reason, for the
+    /// reasons only a store decides (cancel, zombie rescue, expiry): the same text from
+    /// every backend.
+    pub const fn store_written(self) -> Option<StoreWrittenError> {
+        let (kind, message) = match self {
+            FailureReason::Cancelled => ("cancelled", "cancelled by an operator"),
+            FailureReason::Zombie => (
+                "zombie",
+                "the job's heartbeat stopped while it was processing; it may have run (not \
+                 retried automatically)",
+            ),
+            FailureReason::Expired => ("expired", "expires_at passed before the job started"),
+            _ => return None,
+        };
+        Some(StoreWrittenError { kind, message })
+    }
+
     pub const ALL: [FailureReason; 9] = [
         FailureReason::Failed,
         FailureReason::Fatal,

@@ -55,12 +55,7 @@ pub(crate) fn rescue(
             Value::Integer(dead_before),
         ],
         FailureReason::Zombie,
-        DeadError::Store {
-            kind: "zombie",
-            message: "the job's heartbeat stopped while it was processing; it may have run \
-                      (not retried automatically)"
-                .into(),
-        },
+        DeadError::written_for(FailureReason::Zombie),
         0,
         now,
     )?
@@ -71,10 +66,7 @@ pub(crate) fn rescue(
         "status = 0 AND expires_at IS NOT NULL AND expires_at <= ?2 AND ?10 IS NULL",
         &[Value::Null],
         FailureReason::Expired,
-        DeadError::Store {
-            kind: "expired",
-            message: "expires_at passed before the job started".into(),
-        },
+        DeadError::written_for(FailureReason::Expired),
         0,
         now,
     )?

@@ -183,6 +183,19 @@ pub(crate) enum DeadError<'a> {
     Store { kind: &'static str, message: String },
 }
 
+impl DeadError<'_> {
+    /// The text every backend writes for a reason only a store decides.
+    pub(crate) fn written_for(reason: FailureReason) -> Self {
+        let written = reason.store_written();
+        DeadError::Store {
+            kind: written.map_or("store", |w| w.kind),
+            message: written
+                .map_or("moved to the dead-letter queue by the store", |w| w.message)
+                .to_string(),
+        }
+    }
+}
+
 /// Move hot rows matching `where_sql` (fixed SQL from this module's callers; its
 /// parameters are `?10`, `?11`, ...) to the DLQ with `reason`, with all bookkeeping.
 /// Returns the ids moved.

@@ -60,10 +60,7 @@ pub(crate) fn cancel(conn: &Connection, id: JobId, now: i64) -> StoreResult<Canc
                 "id = ?10 AND status IN (0, 1)",
                 &[Value::Text(id_text(id))],
                 FailureReason::Cancelled,
-                DeadError::Store {
-                    kind: "cancelled",
-                    message: "cancelled by an operator".into(),
-                },
+                DeadError::written_for(FailureReason::Cancelled),
                 0,
                 now,
             )?;

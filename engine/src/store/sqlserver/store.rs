@@ -17,9 +17,9 @@ use super::rows::{self, count, id_from_hex, ids_json, json_time, opt_str, opt_u3
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
     Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
-    EnqueueRequest, HeartbeatReport, HotStatus, InstanceInfo, Job, JobEdit, JobId, JobState,
-    NewAuditEntry, Pillar, PruneTarget, QueueConfig, QueuePatch, RescuePolicy, RescueReport,
-    Timestamp, claim_order,
+    EnqueueRequest, FailureReason, HeartbeatReport, HotStatus, InstanceInfo, Job, JobEdit, JobId,
+    JobState, NewAuditEntry, Pillar, PruneTarget, QueueConfig, QueuePatch, RescuePolicy,
+    RescueReport, StoreWrittenError, Timestamp, claim_order,
 };
 use crate::query::{BulkAction, BulkPreview, BulkStep, JobFilter, JobQuery, MAX_PAGE_SIZE, Page};
 use crate::store::Store;
@@ -31,6 +31,18 @@ const SWEEP_BATCH: i32 = 500;
 /// Ids per transaction for operator actions on id lists (their statements do not slice:
 /// a chunk is already below `MAX_ROWS_PER_STATEMENT`).
 const OPERATOR_CHUNK: usize = 500;
+/// The errors the store writes itself, the same text as every backend writes.
+const CANCELLED: StoreWrittenError = written(FailureReason::Cancelled);
+const ZOMBIE: StoreWrittenError = written(FailureReason::Zombie);
+const EXPIRED: StoreWrittenError = written(FailureReason::Expired);
+
+const fn written(reason: FailureReason) -> StoreWrittenError {
+    match reason.store_written() {
+        Some(w) => w,
+        None => panic!("a reason the store writes has its text"),
+    }
+}
+
 /// Upper bound on sweep rounds per call, so one call cannot run for ever under churn.
 const MAX_ROUNDS: usize = 200;
 
@@ -231,7 +243,12 @@ impl SqlServerStore {
         for chunk in ids.chunks(OPERATOR_CHUNK) {
             let json = ids_json(chunk);
             let rows = self
-                .rows_of("cancel", Repeat::IfNotApplied, &queries::CANCEL, &[&json])
+                .rows_of(
+                    "cancel",
+                    Repeat::IfNotApplied,
+                    &queries::CANCEL,
+                    &[&json, &CANCELLED.kind, &CANCELLED.message],
+                )
                 .await?;
             if let Some(row) = rows.first() {
                 cancelled += count(row, "cancelled").map_err(|f| self.fault("cancel", f))?;
@@ -861,7 +878,7 @@ impl Store for SqlServerStore {
             .sweep(
                 "rescue",
                 &queries::RESCUE_ZOMBIES,
-                &[&zombie, &dead, &batch],
+                &[&zombie, &dead, &batch, &ZOMBIE.kind, &ZOMBIE.message],
                 "zombies",
                 batch.into(),
             )
@@ -870,7 +887,7 @@ impl Store for SqlServerStore {
             .sweep(
                 "rescue",
                 &queries::RESCUE_EXPIRED,
-                &[&batch],
+                &[&batch, &EXPIRED.kind, &EXPIRED.message],
                 "expired",
                 batch.into(),
             )

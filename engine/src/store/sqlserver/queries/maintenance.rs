@@ -71,7 +71,8 @@ SELECT COUNT_BIG(*) AS released FROM @released;"
     ),
 };
 
-/// @P1 default zombie timeout (s), @P2 dead-instance timeout (s), @P3 batch size.
+/// @P1 default zombie timeout (s), @P2 dead-instance timeout (s), @P3 batch size, @P4 and
+/// @P5 the error kind and message (`FailureReason::Zombie.store_written()`).
 /// Processing rows whose heartbeat expired (per-queue zombie timeout, else the default) or
 /// whose instance is gone → DLQ `Zombie`; never retried automatically, because their side
 /// effects may have happened. Per queue a seek on the processing-only index
@@ -85,8 +86,8 @@ pub const RESCUE_ZOMBIES: Statement = Statement {
         "DECLARE @default_zombie INT = @P1;
 DECLARE @batch INT = @P3;
 DECLARE @dead_reason TINYINT = 5;
-DECLARE @dead_kind NVARCHAR(20) = N'zombie';
-DECLARE @dead_message NVARCHAR(400) = N'heartbeat stopped while processing (worker presumed dead)';
+DECLARE @dead_kind NVARCHAR(20) = @P4;
+DECLARE @dead_message NVARCHAR(400) = @P5;
 ",
         ledger_decl!(),
         finished_decl!(),
@@ -126,7 +127,8 @@ SELECT COUNT_BIG(*) AS zombies FROM @moved;"
     ),
 };
 
-/// @P1 batch size. Pending jobs whose `expires_at` passed before they started → DLQ
+/// @P1 batch size, @P2 and @P3 the error kind and message
+/// (`FailureReason::Expired.store_written()`). Pending jobs whose `expires_at` passed before they started → DLQ
 /// `Expired`: a seek on the expiry index (pending rows that carry an expiry).
 pub const RESCUE_EXPIRED: Statement = Statement {
     name: "rescue_expired",
@@ -135,8 +137,8 @@ pub const RESCUE_EXPIRED: Statement = Statement {
     sql: tx!(
         "DECLARE @batch INT = @P1;
 DECLARE @dead_reason TINYINT = 8;
-DECLARE @dead_kind NVARCHAR(20) = N'expired';
-DECLARE @dead_message NVARCHAR(400) = N'expired before it started';
+DECLARE @dead_kind NVARCHAR(20) = @P2;
+DECLARE @dead_message NVARCHAR(400) = @P3;
 ",
         ledger_decl!(),
         finished_decl!(),

@@ -4,7 +4,8 @@
 
 use super::{AUDIT_COLUMNS, Class, QUEUE_COLUMNS, Reads, Statement};
 
-/// @P1 JSON ids. Pending or fetched → DLQ `Cancelled` now; processing → `cancel_requested`.
+/// @P1 JSON ids, @P2 and @P3 the error kind and message
+/// (`FailureReason::Cancelled.store_written()`). Pending or fetched → DLQ `Cancelled` now; processing → `cancel_requested`.
 /// Answers (cancelled, requested).
 pub const CANCEL: Statement = Statement {
     name: "cancel",
@@ -13,8 +14,8 @@ pub const CANCEL: Statement = Statement {
     sql: tx!(
         "DECLARE @ids NVARCHAR(MAX) = @P1;
 DECLARE @dead_reason TINYINT = 4;
-DECLARE @dead_kind NVARCHAR(20) = N'cancelled';
-DECLARE @dead_message NVARCHAR(400) = N'cancelled by an operator';
+DECLARE @dead_kind NVARCHAR(20) = @P2;
+DECLARE @dead_message NVARCHAR(400) = @P3;
 ",
         ledger_decl!(),
         finished_decl!(),
