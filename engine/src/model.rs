@@ -698,6 +698,15 @@ impl PruneTarget {
     }
 }
 
+/// One retention step, as asked of the store (`Store::prune_step`): at most `limit` of
+/// `target`'s rows older than `older_than`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PruneStep {
+    pub target: PruneTarget,
+    pub older_than: Duration,
+    pub limit: u32,
+}
+
 /// How long finished work is kept.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RetentionPolicy {

@@ -302,6 +302,17 @@ impl BulkAction {
     }
 }
 
+/// One step of a bulk action by filter, as asked of the store (`Store::bulk_filter_step`):
+/// `action` on at most `limit` jobs of `source` that `filter` matches, with ids after `after`.
+#[derive(Debug, Clone, Copy)]
+pub struct BulkFilterStep<'a> {
+    pub action: BulkAction,
+    pub source: Pillar,
+    pub filter: &'a JobFilter,
+    pub after: Option<JobId>,
+    pub limit: u32,
+}
+
 /// What one step of a bulk action by filter did (`Store::bulk_filter_step`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct BulkStep {

@@ -4,7 +4,7 @@
 use crate::error::StoreResult;
 use crate::model::{JobId, Pillar};
 use crate::query::BulkAction;
-use crate::query::{JobFilter, MAX_PAGE_SIZE};
+use crate::query::{BulkFilterStep, JobFilter, MAX_PAGE_SIZE};
 use crate::validation::{self, ValidationError};
 
 use super::Operations;
@@ -61,11 +61,14 @@ impl Operations {
         while done < u64::from(cap) {
             let limit =
                 u32::try_from(u64::from(BULK_STEP).min(u64::from(cap) - done)).unwrap_or(BULK_STEP);
-            match self
-                .store
-                .bulk_filter_step(action, source, filter, after, limit)
-                .await
-            {
+            let step = BulkFilterStep {
+                action,
+                source,
+                filter,
+                after,
+                limit,
+            };
+            match self.store.bulk_filter_step(step).await {
                 Ok(step) => {
                     done += step.affected;
                     progress(done);

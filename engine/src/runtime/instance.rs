@@ -78,15 +78,13 @@ impl InstanceHeartbeat {
     pub(crate) async fn run(self, shutdown: CancellationToken) {
         let span = tracing::info_span!("instance_heartbeat", instance = %self.shared.instance_id);
         async move {
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(self.config.interval) => {}
-                    _ = shutdown.cancelled() => break,
-                }
-                if let Err(e) = self.run_once().await {
-                    tracing::warn!(error = %e, "instance heartbeat failed");
-                }
-            }
+            super::periodic::every(
+                self.config.interval,
+                &shutdown,
+                "instance heartbeat failed",
+                || self.run_once(),
+            )
+            .await;
             match self
                 .shared
                 .store

@@ -34,6 +34,7 @@ pub(crate) mod completer;
 pub(crate) mod fetcher;
 pub(crate) mod heartbeat;
 pub(crate) mod instance;
+pub(crate) mod periodic;
 pub(crate) mod pruner;
 pub(crate) mod rescuer;
 pub(crate) mod running;

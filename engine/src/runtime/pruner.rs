@@ -9,7 +9,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::error::StoreResult;
-use crate::model::{PruneReport, PruneTarget, RetentionPolicy};
+use crate::model::{PruneReport, PruneStep, PruneTarget, RetentionPolicy};
 use crate::runtime::events::{EngineEvent, EventBus, EventKind};
 use crate::store::Store;
 
@@ -81,17 +81,12 @@ impl Pruner {
 
     pub async fn run(self, shutdown: CancellationToken) {
         let span = tracing::info_span!("pruner");
-        async move {
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(self.config.interval) => {}
-                    _ = shutdown.cancelled() => return,
-                }
-                if let Err(e) = self.run_once().await {
-                    tracing::warn!(error = %e, "retention sweep failed; trying again next interval");
-                }
-            }
-        }
+        super::periodic::every(
+            self.config.interval,
+            &shutdown,
+            "retention sweep failed",
+            || self.run_once(),
+        )
         .instrument(span)
         .await
     }
@@ -109,9 +104,12 @@ pub async fn prune(store: &dyn Store, policy: &RetentionPolicy) -> StoreResult<P
     for target in PruneTarget::ALL {
         let mut deleted = 0;
         for _ in 0..MAX_STEPS {
-            let n = store
-                .prune_step(target, target.kept_for(policy), limit)
-                .await?;
+            let step = PruneStep {
+                target,
+                older_than: target.kept_for(policy),
+                limit,
+            };
+            let n = store.prune_step(step).await?;
             deleted += n;
             if n < u64::from(limit) {
                 break;

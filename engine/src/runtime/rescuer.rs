@@ -78,17 +78,12 @@ impl Rescuer {
 
     pub async fn run(self, shutdown: CancellationToken) {
         let span = tracing::info_span!("rescuer");
-        async move {
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(self.config.interval) => {}
-                    _ = shutdown.cancelled() => return,
-                }
-                if let Err(e) = self.run_once().await {
-                    tracing::warn!(error = %e, "rescue sweep failed; trying again next interval");
-                }
-            }
-        }
+        super::periodic::every(
+            self.config.interval,
+            &shutdown,
+            "rescue sweep failed",
+            || self.run_once(),
+        )
         .instrument(span)
         .await
     }

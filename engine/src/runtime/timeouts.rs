@@ -46,15 +46,15 @@ impl TimeoutWatchdog {
 
     pub(crate) async fn run(self, shutdown: CancellationToken) {
         let span = tracing::info_span!("timeout_watchdog");
-        async move {
-            loop {
-                tokio::select! {
-                    _ = tokio::time::sleep(self.config.interval) => {}
-                    _ = shutdown.cancelled() => return,
-                }
+        super::periodic::every(
+            self.config.interval,
+            &shutdown,
+            "timeout check failed",
+            || async {
                 self.run_once(Instant::now());
-            }
-        }
+                Ok::<_, std::convert::Infallible>(())
+            },
+        )
         .instrument(span)
         .await
     }

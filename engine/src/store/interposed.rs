@@ -11,7 +11,7 @@ use crate::query::*;
 use crate::store::{Store, StoreHealth};
 use crate::telemetry::*;
 use crate::{
-    BulkAction, CancelOutcome, InstanceInfo, JobEdit, PruneTarget, RescuePolicy, RescueReport,
+    BulkAction, CancelOutcome, InstanceInfo, JobEdit, PruneStep, RescuePolicy, RescueReport,
 };
 
 /// Which store method a call is.
@@ -216,19 +216,9 @@ impl<H: Interpose> Store for InterposedStore<H> {
         answer
     }
 
-    async fn bulk_filter_step(
-        &self,
-        action: BulkAction,
-        source: Pillar,
-        filter: &JobFilter,
-        after: Option<JobId>,
-        limit: u32,
-    ) -> StoreResult<BulkStep> {
+    async fn bulk_filter_step(&self, step: BulkFilterStep<'_>) -> StoreResult<BulkStep> {
         self.hooks.before(StoreCall::BulkFilterStep).await?;
-        let answer = self
-            .inner
-            .bulk_filter_step(action, source, filter, after, limit)
-            .await;
+        let answer = self.inner.bulk_filter_step(step).await;
         self.hooks.after(StoreCall::BulkFilterStep);
         answer
     }
@@ -268,14 +258,9 @@ impl<H: Interpose> Store for InterposedStore<H> {
         answer
     }
 
-    async fn prune_step(
-        &self,
-        target: PruneTarget,
-        older_than: std::time::Duration,
-        limit: u32,
-    ) -> StoreResult<u64> {
+    async fn prune_step(&self, step: PruneStep) -> StoreResult<u64> {
         self.hooks.before(StoreCall::PruneStep).await?;
-        let answer = self.inner.prune_step(target, older_than, limit).await;
+        let answer = self.inner.prune_step(step).await;
         self.hooks.after(StoreCall::PruneStep);
         answer
     }

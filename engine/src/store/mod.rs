@@ -20,9 +20,11 @@ use crate::error::StoreResult;
 use crate::model::{
     Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
     EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId, NewAuditEntry, Pillar,
-    PruneTarget, QueueConfig, QueuePatch, RescuePolicy, RescueReport, Timestamp,
+    PruneStep, QueueConfig, QueuePatch, RescuePolicy, RescueReport, Timestamp,
 };
-use crate::query::{BulkAction, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary, Page};
+use crate::query::{
+    BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary, Page,
+};
 use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
 
 pub mod health;
@@ -151,14 +153,7 @@ pub trait Store: Send + Sync + 'static {
     /// selected for purge. Progress comes from the cursor: a step starts after the last id
     /// the previous one selected. The loop over steps, their size and the cap live in the
     /// operations layer (`Operations::bulk_by_filter`).
-    async fn bulk_filter_step(
-        &self,
-        action: BulkAction,
-        source: Pillar,
-        filter: &JobFilter,
-        after: Option<JobId>,
-        limit: u32,
-    ) -> StoreResult<BulkStep>;
+    async fn bulk_filter_step(&self, step: BulkFilterStep<'_>) -> StoreResult<BulkStep>;
 
     // ------------------------------------------------------------------ queues and settings
 
@@ -185,12 +180,7 @@ pub trait Store: Send + Sync + 'static {
     /// (by the database clock), oldest first, in one transaction, counters (and a pruned
     /// DLQ's error groups) following. Returns how many went. The loop over targets and steps
     /// lives in `runtime::pruner::prune`.
-    async fn prune_step(
-        &self,
-        target: PruneTarget,
-        older_than: std::time::Duration,
-        limit: u32,
-    ) -> StoreResult<u64>;
+    async fn prune_step(&self, step: PruneStep) -> StoreResult<u64>;
 
     // ------------------------------------------------------------------ instances
 

@@ -34,9 +34,11 @@ use crate::error::{StoreError, StoreResult};
 use crate::model::{
     Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
     EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId, NewAuditEntry, Pillar,
-    PruneTarget, QueueConfig, QueuePatch, RescuePolicy, RescueReport, Timestamp,
+    PruneStep, QueueConfig, QueuePatch, RescuePolicy, RescueReport, Timestamp,
 };
-use crate::query::{BulkAction, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary, Page};
+use crate::query::{
+    BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary, Page,
+};
 use crate::store::{SqliteSynchronous, Store, StoreHealth, StoreOptions};
 use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
 
@@ -363,15 +365,9 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn bulk_filter_step(
-        &self,
-        action: BulkAction,
-        source: Pillar,
-        filter: &JobFilter,
-        after: Option<JobId>,
-        limit: u32,
-    ) -> StoreResult<BulkStep> {
-        let filter = filter.clone();
+    async fn bulk_filter_step(&self, step: BulkFilterStep<'_>) -> StoreResult<BulkStep> {
+        let (action, source, after, limit) = (step.action, step.source, step.after, step.limit);
+        let filter = step.filter.clone();
         self.writer
             .write("bulk action by filter", move |conn| {
                 operators::bulk_filter_step(conn, action, source, &filter, after, limit, now_us())
@@ -414,16 +410,12 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn prune_step(
-        &self,
-        target: PruneTarget,
-        older_than: std::time::Duration,
-        limit: u32,
-    ) -> StoreResult<u64> {
+    async fn prune_step(&self, step: PruneStep) -> StoreResult<u64> {
         self.writer
             .write("prune", move |conn| {
                 let now = now_us();
-                maintenance::prune_step(conn, target, now - duration_us(older_than), limit, now)
+                let before = now - duration_us(step.older_than);
+                maintenance::prune_step(conn, step.target, before, step.limit, now)
             })
             .await
     }

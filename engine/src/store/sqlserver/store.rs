@@ -18,10 +18,12 @@ use crate::error::{StoreError, StoreResult};
 use crate::model::{
     Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
     EnqueueRequest, FailureReason, HeartbeatReport, HotStatus, InstanceInfo, Job, JobEdit, JobId,
-    JobState, NewAuditEntry, Pillar, PruneTarget, QueueConfig, QueuePatch, RescuePolicy,
+    JobState, NewAuditEntry, Pillar, PruneStep, PruneTarget, QueueConfig, QueuePatch, RescuePolicy,
     RescueReport, StoreWrittenError, Timestamp, claim_order,
 };
-use crate::query::{BulkAction, BulkPreview, BulkStep, JobFilter, JobQuery, MAX_PAGE_SIZE, Page};
+use crate::query::{
+    BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, MAX_PAGE_SIZE, Page,
+};
 use crate::store::Store;
 use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
 use crate::validation;
@@ -749,14 +751,14 @@ impl Store for SqlServerStore {
         Ok(BulkPreview { matching, sample })
     }
 
-    async fn bulk_filter_step(
-        &self,
-        action: BulkAction,
-        source: Pillar,
-        filter: &JobFilter,
-        after: Option<JobId>,
-        limit: u32,
-    ) -> StoreResult<BulkStep> {
+    async fn bulk_filter_step(&self, step: BulkFilterStep<'_>) -> StoreResult<BulkStep> {
+        let BulkFilterStep {
+            action,
+            source,
+            filter,
+            after,
+            limit,
+        } = step;
         action.check_source(source)?;
         let only_pending = action == BulkAction::Purge && source == Pillar::Hot;
         let after = after.map(rows::id_hex);
@@ -909,12 +911,12 @@ impl Store for SqlServerStore {
         })
     }
 
-    async fn prune_step(
-        &self,
-        target: PruneTarget,
-        older_than: std::time::Duration,
-        limit: u32,
-    ) -> StoreResult<u64> {
+    async fn prune_step(&self, step: PruneStep) -> StoreResult<u64> {
+        let PruneStep {
+            target,
+            older_than,
+            limit,
+        } = step;
         // At most MAX_ROWS_PER_STATEMENT rows per delete, whatever the caller asks.
         let batch =
             to_i32(limit.clamp(1, u32::try_from(MAX_ROWS_PER_STATEMENT).unwrap_or(u32::MAX)));
