@@ -4,11 +4,11 @@
 
 use std::sync::Mutex;
 
-use deck_engine::{BreakerStateName, Engine, EngineEvent, EventKind, Operations};
+use deck_engine::{Engine, EngineEvent, EventKind, Operations};
 use tokio::sync::broadcast::{self, error::TryRecvError};
 
 use crate::state::ConsoleBackend;
-use crate::telemetry_view::{BreakerState, BreakerView, ConsoleEvent, EventLevel, RuntimeView};
+use crate::telemetry_view::{ConsoleEvent, EventLevel, RuntimeView};
 
 pub struct EngineBackend {
     engine: Engine,
@@ -83,20 +83,7 @@ impl ConsoleBackend for EngineBackend {
             workers_total: s.workers_total,
             workers_busy: s.workers_busy,
             buffered: u64::from(s.buffered),
-            breakers: s
-                .breakers
-                .into_iter()
-                .map(|b| BreakerView {
-                    job_type: b.job_type,
-                    state: match b.state {
-                        BreakerStateName::Closed => BreakerState::Closed,
-                        BreakerStateName::Open => BreakerState::Open,
-                        BreakerStateName::HalfOpen => BreakerState::HalfOpen,
-                    },
-                    recent_failures: b.recent_failures,
-                    half_open_in_ms: b.probe_in_ms,
-                })
-                .collect(),
+            breakers: s.breakers,
         }
     }
 

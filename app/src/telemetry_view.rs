@@ -16,33 +16,9 @@ pub struct RuntimeView {
     pub breakers: Vec<BreakerView>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum BreakerState {
-    Closed,
-    Open,
-    HalfOpen,
-}
-
-impl BreakerState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            BreakerState::Closed => "closed",
-            BreakerState::Open => "open",
-            BreakerState::HalfOpen => "half-open",
-        }
-    }
-}
-
-/// One job type's circuit breaker.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct BreakerView {
-    pub job_type: String,
-    pub state: BreakerState,
-    /// Failures inside the current window.
-    pub recent_failures: u32,
-    /// While open: how long until the half-open probe.
-    pub half_open_in_ms: Option<u64>,
-}
+// A breaker and its state are the engine's: the console shows them and adds nothing.
+pub use deck_engine::BreakerInfo as BreakerView;
+pub use deck_engine::BreakerStateName as BreakerState;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 pub enum EventLevel {

@@ -54,7 +54,7 @@ fn hostile_runtime() -> RuntimeView {
             job_type: hostile("breaker type"),
             state: BreakerState::Open,
             recent_failures: 5,
-            half_open_in_ms: Some(1_000),
+            probe_in_ms: Some(1_000),
         }],
     }
 }

@@ -5,7 +5,7 @@ use std::net::SocketAddr;
 use anyhow::bail;
 use std::sync::Arc;
 
-use deck_app::{AuthConfig, Role};
+use deck_app::AuthConfig;
 
 use crate::state::AppState;
 
@@ -50,10 +50,7 @@ pub fn api_authenticator(auth: &AuthConfig) -> crate::api::Authenticator {
         auth.authenticate(header)
             .map(|identity| crate::api::principal::Principal {
                 name: identity.name,
-                role: match identity.role {
-                    Role::Viewer => crate::api::principal::Role::Viewer,
-                    Role::Operator => crate::api::principal::Role::Operator,
-                },
+                role: identity.role,
             })
     })
 }

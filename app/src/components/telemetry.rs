@@ -251,7 +251,7 @@ pub fn Breakers(breakers: Vec<BreakerView>, #[prop(optional)] live: bool) -> imp
                     <td><code>{b.job_type}</code></td>
                     <td><span class=format!("badge {class}")>{b.state.as_str()}</span></td>
                     <td class="num">{b.recent_failures}</td>
-                    <td class="num">{b.half_open_in_ms.map(format::millis).unwrap_or_else(|| "—".into())}</td>
+                    <td class="num">{b.probe_in_ms.map(format::millis).unwrap_or_else(|| "—".into())}</td>
                 </tr>
             }
         })

@@ -39,6 +39,17 @@ pub enum BreakerStateName {
     HalfOpen,
 }
 
+impl BreakerStateName {
+    /// As an operator reads it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BreakerStateName::Closed => "closed",
+            BreakerStateName::Open => "open",
+            BreakerStateName::HalfOpen => "half-open",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BreakerInfo {
     pub job_type: String,

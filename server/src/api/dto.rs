@@ -1,7 +1,12 @@
 //! The API's request and response bodies. Engine types stay free of HTTP and OpenAPI
 //! concerns; these mirror them with the wire names clients see, and convert both ways.
 //!
-//! Payloads and results travel as real JSON values here (the engine keeps them as text).
+//! Why these mirrors stay while the console uses the engine's types (breaker state, role,
+//! runtime view) directly: each of these is the HTTP contract. It carries the OpenAPI schema
+//! (`ToSchema`, the bounds clients are promised), the wire names and formats (ids as UUIDs,
+//! payloads and results as real JSON values where the engine keeps text, snake-case states),
+//! and it must not change when an engine type gains a field. A change here is a change of the
+//! published API; a change of an engine type is not.
 
 use chrono::{DateTime, Utc};
 use deck_engine::{

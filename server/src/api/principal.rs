@@ -7,14 +7,9 @@ use axum::http::request::Parts;
 
 use super::error::ApiError;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Role {
-    /// Reads everything.
-    #[allow(dead_code)] // granted by the authentication middleware once it is mounted
-    Viewer,
-    /// Reads, enqueues and acts (cancel, resurrect, queue changes).
-    Operator,
-}
+/// The console's roles: viewers read everything; operators also enqueue and act (cancel,
+/// resurrect, queue changes).
+pub use deck_app::Role;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Principal {
