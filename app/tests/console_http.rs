@@ -21,12 +21,16 @@ struct Fixture {
 }
 
 async fn fixture(auth: AuthConfig) -> Fixture {
+    fixture_with(auth, ConsoleOptions::default()).await
+}
+
+async fn fixture_with(auth: AuthConfig, options: ConsoleOptions) -> Fixture {
     let dir = tempfile::tempdir().unwrap();
     let url = format!("sqlite://{}", dir.path().join("deck.db").display());
     let store = deck_engine::open_store(&url, &StoreOptions::default())
         .await
         .unwrap();
-    let console = Console::new(StoreBackend::new(store.clone()), ConsoleOptions::default());
+    let console = Console::new(StoreBackend::new(store.clone()), options);
     let router = deck_app::console_router(console, auth);
     Fixture {
         _dir: dir,
@@ -563,23 +567,18 @@ async fn the_console_router_alone_sends_the_security_headers() {
 /// callers never see each other's CSRF token.
 #[tokio::test]
 async fn the_kept_queues_page_shows_a_settings_change_at_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("deck.db").display());
-    let store = deck_engine::open_store(&url, &StoreOptions::default())
-        .await
-        .unwrap();
     // One snapshot for the whole test: no tick passes between the loads.
     let options = ConsoleOptions {
         tick: std::time::Duration::from_secs(3600),
         ..ConsoleOptions::default()
     };
-    let console = Console::new(StoreBackend::new(store.clone()), options);
-    let router = deck_app::console_router(console, AuthConfig::default());
-    enqueue(&store, "emails", "{}").await;
+    let f = fixture_with(AuthConfig::default(), options).await;
+    let (store, router) = (&f.store, &f.router);
+    enqueue(store, "emails", "{}").await;
 
-    let (status, first, first_token) = get(&router, "/queues", None).await;
+    let (status, first, first_token) = get(router, "/queues", None).await;
     assert_eq!(status, StatusCode::OK);
-    let (_, second, second_token) = get(&router, "/queues", None).await;
+    let (_, second, second_token) = get(router, "/queues", None).await;
     let (first_token, second_token) = (first_token.unwrap(), second_token.unwrap());
     assert_ne!(first_token, second_token);
     assert!(
@@ -616,12 +615,12 @@ async fn the_kept_queues_page_shows_a_settings_change_at_once() {
         )
         .await
         .unwrap();
-    let (_, after, _) = get(&router, "/queues", None).await;
+    let (_, after, _) = get(router, "/queues", None).await;
     assert!(
         after.contains("badge warn\">paused"),
         "the change shows without waiting for a tick: {after}"
     );
-    let (_, focused, _) = get(&router, "/queues?q=emails", None).await;
+    let (_, focused, _) = get(router, "/queues?q=emails", None).await;
     assert!(
         focused.contains("← all queues"),
         "another query is another page"
