@@ -23,16 +23,17 @@ use tokio::sync::{Notify, broadcast, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
+use crate::config::{ConfigError, ConfigProblem, EngineConfig, MAX_WORKERS};
 use crate::channel::{self, ResultSweeper, SweeperConfig, WaitOutcome, Waiters};
 use crate::error::{StoreError, StoreResult};
 use crate::handler::HandlerRegistry;
 use crate::model::{
     CancelOutcome, EngineSettings, EnqueueOutcome, EnqueueRequest, JobId, PruneReport, QueueConfig,
-    QueuePatch, RescuePolicy,
+    QueuePatch,
 };
 use crate::ops::Operations;
 use crate::runtime::buffer::PrefetchBuffer;
-use crate::runtime::circuit_breaker::{BreakerConfig, Breakers};
+use crate::runtime::circuit_breaker::Breakers;
 use crate::runtime::completer::run_completer;
 use crate::runtime::events::{EngineEvent, EventBus, EventKind};
 use crate::runtime::fetcher::run_fetcher;
@@ -54,10 +55,6 @@ use crate::validation::validate_name;
 /// [`Engine::operations`] instead.
 pub const EMBEDDED_ACTOR: &str = "app";
 
-/// Most workers one instance may run.
-pub const MAX_WORKERS: u32 = 10_000;
-/// Largest prefetch buffer.
-pub const MAX_PREFETCH: u32 = 100_000;
 /// How long shutdown waits for cancelled jobs to wind down after the grace period.
 const CANCEL_WIND_DOWN: Duration = Duration::from_secs(10);
 /// How long the background loops get to stop (finish the store call in flight, deregister
@@ -65,190 +62,6 @@ const CANCEL_WIND_DOWN: Duration = Duration::from_secs(10);
 const LOOPS_STOP: Duration = Duration::from_secs(5);
 /// Job ids a shutdown log line names at most; the count is always given.
 const LOGGED_IDS: usize = 20;
-
-/// How this engine instance runs. `Default` gives the documented defaults; `validate` lists
-/// every problem at once.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct EngineConfig {
-    /// Prefix of the instance id (the host name when unset).
-    pub instance_name: Option<String>,
-    /// Queues this instance works; `None` = all.
-    pub queues: Option<Vec<String>>,
-    /// `false`: producer / console only — no claiming, no workers, no maintenance loops.
-    pub run_workers: bool,
-    /// Fixed worker count; `None` follows the persisted `EngineSettings.worker_count`.
-    pub worker_count: Option<u32>,
-    /// Prefetch buffer size: claims never exceed its free space.
-    pub prefetch: u32,
-    /// Idle poll interval (peek/receive); same-process enqueues wake the fetcher at once.
-    pub poll_interval: Duration,
-    /// Mean job heartbeat interval, jittered ±20 %.
-    pub heartbeat_interval: Duration,
-    /// Default execution timeout; a queue's `execution_timeout_secs` overrides it.
-    pub execution_timeout: Duration,
-    /// How often execution deadlines are checked.
-    pub timeout_check_interval: Duration,
-    /// How long shutdown lets running jobs finish before cancelling them.
-    pub shutdown_grace: Duration,
-    /// How long shutdown keeps trying to commit the outcomes of finished jobs once their
-    /// handlers have stopped, before it gives up and reports them (`ShutdownReport`).
-    pub shutdown_flush_timeout: Duration,
-    pub rescue_interval: Duration,
-    pub rescue: RescuePolicy,
-    pub retention_interval: Duration,
-    pub breaker: BreakerConfig,
-    /// Largest handler result (JSON bytes); larger results send the job to the DLQ.
-    pub result_max_bytes: usize,
-    /// How often awaited ids finished by other processes are looked up (only while anyone waits).
-    pub wait_poll_interval: Duration,
-    pub instance_heartbeat_interval: Duration,
-    /// Capacity of the event broadcast (a slower subscriber skips events).
-    pub event_capacity: usize,
-}
-
-impl Default for EngineConfig {
-    fn default() -> Self {
-        EngineConfig {
-            instance_name: None,
-            queues: None,
-            run_workers: true,
-            worker_count: None,
-            prefetch: 100,
-            poll_interval: Duration::from_secs(1),
-            heartbeat_interval: Duration::from_secs(10),
-            execution_timeout: Duration::from_secs(15 * 60),
-            timeout_check_interval: Duration::from_secs(1),
-            shutdown_grace: Duration::from_secs(30),
-            shutdown_flush_timeout: Duration::from_secs(5),
-            rescue_interval: Duration::from_secs(60),
-            rescue: RescuePolicy::default(),
-            retention_interval: Duration::from_secs(3600),
-            breaker: BreakerConfig::default(),
-            result_max_bytes: crate::validation::MAX_PAYLOAD_BYTES,
-            wait_poll_interval: Duration::from_millis(250),
-            instance_heartbeat_interval: Duration::from_secs(5),
-            event_capacity: 1024,
-        }
-    }
-}
-
-/// Configuration problems, all of them, each with what to do about it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid engine configuration:\n  - {}", .problems.join("\n  - "))]
-pub struct ConfigError {
-    pub problems: Vec<String>,
-}
-
-impl EngineConfig {
-    /// Check every field; returns warnings (worth logging) or every problem at once.
-    pub fn validate(&self) -> Result<Vec<String>, ConfigError> {
-        let mut problems = Vec::new();
-        let mut warnings = Vec::new();
-        let ms = |d: Duration| d.as_millis();
-        if let Some(name) = &self.instance_name
-            && let Err(e) = validate_name("instance_name", name)
-        {
-            problems.push(e.to_string());
-        }
-        if let Some(queues) = &self.queues {
-            if queues.is_empty() {
-                problems.push(
-                    "queues is an empty list: this instance would never claim anything \
-                     (leave it unset to work every queue, or set run_workers = false)"
-                        .into(),
-                );
-            }
-            for q in queues {
-                if let Err(e) = validate_name("queues", q) {
-                    problems.push(e.to_string());
-                }
-            }
-        }
-        if let Some(w) = self.worker_count
-            && (w == 0 || w > MAX_WORKERS)
-        {
-            problems.push(format!(
-                "worker_count is {w}; use 1 to {MAX_WORKERS} (or run_workers = false for a \
-                 producer-only instance)"
-            ));
-        }
-        if self.prefetch == 0 || self.prefetch > MAX_PREFETCH {
-            problems.push(format!(
-                "prefetch is {}; use 1 to {MAX_PREFETCH} (default 100)",
-                self.prefetch
-            ));
-        }
-        if self.poll_interval < Duration::from_millis(100) {
-            problems.push(format!(
-                "poll_interval is {} ms; use at least 100 ms (same-process enqueues wake the \
-                 fetcher at once, so a short poll only adds database load)",
-                ms(self.poll_interval)
-            ));
-        } else if self.poll_interval > Duration::from_secs(10) {
-            warnings.push(format!(
-                "poll_interval is {} s: jobs enqueued by other processes may wait that long \
-                 to start",
-                self.poll_interval.as_secs()
-            ));
-        }
-        let max_beat = self.heartbeat_interval.mul_f64(1.2);
-        if self.heartbeat_interval < Duration::from_millis(100) {
-            problems.push("heartbeat_interval must be at least 100 ms".into());
-        } else if max_beat >= self.rescue.default_zombie_timeout {
-            problems.push(format!(
-                "heartbeat_interval ({} ms, up to {} ms with jitter) must be well below the \
-                 zombie timeout ({} ms), or running jobs are taken for zombies",
-                ms(self.heartbeat_interval),
-                ms(max_beat),
-                ms(self.rescue.default_zombie_timeout)
-            ));
-        }
-        if self.execution_timeout.is_zero() {
-            problems.push("execution_timeout must be more than zero (default 15 min)".into());
-        }
-        if self.shutdown_flush_timeout.is_zero() {
-            problems.push(
-                "shutdown_flush_timeout must be more than zero (default 5 s): finished jobs \
-                 need a moment to commit at shutdown"
-                    .into(),
-            );
-        }
-        if self.timeout_check_interval < Duration::from_millis(10) {
-            problems.push("timeout_check_interval must be at least 10 ms (default 1 s)".into());
-        }
-        if self.rescue_interval < Duration::from_secs(1) {
-            problems.push("rescue_interval must be at least 1 s (default 60 s)".into());
-        }
-        if self.retention_interval < Duration::from_secs(1) {
-            problems.push("retention_interval must be at least 1 s (default 1 h)".into());
-        }
-        if self.instance_heartbeat_interval < Duration::from_millis(100) {
-            problems
-                .push("instance_heartbeat_interval must be at least 100 ms (default 5 s)".into());
-        } else if self.instance_heartbeat_interval * 2 > self.rescue.dead_instance_timeout {
-            problems.push(format!(
-                "instance_heartbeat_interval ({} ms) must be at most half of \
-                 rescue.dead_instance_timeout ({} ms), or live instances look dead",
-                ms(self.instance_heartbeat_interval),
-                ms(self.rescue.dead_instance_timeout)
-            ));
-        }
-        if self.wait_poll_interval < Duration::from_millis(10) {
-            problems.push("wait_poll_interval must be at least 10 ms (default 250 ms)".into());
-        }
-        if self.result_max_bytes == 0 {
-            problems.push("result_max_bytes must be more than zero (default 1 MB)".into());
-        }
-        if self.breaker.failure_threshold == 0 {
-            problems.push("breaker.failure_threshold must be at least 1 (default 5)".into());
-        }
-        if problems.is_empty() {
-            Ok(warnings)
-        } else {
-            Err(ConfigError { problems })
-        }
-    }
-}
 
 #[derive(Debug, thiserror::Error)]
 pub enum EngineError {
@@ -374,19 +187,17 @@ impl Engine {
         handlers: HandlerRegistry,
         config: EngineConfig,
     ) -> Result<Engine, EngineError> {
-        let mut problems = match config.validate() {
-            Ok(warnings) => {
-                for w in warnings {
-                    tracing::warn!("{w}");
-                }
-                Vec::new()
-            }
-            Err(e) => e.problems,
-        };
+        let report = config.check();
+        for w in &report.warnings {
+            tracing::warn!("{w}");
+        }
+        let mut problems = report.problems;
         for key in handlers.duplicate_keys() {
-            problems.push(format!(
-                "handler type {key:?} is registered more than once; register each type key once"
-            ));
+            problems.push(ConfigProblem {
+                key: "handlers".into(),
+                problem: format!("type {key:?} is registered more than once"),
+                help: "register each type key once".into(),
+            });
         }
         if !problems.is_empty() {
             return Err(ConfigError { problems }.into());
@@ -402,10 +213,13 @@ impl Engine {
         );
         // The worker id on every job this instance holds: a name the stores can keep.
         validate_name("instance id", &instance_id).map_err(|e| ConfigError {
-            problems: vec![format!(
-                "{e}; the instance id is instance_name plus the process id and a suffix, so \
-                 give a shorter instance_name"
-            )],
+            problems: vec![ConfigProblem {
+                key: "instance_name".into(),
+                problem: format!("the instance id {}", e.problem),
+                help: "the instance id is instance_name plus the process id and a suffix, so \
+                       give a shorter instance_name"
+                    .into(),
+            }],
         })?;
         let workers = config
             .worker_count
@@ -459,7 +273,7 @@ impl Engine {
                 shared.clone(),
                 JobHeartbeatConfig {
                     interval: cfg.heartbeat_interval,
-                    give_up_after: cfg.rescue.default_zombie_timeout.mul_f64(0.8),
+                    give_up_after: cfg.heartbeat_give_up_after(),
                 },
             );
             loops.push(tokio::spawn(beat.run(shared.stopped.clone())));

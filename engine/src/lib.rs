@@ -4,6 +4,7 @@
 //! backends, the worker runtime, handlers and awaitable results.
 
 pub mod channel;
+pub mod config;
 pub mod engine;
 pub mod error;
 pub mod handler;
@@ -16,7 +17,8 @@ pub mod telemetry;
 pub mod validation;
 
 pub use channel::WaitOutcome;
-pub use engine::{ConfigError, EMBEDDED_ACTOR, Engine, EngineConfig, EngineError, ShutdownReport};
+pub use config::{ConfigError, ConfigProblem, EngineConfig};
+pub use engine::{EMBEDDED_ACTOR, Engine, EngineError, ShutdownReport};
 pub use error::{StoreError, StoreResult};
 pub use handler::{HandlerError, HandlerOutcome, HandlerRegistry, JobContext, Middleware, Next};
 pub use model::*;

@@ -632,27 +632,8 @@ pub enum CancelOutcome {
     NotFound,
 }
 
-/// Timeouts for the rescue sweep.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RescuePolicy {
-    /// `Fetched` rows older than this go back to pending.
-    pub fetched_timeout: Duration,
-    /// `Processing` rows with a heartbeat older than this (unless the queue overrides it)
-    /// go to the DLQ as `Zombie`.
-    pub default_zombie_timeout: Duration,
-    /// Jobs held by an instance whose heartbeat is older than this are rescued at once.
-    pub dead_instance_timeout: Duration,
-}
-
-impl Default for RescuePolicy {
-    fn default() -> Self {
-        RescuePolicy {
-            fetched_timeout: Duration::from_secs(600),
-            default_zombie_timeout: Duration::from_secs(600),
-            dead_instance_timeout: Duration::from_secs(30),
-        }
-    }
-}
+/// Timeouts for the rescue sweep: the `[engine.rescue]` configuration.
+pub use crate::config::RescuePolicy;
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RescueReport {

@@ -1035,8 +1035,8 @@ async fn invalid_configuration_is_rejected_with_every_problem() {
     };
     let err = Engine::start(store, handlers, config).await.unwrap_err();
     let text = err.to_string();
-    assert!(text.contains("poll_interval is 50 ms"), "{text}");
-    assert!(text.contains("prefetch is 0"), "{text}");
+    assert!(text.contains("poll_interval: 50ms is below"), "{text}");
+    assert!(text.contains("prefetch: 0 is out of range"), "{text}");
     assert!(
         text.contains("\"x\" is registered more than once"),
         "{text}"

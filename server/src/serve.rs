@@ -33,10 +33,8 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<Exi
     if let Some(file) = &loaded.file {
         tracing::info!(event = "config.loaded", file = %file.display(), "configuration read from {}", file.display());
     }
-    let engine_config = settings.engine.engine_config();
-    for warning in engine_config.validate()? {
-        tracing::warn!(event = "config.warning", "{warning}");
-    }
+    // Loading checked it against the engine's rules; the engine logs its warnings at start.
+    let engine_config = settings.engine.clone();
 
     // Bind before anything starts, so a taken port fails fast with nothing to undo.
     let addr: SocketAddr = settings

@@ -7,32 +7,10 @@
 //! machine is tested without sleeping.
 
 use std::collections::{HashMap, VecDeque};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct BreakerConfig {
-    /// Failures within `window` that open the circuit.
-    pub failure_threshold: u32,
-    pub window: Duration,
-    /// How long the circuit stays open before one probe job is let through.
-    pub open_for: Duration,
-    /// Jobs of an open circuit go back to pending, due this much later (no attempt spent).
-    pub defer: Duration,
-}
-
-impl Default for BreakerConfig {
-    fn default() -> Self {
-        BreakerConfig {
-            failure_threshold: 5,
-            window: Duration::from_secs(60),
-            open_for: Duration::from_secs(30),
-            defer: Duration::from_secs(5),
-        }
-    }
-}
+pub use crate::config::BreakerConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum BreakerState {
@@ -207,6 +185,8 @@ impl Breakers {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn cfg() -> BreakerConfig {

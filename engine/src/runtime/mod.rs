@@ -20,7 +20,7 @@ use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::channel::Waiters;
-use crate::engine::EngineConfig;
+use crate::config::{EngineConfig, MAX_WORKERS};
 use crate::handler::HandlerRegistry;
 use crate::model::{EngineSettings, JobId, QueueConfig, Timestamp};
 use crate::store::Store;
@@ -140,7 +140,7 @@ impl Shared {
     }
 
     pub(crate) fn set_worker_target(self: &Arc<Self>, workers: u32) {
-        let workers = workers.clamp(1, crate::engine::MAX_WORKERS);
+        let workers = workers.clamp(1, MAX_WORKERS);
         let old = self.pool.target.swap(workers, Ordering::AcqRel);
         if old != workers {
             tracing::info!(from = old, to = workers, "worker count changed");

@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::channel::{ResultSweeper, SweeperConfig};
-use crate::engine::{Engine, EngineConfig};
+use crate::config::EngineConfig;
+use crate::engine::Engine;
 use crate::handler::{HandlerRegistry, JobContext};
 use crate::model::{
     CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueRequest, FailureReason,

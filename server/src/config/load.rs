@@ -10,7 +10,7 @@ use figment::{Figment, Metadata};
 use serde::de::DeserializeOwned;
 
 use super::validate::{Problem, validate};
-use super::{AuthSettings, DEFAULT_CONFIG_FILE, EngineSettings, HttpSettings, Settings};
+use super::{AuthSettings, DEFAULT_CONFIG_FILE, HttpSettings, Settings};
 use deck_engine::StoreOptions;
 
 /// Environment variables read as configuration: `DECK_DATABASE`, `DECK_ENGINE__POLL_INTERVAL`
@@ -137,7 +137,7 @@ pub fn load(sources: &ConfigSources) -> Result<Loaded, ConfigError> {
     if let Some(store) = section::<StoreOptions>(&figment, Some("store"), &mut problems) {
         settings.store = store;
     }
-    if let Some(engine) = section::<EngineSettings>(&figment, Some("engine"), &mut problems) {
+    if let Some(engine) = section::<deck_engine::EngineConfig>(&figment, Some("engine"), &mut problems) {
         settings.engine = engine;
     }
     if let Some(auth) = section::<AuthSettings>(&figment, Some("auth"), &mut problems) {
@@ -466,7 +466,7 @@ mod tests {
         assert_eq!(s.database, "sqlite://file.db");
         assert_eq!(s.listen, "127.0.0.1:2");
         assert_eq!(s.engine.prefetch, 7);
-        assert_eq!(s.engine.workers, Some(4));
+        assert_eq!(s.engine.worker_count, Some(4));
     }
 
     #[test]
@@ -479,7 +479,7 @@ mod tests {
         );
         assert_eq!(s.engine.queues, Some(vec!["a".into(), "b".into()]));
         assert_eq!(
-            s.engine.rescue.zombie_timeout,
+            s.engine.rescue.default_zombie_timeout,
             std::time::Duration::from_secs(120)
         );
 
@@ -575,7 +575,7 @@ mod tests {
         ];
         let loaded = load_with("", &env, &[]).unwrap();
         assert_eq!(loaded.settings.engine.prefetch, 7, "known keys still apply");
-        assert_eq!(loaded.settings.engine.workers, None);
+        assert_eq!(loaded.settings.engine.worker_count, None);
         let text = loaded.warnings.join("\n");
         assert_eq!(loaded.warnings.len(), 2, "{text}");
         assert!(text.contains("DECK_TOKEN is not a deck setting"), "{text}");

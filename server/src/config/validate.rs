@@ -6,7 +6,6 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use deck_engine::store::open::DatabaseUrl;
-use deck_engine::validation::validate_name;
 use figment::Figment;
 
 use super::load::describe_source;
@@ -96,11 +95,6 @@ impl fmt::Display for Problem {
     }
 }
 
-const MIN_POLL: Duration = Duration::from_millis(100);
-const WARN_POLL: Duration = Duration::from_secs(10);
-const MAX_PREFETCH: u32 = 10_000;
-const MAX_WORKERS: u32 = 10_000;
-
 pub(super) fn validate(s: &Settings, problems: &mut Vec<Problem>, warnings: &mut Vec<String>) {
     let mut problem = |key: &str, message: String, help: String| {
         problems.push(Problem::new(key, message, help));
@@ -123,175 +117,10 @@ pub(super) fn validate(s: &Settings, problems: &mut Vec<Problem>, warnings: &mut
         );
     }
 
-    let e = &s.engine;
-    if e.poll_interval < MIN_POLL {
-        problem(
-            "engine.poll_interval",
-            format!(
-                "{} is below the 100ms minimum; polling that often loads the database for nothing",
-                human(e.poll_interval)
-            ),
-            "use 100ms or more (jobs enqueued by this process wake its workers at once anyway)"
-                .into(),
-        );
-    } else if e.poll_interval > WARN_POLL {
-        warnings.push(format!(
-            "engine.poll_interval = {} is over 10s: jobs enqueued by other processes may wait \
-             that long before they start",
-            human(e.poll_interval)
-        ));
-    }
-    if e.prefetch == 0 || e.prefetch > MAX_PREFETCH {
-        problem(
-            "engine.prefetch",
-            format!("{} is out of range", e.prefetch),
-            format!("use 1 to {MAX_PREFETCH} (default 100)"),
-        );
-    }
-    if let Some(w) = e.workers
-        && (w == 0 || w > MAX_WORKERS)
-    {
-        problem(
-            "engine.workers",
-            format!("{w} is out of range"),
-            format!(
-                "use 1 to {MAX_WORKERS}; to run no workers in this instance set \
-                 engine.run_workers = false (--no-workers)"
-            ),
-        );
-    }
-    if let Some(name) = &e.instance_name
-        && let Err(err) = validate_name("instance name", name)
-    {
-        problem("engine.instance_name", err.problem, err.help);
-    }
-    if let Some(queues) = &e.queues {
-        if queues.is_empty() {
-            problem(
-                "engine.queues",
-                "is an empty list, so this instance would work no queue".into(),
-                "name at least one queue, or remove the key to work every queue".into(),
-            );
-        }
-        for q in queues {
-            if let Err(err) = validate_name("queue", q) {
-                problem(
-                    "engine.queues",
-                    format!("queue {q:?} {}", err.problem),
-                    err.help,
-                );
-            }
-        }
-    }
-    for (key, value, min) in [
-        (
-            "engine.heartbeat_interval",
-            e.heartbeat_interval,
-            Duration::from_millis(100),
-        ),
-        (
-            "engine.execution_timeout",
-            e.execution_timeout,
-            Duration::from_millis(100),
-        ),
-        (
-            "engine.rescue_interval",
-            e.rescue_interval,
-            Duration::from_millis(100),
-        ),
-        (
-            "engine.retention_interval",
-            e.retention_interval,
-            Duration::from_secs(1),
-        ),
-        (
-            "engine.wait_poll_interval",
-            e.wait_poll_interval,
-            Duration::from_millis(10),
-        ),
-        (
-            "engine.instance_heartbeat_interval",
-            e.instance_heartbeat_interval,
-            Duration::from_millis(100),
-        ),
-        (
-            "engine.rescue.fetched_timeout",
-            e.rescue.fetched_timeout,
-            Duration::from_secs(1),
-        ),
-        (
-            "engine.rescue.zombie_timeout",
-            e.rescue.zombie_timeout,
-            Duration::from_secs(1),
-        ),
-        (
-            "engine.rescue.dead_instance_timeout",
-            e.rescue.dead_instance_timeout,
-            Duration::from_secs(1),
-        ),
-        (
-            "engine.breaker.window",
-            e.breaker.window,
-            Duration::from_millis(1),
-        ),
-        (
-            "engine.breaker.open_for",
-            e.breaker.open_for,
-            Duration::from_millis(1),
-        ),
-        (
-            "engine.breaker.defer",
-            e.breaker.defer,
-            Duration::from_millis(1),
-        ),
-    ] {
-        if value < min {
-            problem(
-                key,
-                format!("{} is too short", human(value)),
-                format!("use at least {}", human(min)),
-            );
-        }
-    }
-    // Heartbeats are jittered up to +20 %; a zombie timeout inside two beats would
-    // dead-letter healthy jobs whose next beat is merely late.
-    if e.rescue.zombie_timeout < e.heartbeat_interval * 2 {
-        problem(
-            "engine.rescue.zombie_timeout",
-            format!(
-                "{} is shorter than two heartbeats (engine.heartbeat_interval = {}), so running \
-                 jobs would be taken for zombies",
-                human(e.rescue.zombie_timeout),
-                human(e.heartbeat_interval)
-            ),
-            "make the zombie timeout at least twice the heartbeat interval".into(),
-        );
-    }
-    if e.rescue.dead_instance_timeout < e.instance_heartbeat_interval * 2 {
-        problem(
-            "engine.rescue.dead_instance_timeout",
-            format!(
-                "{} is shorter than two instance heartbeats (engine.instance_heartbeat_interval \
-                 = {}), so live instances would be taken for dead ones",
-                human(e.rescue.dead_instance_timeout),
-                human(e.instance_heartbeat_interval)
-            ),
-            "make it at least twice engine.instance_heartbeat_interval".into(),
-        );
-    }
-    if e.result_max_bytes == 0 || e.result_max_bytes > 16 * 1024 * 1024 {
-        problem(
-            "engine.result_max_bytes",
-            format!("{} is out of range", e.result_max_bytes),
-            "use 1 to 16777216 bytes (default 1048576 = 1 MB)".into(),
-        );
-    }
-    if e.breaker.failure_threshold == 0 {
-        problem(
-            "engine.breaker.failure_threshold",
-            "0 would open every circuit at once".into(),
-            "use 1 or more (default 5)".into(),
-        );
+    // The engine holds its configuration to its own rules (and logs their warnings when it
+    // starts); here its problems are named as the file writes them.
+    for p in s.engine.check().problems {
+        problem(&format!("engine.{}", p.key), p.problem, p.help);
     }
 
     validate_http(&s.http, &mut problem, warnings);
@@ -408,14 +237,13 @@ mod tests {
     }
 
     #[test]
-    fn poll_interval_below_100ms_is_rejected_and_above_10s_warned() {
+    fn poll_interval_below_100ms_is_rejected_as_engine_poll_interval() {
         let (p, _) = check(|s| s.engine.poll_interval = Duration::from_millis(99));
         assert_eq!(p[0].key, "engine.poll_interval");
         let (p, _) = check(|s| s.engine.poll_interval = Duration::from_millis(100));
         assert!(p.is_empty());
-        let (p, w) = check(|s| s.engine.poll_interval = Duration::from_secs(11));
-        assert!(p.is_empty());
-        assert!(w[0].contains("poll_interval"), "{w:?}");
+        let (p, _) = check(|s| s.engine.poll_interval = Duration::from_secs(11));
+        assert!(p.is_empty(), "a long poll is the engine's warning, not a problem");
     }
 
     #[test]
@@ -429,7 +257,7 @@ mod tests {
     fn related_timeouts_are_checked_together() {
         let (p, _) = check(|s| {
             s.engine.heartbeat_interval = Duration::from_secs(10);
-            s.engine.rescue.zombie_timeout = Duration::from_secs(15);
+            s.engine.rescue.default_zombie_timeout = Duration::from_secs(15);
         });
         assert_eq!(p[0].key, "engine.rescue.zombie_timeout");
         let (p, _) = check(|s| s.engine.rescue.dead_instance_timeout = Duration::from_secs(6));
