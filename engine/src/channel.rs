@@ -15,9 +15,8 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
-use crate::error::StoreResult;
+use crate::error::{StoreError, StoreResult};
 use crate::model::{Job, JobId, JobState};
 use crate::store::Store;
 
@@ -219,32 +218,35 @@ impl ResultSweeper {
     }
 
     pub(crate) async fn run(self, shutdown: CancellationToken) {
-        let span = tracing::info_span!("result_sweeper");
-        async move {
-            loop {
-                // Nobody waits: sleep until someone does.
-                loop {
-                    let notified = self.waiters.registered.notified();
-                    tokio::pin!(notified);
-                    notified.as_mut().enable();
-                    if self.waiters.has_waiters() {
-                        break;
-                    }
-                    tokio::select! {
-                        _ = notified => {}
-                        _ = shutdown.cancelled() => return,
-                    }
-                }
-                tokio::select! {
-                    _ = tokio::time::sleep(self.config.interval) => {}
-                    _ = shutdown.cancelled() => return,
-                }
-                if let Err(e) = self.run_once().await {
-                    tracing::warn!(error = %e, "result sweep failed; trying again");
-                }
+        crate::runtime::periodic::run(&self, &shutdown).await
+    }
+}
+
+impl crate::runtime::periodic::Periodic for ResultSweeper {
+    /// Waiters woken.
+    type Report = usize;
+    type Error = StoreError;
+    const NAME: &'static str = "result_sweeper";
+    const FAILED: &'static str = "result sweep failed";
+
+    fn next_wait(&self) -> Duration {
+        self.config.interval
+    }
+
+    /// Nobody waits: sleep until someone does.
+    async fn ready(&self) {
+        loop {
+            let notified = self.waiters.registered.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.waiters.has_waiters() {
+                return;
             }
+            notified.await;
         }
-        .instrument(span)
-        .await
+    }
+
+    fn tick(&self) -> impl Future<Output = StoreResult<usize>> + Send {
+        self.run_once()
     }
 }

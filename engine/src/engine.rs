@@ -23,8 +23,8 @@ use tokio::sync::{Notify, broadcast, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{ConfigError, ConfigProblem, EngineConfig, MAX_WORKERS};
 use crate::channel::{self, ResultSweeper, SweeperConfig, WaitOutcome, Waiters};
+use crate::config::{ConfigError, ConfigProblem, EngineConfig, MAX_WORKERS};
 use crate::error::{StoreError, StoreResult};
 use crate::handler::HandlerRegistry;
 use crate::model::{
@@ -39,13 +39,14 @@ use crate::runtime::events::{EngineEvent, EventBus, EventKind};
 use crate::runtime::fetcher::run_fetcher;
 use crate::runtime::heartbeat::{JobHeartbeat, JobHeartbeatConfig};
 use crate::runtime::instance::{InstanceHeartbeat, InstanceHeartbeatConfig, host_name};
+use crate::runtime::pool::ensure_workers;
 use crate::runtime::pruner::{Pruner, PrunerConfig};
 use crate::runtime::rescuer::{Rescuer, RescuerConfig};
 use crate::runtime::retry::RetryPolicy;
 use crate::runtime::running::{CancelReason, RunningJob, RunningJobs};
 use crate::runtime::snapshot::{self, RuntimeSnapshot};
+use crate::runtime::starter::run_starter;
 use crate::runtime::timeouts::{TimeoutWatchdog, WatchdogConfig};
-use crate::runtime::worker::{ensure_workers, run_starter};
 use crate::runtime::{Counters, Pool, QueueCache, Shared};
 use crate::store::Store;
 use crate::validation::validate_name;
@@ -236,7 +237,7 @@ impl Engine {
             events: EventBus::new(config.event_capacity),
             waiters: Arc::new(Waiters::default()),
             buffer: PrefetchBuffer::new(config.prefetch as usize),
-            running: RunningJobs::default(),
+            running: Arc::new(RunningJobs::default()),
             pool,
             breakers: Mutex::new(Breakers::default()),
             retry: RwLock::new(Arc::new(RetryPolicy::from(&settings.retry))),
@@ -270,7 +271,10 @@ impl Engine {
             intake.push(tokio::spawn(run_starter(shared.clone())));
             loops.push(tokio::spawn(run_completer(shared.clone(), completions_rx)));
             let beat = JobHeartbeat::new(
-                shared.clone(),
+                store.clone(),
+                shared.instance_id.clone(),
+                shared.running.clone(),
+                shared.events.clone(),
                 JobHeartbeatConfig {
                     interval: cfg.heartbeat_interval,
                     give_up_after: cfg.heartbeat_give_up_after(),
@@ -278,7 +282,7 @@ impl Engine {
             );
             loops.push(tokio::spawn(beat.run(shared.stopped.clone())));
             let watchdog = TimeoutWatchdog::new(
-                shared.clone(),
+                shared.running.clone(),
                 WatchdogConfig {
                     interval: cfg.timeout_check_interval,
                 },

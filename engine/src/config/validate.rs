@@ -149,7 +149,11 @@ impl EngineConfig {
                 self.shutdown_flush_timeout,
                 Duration::from_millis(1),
             ),
-            ("rescue_interval", self.rescue_interval, Duration::from_secs(1)),
+            (
+                "rescue_interval",
+                self.rescue_interval,
+                Duration::from_secs(1),
+            ),
             (
                 "retention_interval",
                 self.retention_interval,
@@ -180,13 +184,21 @@ impl EngineConfig {
                 self.rescue.dead_instance_timeout,
                 Duration::from_secs(1),
             ),
-            ("breaker.window", self.breaker.window, Duration::from_millis(1)),
+            (
+                "breaker.window",
+                self.breaker.window,
+                Duration::from_millis(1),
+            ),
             (
                 "breaker.open_for",
                 self.breaker.open_for,
                 Duration::from_millis(1),
             ),
-            ("breaker.defer", self.breaker.defer, Duration::from_millis(1)),
+            (
+                "breaker.defer",
+                self.breaker.defer,
+                Duration::from_millis(1),
+            ),
         ] {
             r.at_least(key, value, min);
         }
@@ -283,7 +295,10 @@ mod tests {
         c.poll_interval = Duration::from_secs(11);
         let report = c.check();
         assert!(report.problems.is_empty());
-        assert!(report.warnings[0].starts_with("poll_interval"), "{report:?}");
+        assert!(
+            report.warnings[0].starts_with("poll_interval"),
+            "{report:?}"
+        );
     }
 
     #[test]
@@ -316,7 +331,10 @@ mod tests {
             ["queues", "workers", "prefetch", "event_capacity"],
             "{text}"
         );
-        assert!(text.contains("workers: 0 is out of range; use 1 to 10000"), "{text}");
+        assert!(
+            text.contains("workers: 0 is out of range; use 1 to 10000"),
+            "{text}"
+        );
     }
 
     #[test]
@@ -333,7 +351,11 @@ mod tests {
         assert_eq!(c.poll_interval, Duration::from_millis(250));
         assert_eq!(c.queues, Some(vec!["a".to_string(), "b".to_string()]));
         assert_eq!(c.rescue.default_zombie_timeout, Duration::from_secs(120));
-        assert_eq!(c.rescue.fetched_timeout, Duration::from_secs(600), "default kept");
+        assert_eq!(
+            c.rescue.fetched_timeout,
+            Duration::from_secs(600),
+            "default kept"
+        );
         assert_eq!(c.breaker.defer, Duration::from_secs(1));
         assert_eq!(c.prefetch, 100, "default kept");
     }

@@ -9,7 +9,6 @@
 use std::collections::{HashMap, VecDeque};
 use std::time::Instant;
 
-
 pub use crate::config::BreakerConfig;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -19,8 +19,8 @@ use tracing::Instrument;
 use crate::model::{Applied, Completion, Job, JobState};
 use crate::runtime::circuit_breaker::{BreakerState, Signal};
 use crate::runtime::events::{EngineEvent, EventKind};
+use crate::runtime::outcome::Finished;
 use crate::runtime::running::RunningJob;
-use crate::runtime::worker::Finished;
 use crate::runtime::{MAX_COMPLETE_BATCH, Shared};
 
 pub(crate) async fn run_completer(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Finished>) {

@@ -16,7 +16,7 @@ use std::time::Duration;
 use tracing::Instrument;
 
 use crate::model::{ClaimRequest, Job, JobState};
-use crate::runtime::worker::launch;
+use crate::runtime::starter::launch;
 use crate::runtime::{Shared, sleep_or};
 
 /// What the next claim asks for.

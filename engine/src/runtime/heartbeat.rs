@@ -3,18 +3,17 @@
 //! cancels from any process (the job's token fires; it ends in the DLQ as `Cancelled`) and
 //! jobs this worker no longer owns (abandoned: their token fires and nothing is committed).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rand::Rng;
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
-use crate::error::StoreResult;
+use crate::error::{StoreError, StoreResult};
 use crate::model::HeartbeatReport;
-use crate::runtime::Shared;
-use crate::runtime::events::{EngineEvent, EventKind};
-use crate::runtime::running::CancelReason;
+use crate::runtime::events::{EngineEvent, EventBus, EventKind};
+use crate::runtime::periodic::{self, Periodic};
+use crate::runtime::running::{CancelReason, RunningJobs};
+use crate::store::Store;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct JobHeartbeatConfig {
@@ -34,40 +33,49 @@ impl Default for JobHeartbeatConfig {
     }
 }
 
-impl JobHeartbeatConfig {
-    pub(crate) fn jittered(&self, rng: &mut impl Rng) -> Duration {
-        self.interval.mul_f64(rng.random_range(0.8..=1.2))
-    }
-}
-
+/// What the job heartbeat works with: the store, whose jobs it beats for, and the events it
+/// announces cancels on.
 pub(crate) struct JobHeartbeat {
-    shared: Arc<Shared>,
+    store: Arc<dyn Store>,
+    instance_id: String,
+    running: Arc<RunningJobs>,
+    events: EventBus,
     config: JobHeartbeatConfig,
+    last_ok: Mutex<Instant>,
 }
 
 impl JobHeartbeat {
-    pub(crate) fn new(shared: Arc<Shared>, config: JobHeartbeatConfig) -> Self {
-        JobHeartbeat { shared, config }
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        instance_id: String,
+        running: Arc<RunningJobs>,
+        events: EventBus,
+        config: JobHeartbeatConfig,
+    ) -> Self {
+        JobHeartbeat {
+            store,
+            instance_id,
+            running,
+            events,
+            config,
+            last_ok: Mutex::new(Instant::now()),
+        }
     }
 
     /// Beat for every running job and act on the answer.
     pub(crate) async fn run_once(&self) -> StoreResult<HeartbeatReport> {
-        let ids = self.shared.running.ids();
+        let ids = self.running.ids();
         if ids.is_empty() {
             return Ok(HeartbeatReport::default());
         }
-        let report = self
-            .shared
-            .store
-            .heartbeat(&self.shared.instance_id, &ids)
-            .await?;
+        let report = self.store.heartbeat(&self.instance_id, &ids).await?;
         for id in &report.cancel_requested {
-            if let Some(run) = self.shared.running.get(*id)
+            if let Some(run) = self.running.get(*id)
                 && run.cancel(CancelReason::Operator)
             {
                 tracing::info!(job = %id, "operator cancel picked up by the heartbeat");
                 let j = &run.job;
-                self.shared.events.send_with(|| {
+                self.events.send_with(|| {
                     EngineEvent::new(EventKind::Cancelled, "stopping: cancelled by an operator")
                         .job(j.id, &j.queue, &j.job_type)
                 });
@@ -77,7 +85,7 @@ impl JobHeartbeat {
             // A handler that has returned is not lost: its outcome may have committed
             // between reading the ids and the beat (the completer then finds out itself
             // if the job really was taken away).
-            if let Some(run) = self.shared.running.get(*id)
+            if let Some(run) = self.running.get(*id)
                 && !run.handler_done()
                 && run.cancel(CancelReason::Lost)
             {
@@ -89,29 +97,34 @@ impl JobHeartbeat {
     }
 
     pub(crate) async fn run(self, shutdown: CancellationToken) {
-        let span = tracing::info_span!("job_heartbeat", instance = %self.shared.instance_id);
-        async move {
-            let mut last_ok = Instant::now();
-            loop {
-                let wait = self.config.jittered(&mut rand::rng());
-                tokio::select! {
-                    _ = tokio::time::sleep(wait) => {}
-                    _ = shutdown.cancelled() => return,
-                }
-                match self.run_once().await {
-                    Ok(_) => last_ok = Instant::now(),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "job heartbeat failed");
-                        if last_ok.elapsed() >= self.config.give_up_after {
-                            for run in self.shared.running.all() {
-                                run.cancel(CancelReason::HeartbeatFailure);
-                            }
-                        }
-                    }
-                }
+        periodic::run(&self, &shutdown).await
+    }
+}
+
+impl Periodic for JobHeartbeat {
+    type Report = HeartbeatReport;
+    type Error = StoreError;
+    const NAME: &'static str = "job_heartbeat";
+    const FAILED: &'static str = "job heartbeat failed";
+
+    fn next_wait(&self) -> Duration {
+        periodic::jittered(self.config.interval, 0.2)
+    }
+
+    fn tick(&self) -> impl Future<Output = StoreResult<HeartbeatReport>> + Send {
+        self.run_once()
+    }
+
+    /// A store out of reach for too long: stop the running jobs before other instances take
+    /// them for zombies.
+    fn after(&self, result: &StoreResult<HeartbeatReport>) {
+        let mut last_ok = self.last_ok.lock().unwrap_or_else(|p| p.into_inner());
+        if result.is_ok() {
+            *last_ok = Instant::now();
+        } else if last_ok.elapsed() >= self.config.give_up_after {
+            for run in self.running.all() {
+                run.cancel(CancelReason::HeartbeatFailure);
             }
         }
-        .instrument(span)
-        .await
     }
 }

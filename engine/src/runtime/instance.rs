@@ -11,7 +11,7 @@ use chrono::Utc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::error::StoreResult;
+use crate::error::{StoreError, StoreResult};
 use crate::model::InstanceInfo;
 use crate::runtime::Shared;
 use crate::runtime::events::{EngineEvent, EventKind};
@@ -75,16 +75,11 @@ impl InstanceHeartbeat {
         Ok(())
     }
 
+    /// Beat until shutdown, then deregister.
     pub(crate) async fn run(self, shutdown: CancellationToken) {
+        super::periodic::run(&self, &shutdown).await;
         let span = tracing::info_span!("instance_heartbeat", instance = %self.shared.instance_id);
         async move {
-            super::periodic::every(
-                self.config.interval,
-                &shutdown,
-                "instance heartbeat failed",
-                || self.run_once(),
-            )
-            .await;
             match self
                 .shared
                 .store
@@ -98,6 +93,21 @@ impl InstanceHeartbeat {
         }
         .instrument(span)
         .await
+    }
+}
+
+impl super::periodic::Periodic for InstanceHeartbeat {
+    type Report = ();
+    type Error = StoreError;
+    const NAME: &'static str = "instance_heartbeat";
+    const FAILED: &'static str = "instance heartbeat failed";
+
+    fn next_wait(&self) -> Duration {
+        self.config.interval
+    }
+
+    fn tick(&self) -> impl Future<Output = StoreResult<()>> + Send {
+        self.run_once()
     }
 }
 

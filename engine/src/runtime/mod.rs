@@ -34,13 +34,15 @@ pub(crate) mod completer;
 pub(crate) mod fetcher;
 pub(crate) mod heartbeat;
 pub(crate) mod instance;
+pub(crate) mod outcome;
 pub(crate) mod periodic;
+pub(crate) mod pool;
 pub(crate) mod pruner;
 pub(crate) mod rescuer;
 pub(crate) mod running;
 pub(crate) mod snapshot;
+pub(crate) mod starter;
 pub(crate) mod timeouts;
-pub(crate) mod worker;
 
 #[cfg(test)]
 mod tests;
@@ -74,7 +76,7 @@ pub(crate) struct Shared {
     pub(crate) events: EventBus,
     pub(crate) waiters: Arc<Waiters>,
     pub(crate) buffer: PrefetchBuffer,
-    pub(crate) running: RunningJobs,
+    pub(crate) running: Arc<RunningJobs>,
     pub(crate) pool: Pool,
     pub(crate) breakers: Mutex<Breakers>,
     pub(crate) settings: RwLock<Arc<EngineSettings>>,
@@ -87,7 +89,7 @@ pub(crate) struct Shared {
     /// Started jobs waiting for a worker task to pick them up.
     pub(crate) ready: Mutex<VecDeque<Arc<RunningJob>>>,
     pub(crate) wake_worker: Notify,
-    pub(crate) completions: mpsc::UnboundedSender<worker::Finished>,
+    pub(crate) completions: mpsc::UnboundedSender<outcome::Finished>,
     pub(crate) counters: Counters,
     /// Cancelled when shutdown begins: stop claiming and starting.
     pub(crate) claiming: CancellationToken,
@@ -144,7 +146,7 @@ impl Shared {
         let old = self.pool.target.swap(workers, Ordering::AcqRel);
         if old != workers {
             tracing::info!(from = old, to = workers, "worker count changed");
-            worker::ensure_workers(self);
+            pool::ensure_workers(self);
             // Fewer workers: idle ones retire. More: the starter may start more now.
             self.wake_worker.notify_waiters();
             self.wake_starter.notify_one();

@@ -6,9 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
-use crate::error::StoreResult;
+use crate::error::{StoreError, StoreResult};
 use crate::model::{PruneReport, PruneStep, PruneTarget, RetentionPolicy};
 use crate::runtime::events::{EngineEvent, EventBus, EventKind};
 use crate::store::Store;
@@ -80,15 +79,22 @@ impl Pruner {
     }
 
     pub async fn run(self, shutdown: CancellationToken) {
-        let span = tracing::info_span!("pruner");
-        super::periodic::every(
-            self.config.interval,
-            &shutdown,
-            "retention sweep failed",
-            || self.run_once(),
-        )
-        .instrument(span)
-        .await
+        super::periodic::run(&self, &shutdown).await
+    }
+}
+
+impl super::periodic::Periodic for Pruner {
+    type Report = PruneReport;
+    type Error = StoreError;
+    const NAME: &'static str = "pruner";
+    const FAILED: &'static str = "retention sweep failed";
+
+    fn next_wait(&self) -> Duration {
+        self.config.interval
+    }
+
+    fn tick(&self) -> impl Future<Output = StoreResult<PruneReport>> + Send {
+        self.run_once()
     }
 }
 

@@ -6,9 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
-use crate::error::StoreResult;
+use crate::error::{StoreError, StoreResult};
 use crate::model::{RescuePolicy, RescueReport};
 use crate::runtime::events::{EngineEvent, EventBus, EventKind};
 use crate::store::Store;
@@ -77,14 +76,21 @@ impl Rescuer {
     }
 
     pub async fn run(self, shutdown: CancellationToken) {
-        let span = tracing::info_span!("rescuer");
-        super::periodic::every(
-            self.config.interval,
-            &shutdown,
-            "rescue sweep failed",
-            || self.run_once(),
-        )
-        .instrument(span)
-        .await
+        super::periodic::run(&self, &shutdown).await
+    }
+}
+
+impl super::periodic::Periodic for Rescuer {
+    type Report = RescueReport;
+    type Error = StoreError;
+    const NAME: &'static str = "rescuer";
+    const FAILED: &'static str = "rescue sweep failed";
+
+    fn next_wait(&self) -> Duration {
+        self.config.interval
+    }
+
+    fn tick(&self) -> impl Future<Output = StoreResult<RescueReport>> + Send {
+        self.run_once()
     }
 }

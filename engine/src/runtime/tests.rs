@@ -16,6 +16,7 @@ use crate::model::{
 };
 use crate::runtime::heartbeat::{JobHeartbeat, JobHeartbeatConfig};
 use crate::runtime::instance::{InstanceHeartbeat, InstanceHeartbeatConfig};
+use crate::runtime::periodic::Periodic;
 use crate::runtime::timeouts::{TimeoutWatchdog, WatchdogConfig};
 use crate::store::{Store, StoreOptions};
 use crate::{WaitOutcome, store};
@@ -83,7 +84,7 @@ async fn job_heartbeat_iteration_carries_a_cancel_from_another_process() {
     let other = open(&dir).await;
     assert_eq!(other.cancel(id).await.unwrap(), CancelOutcome::Requested);
 
-    let beat = JobHeartbeat::new(engine.shared().clone(), JobHeartbeatConfig::default());
+    let beat = job_heartbeat(&engine);
     let report = beat.run_once().await.unwrap();
 
     assert_eq!(report.cancel_requested, vec![id]);
@@ -94,10 +95,13 @@ async fn job_heartbeat_iteration_carries_a_cancel_from_another_process() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn job_heartbeat_jitter_stays_within_twenty_percent() {
-    let cfg = JobHeartbeatConfig::default();
-    let mut rng = rand::rng();
+    let dir = tempfile::tempdir().unwrap();
+    let engine = Engine::start(open(&dir).await, HandlerRegistry::new(), quiet_config())
+        .await
+        .unwrap();
+    let beat = job_heartbeat(&engine);
     for _ in 0..1_000 {
-        let d = cfg.jittered(&mut rng);
+        let d = beat.next_wait();
         assert!(
             d >= Duration::from_secs(8) && d <= Duration::from_secs(12),
             "{d:?}"
@@ -167,7 +171,7 @@ async fn watchdog_iteration_times_out_an_overdue_job() {
     req.max_attempts = Some(1);
     let id = engine.enqueue(req).await.unwrap().id;
     started.notified().await;
-    let watchdog = TimeoutWatchdog::new(engine.shared().clone(), WatchdogConfig::default());
+    let watchdog = TimeoutWatchdog::new(engine.shared().running.clone(), WatchdogConfig::default());
 
     assert_eq!(watchdog.run_once(Instant::now()), 0, "not overdue yet");
     // 15 minutes and one second later, by the watchdog's clock.
@@ -233,4 +237,16 @@ async fn sweeper_iteration_wakes_waiters_of_jobs_finished_elsewhere() {
     let job = resolved.await.unwrap();
     assert_eq!(job.result.as_deref(), Some("7"));
     producer.shutdown().await;
+}
+
+/// The job heartbeat of `engine`'s runtime, with the default interval (10 s).
+fn job_heartbeat(engine: &Engine) -> JobHeartbeat {
+    let shared = engine.shared();
+    JobHeartbeat::new(
+        shared.store.clone(),
+        shared.instance_id.clone(),
+        shared.running.clone(),
+        shared.events.clone(),
+        JobHeartbeatConfig::default(),
+    )
 }

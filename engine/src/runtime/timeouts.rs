@@ -6,9 +6,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
-use tracing::Instrument;
 
-use crate::runtime::Shared;
+use crate::runtime::running::RunningJobs;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct WatchdogConfig {
@@ -25,18 +24,18 @@ impl Default for WatchdogConfig {
 }
 
 pub(crate) struct TimeoutWatchdog {
-    shared: Arc<Shared>,
+    running: Arc<RunningJobs>,
     config: WatchdogConfig,
 }
 
 impl TimeoutWatchdog {
-    pub(crate) fn new(shared: Arc<Shared>, config: WatchdogConfig) -> Self {
-        TimeoutWatchdog { shared, config }
+    pub(crate) fn new(running: Arc<RunningJobs>, config: WatchdogConfig) -> Self {
+        TimeoutWatchdog { running, config }
     }
 
     /// Cancel every overdue job; returns how many.
     pub(crate) fn run_once(&self, now: Instant) -> usize {
-        let overdue = self.shared.running.cancel_overdue(now);
+        let overdue = self.running.cancel_overdue(now);
         for run in &overdue {
             tracing::info!(job = %run.job.id, queue = %run.job.queue, job_type = %run.job.job_type,
                 "execution timeout: stopping the job");
@@ -45,17 +44,22 @@ impl TimeoutWatchdog {
     }
 
     pub(crate) async fn run(self, shutdown: CancellationToken) {
-        let span = tracing::info_span!("timeout_watchdog");
-        super::periodic::every(
-            self.config.interval,
-            &shutdown,
-            "timeout check failed",
-            || async {
-                self.run_once(Instant::now());
-                Ok::<_, std::convert::Infallible>(())
-            },
-        )
-        .instrument(span)
-        .await
+        super::periodic::run(&self, &shutdown).await
+    }
+}
+
+impl super::periodic::Periodic for TimeoutWatchdog {
+    /// Jobs stopped.
+    type Report = usize;
+    type Error = std::convert::Infallible;
+    const NAME: &'static str = "timeout_watchdog";
+    const FAILED: &'static str = "timeout check failed";
+
+    fn next_wait(&self) -> Duration {
+        self.config.interval
+    }
+
+    async fn tick(&self) -> Result<usize, Self::Error> {
+        Ok(self.run_once(Instant::now()))
     }
 }

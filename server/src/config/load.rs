@@ -137,7 +137,9 @@ pub fn load(sources: &ConfigSources) -> Result<Loaded, ConfigError> {
     if let Some(store) = section::<StoreOptions>(&figment, Some("store"), &mut problems) {
         settings.store = store;
     }
-    if let Some(engine) = section::<deck_engine::EngineConfig>(&figment, Some("engine"), &mut problems) {
+    if let Some(engine) =
+        section::<deck_engine::EngineConfig>(&figment, Some("engine"), &mut problems)
+    {
         settings.engine = engine;
     }
     if let Some(auth) = section::<AuthSettings>(&figment, Some("auth"), &mut problems) {

@@ -243,7 +243,10 @@ mod tests {
         let (p, _) = check(|s| s.engine.poll_interval = Duration::from_millis(100));
         assert!(p.is_empty());
         let (p, _) = check(|s| s.engine.poll_interval = Duration::from_secs(11));
-        assert!(p.is_empty(), "a long poll is the engine's warning, not a problem");
+        assert!(
+            p.is_empty(),
+            "a long poll is the engine's warning, not a problem"
+        );
     }
 
     #[test]

@@ -1,0 +1,240 @@
+//! What a job's run comes to: run its handler (until it returns, panics or its token fires)
+//! and turn the outcome into the `Completion` to commit — success, a retry by the policy, or
+//! the dead-letter queue with the reason — and the signal for its type's circuit breaker.
+
+use std::any::Any;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::Utc;
+use futures::FutureExt;
+
+use crate::handler::{HandlerError, HandlerOutcome, JobContext};
+use crate::model::{AttemptError, Completion, FailureReason, Job};
+use crate::runtime::circuit_breaker::Signal;
+use crate::runtime::retry::{AttemptFailure, RetryDecision};
+use crate::runtime::running::{CancelReason, RunningJob};
+use crate::runtime::{Shared, millis};
+
+/// A handler finished (or was stopped); the completer commits `completion`.
+pub(crate) struct Finished {
+    pub(crate) run: Arc<RunningJob>,
+    /// `None`: the job was taken from us (heartbeat said `lost`), nothing to commit.
+    pub(crate) completion: Option<Completion>,
+    /// What the outcome says about the job type's downstream, for its circuit breaker.
+    pub(crate) signal: Signal,
+}
+
+/// Run one job's handler until it returns, panics or its token fires.
+pub(crate) async fn execute(shared: &Shared, run: Arc<RunningJob>) -> Finished {
+    let ctx = JobContext::new(run.clone());
+    let handlers = &shared.handlers;
+    // The handler is created inside the guarded future, so a panic while building it is caught too.
+    let handler = AssertUnwindSafe(async move { handlers.dispatch(ctx).await }).catch_unwind();
+    let mut outcome = tokio::select! {
+        biased;
+        r = handler => Some(r),
+        _ = run.token.cancelled() => None,
+    };
+    // A handler that fails because it noticed its token was cancelled: the cancel's reason
+    // (operator, timeout, shutdown) decides what happens, not the handler's error. Work that
+    // succeeded anyway stands.
+    if !matches!(outcome, Some(Ok(Ok(_)))) && run.token.is_cancelled() {
+        outcome = None;
+    }
+    let (completion, signal) = conclude(shared, &run, outcome);
+    Finished {
+        run,
+        completion,
+        signal,
+    }
+}
+
+type Caught = Result<HandlerOutcome, Box<dyn Any + Send>>;
+
+fn conclude(
+    shared: &Shared,
+    run: &RunningJob,
+    outcome: Option<Caught>,
+) -> (Option<Completion>, Signal) {
+    let job = &run.job;
+    let duration_ms = millis(run.started.elapsed());
+    match outcome {
+        Some(Ok(Ok(result))) => {
+            if let Some(text) = &result
+                && text.len() > shared.config.result_max_bytes
+            {
+                let message = format!(
+                    "the handler's result is {} bytes, over the limit of {} bytes \
+                     (result_max_bytes); return less, or store the data elsewhere and \
+                     return a reference to it",
+                    text.len(),
+                    shared.config.result_max_bytes
+                );
+                let c = dead(
+                    job,
+                    FailureReason::Fatal,
+                    "result_too_large",
+                    message,
+                    duration_ms,
+                );
+                return (Some(c), Signal::Neutral);
+            }
+            let c = Completion::Succeeded {
+                id: job.id,
+                result,
+                duration_ms,
+            };
+            (Some(c), Signal::Success)
+        }
+        Some(Ok(Err(e))) => {
+            let (failure, signal) = match &e {
+                HandlerError::Transient(_) => (AttemptFailure::Transient, Signal::Failure),
+                HandlerError::Fatal(_) => (AttemptFailure::Fatal, Signal::Neutral),
+                HandlerError::Throttled { retry_after, .. } => (
+                    AttemptFailure::Throttled {
+                        retry_after: *retry_after,
+                    },
+                    Signal::Failure,
+                ),
+            };
+            let c = after_failure(shared, job, failure, e.kind(), e.to_string(), duration_ms);
+            (Some(c), signal)
+        }
+        Some(Err(panic)) => {
+            let message = format!("the handler panicked: {}", panic_message(&*panic));
+            let c = after_failure(
+                shared,
+                job,
+                AttemptFailure::Fatal,
+                "panic",
+                message,
+                duration_ms,
+            );
+            (Some(c), Signal::Neutral)
+        }
+        None => match run.cancel_reason() {
+            CancelReason::Operator => {
+                let c = dead(
+                    job,
+                    FailureReason::Cancelled,
+                    "cancelled",
+                    "cancelled by an operator while running".to_string(),
+                    duration_ms,
+                );
+                (Some(c), Signal::Neutral)
+            }
+            CancelReason::Timeout => {
+                let limit = run.deadline.saturating_duration_since(run.started);
+                let message = format!("execution timeout of {} exceeded", humanize(limit));
+                let c = after_failure(
+                    shared,
+                    job,
+                    AttemptFailure::Timeout,
+                    "timeout",
+                    message,
+                    duration_ms,
+                );
+                (Some(c), Signal::Failure)
+            }
+            CancelReason::HeartbeatFailure => {
+                let c = dead(
+                    job,
+                    FailureReason::HeartbeatFailure,
+                    "heartbeat",
+                    "this worker could not write heartbeats for too long and stopped the job"
+                        .to_string(),
+                    duration_ms,
+                );
+                (Some(c), Signal::Neutral)
+            }
+            CancelReason::Lost => (None, Signal::Neutral),
+            CancelReason::Shutdown | CancelReason::None => {
+                let c = after_failure(
+                    shared,
+                    job,
+                    AttemptFailure::Transient,
+                    "shutdown",
+                    "interrupted: the worker shut down and the grace period ran out".to_string(),
+                    duration_ms,
+                );
+                (Some(c), Signal::Neutral)
+            }
+        },
+    }
+}
+
+fn after_failure(
+    shared: &Shared,
+    job: &Job,
+    failure: AttemptFailure,
+    kind: &str,
+    message: String,
+    duration_ms: u64,
+) -> Completion {
+    let now = Utc::now();
+    let error = AttemptError {
+        attempt: job.attempt,
+        at: now,
+        kind: kind.to_string(),
+        message,
+    };
+    match shared
+        .retry_policy()
+        .decide(job, failure, now, &mut rand::rng())
+    {
+        RetryDecision::RetryAt(retry_at) => Completion::Retry {
+            id: job.id,
+            error,
+            retry_at,
+        },
+        RetryDecision::Dead(reason) => Completion::DeadLetter {
+            id: job.id,
+            reason,
+            error,
+            duration_ms,
+        },
+    }
+}
+
+pub(crate) fn dead(
+    job: &Job,
+    reason: FailureReason,
+    kind: &str,
+    message: String,
+    duration_ms: u64,
+) -> Completion {
+    Completion::DeadLetter {
+        id: job.id,
+        reason,
+        error: AttemptError {
+            attempt: job.attempt,
+            at: Utc::now(),
+            kind: kind.to_string(),
+            message,
+        },
+        duration_ms,
+    }
+}
+
+fn panic_message(panic: &(dyn Any + Send)) -> String {
+    if let Some(s) = panic.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(a panic payload that is not a string)".to_string()
+    }
+}
+
+pub(crate) fn humanize(d: Duration) -> String {
+    let secs = d.as_secs();
+    if secs >= 60 && secs.is_multiple_of(60) {
+        format!("{} min", secs / 60)
+    } else if secs > 0 {
+        format!("{secs} s")
+    } else {
+        format!("{} ms", d.as_millis())
+    }
+}
