@@ -635,6 +635,41 @@ pub enum CancelOutcome {
 /// Timeouts for the rescue sweep: the `[engine.rescue]` configuration.
 pub use crate::config::RescuePolicy;
 
+/// What one rescue step looks for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum RescueKind {
+    /// `Fetched` rows older than `fetched_timeout`, or held by a dead instance → pending
+    /// (no user code ran, no attempt spent).
+    StaleClaims,
+    /// `Processing` rows whose heartbeat is older than their queue's zombie timeout (else
+    /// `default_zombie_timeout`), or held by a dead instance → DLQ `Zombie`.
+    Zombies,
+    /// Pending rows past `expires_at` → DLQ `Expired`.
+    Expired,
+    /// Instance rows silent for over an hour, deleted (the console stops listing them).
+    DeadInstances,
+}
+
+impl RescueKind {
+    /// In sweep order: claims and running jobs of dead instances are rescued before the
+    /// instance rows that identify them go.
+    pub const ALL: [RescueKind; 4] = [
+        RescueKind::StaleClaims,
+        RescueKind::Zombies,
+        RescueKind::Expired,
+        RescueKind::DeadInstances,
+    ];
+}
+
+/// One rescue step, as asked of the store (`Store::rescue_step`): at most `limit` rows of
+/// `kind`, judged by `policy`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RescueStep<'a> {
+    pub kind: RescueKind,
+    pub policy: &'a RescuePolicy,
+    pub limit: u32,
+}
+
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RescueReport {
     /// Fetched rows put back to pending.

@@ -6,6 +6,7 @@ mod runtime_support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use deck_engine::runtime::rescue;
 use deck_engine::{
     Engine, EngineConfig, EnqueueRequest, FailureReason, HandlerError, HandlerRegistry, JobContext,
     JobState, RescuePolicy,
@@ -86,14 +87,16 @@ async fn shutdown_gives_up_on_commits_the_store_refuses_and_names_the_jobs() {
         assert_eq!(job.state, JobState::Processing, "{id}");
         assert_eq!(job.worker_id.as_deref(), Some(engine.instance_id()));
     }
-    let report = real
-        .rescue(&RescuePolicy {
+    let report = rescue(
+        &*real,
+        &RescuePolicy {
             fetched_timeout: Duration::from_secs(3600),
             default_zombie_timeout: Duration::from_secs(3600),
             dead_instance_timeout: Duration::from_secs(3600),
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(report.zombies, 2, "{report:?}");
     for id in &expected {
         let job = real.get_job(*id).await.unwrap().unwrap();

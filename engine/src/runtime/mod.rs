@@ -50,7 +50,7 @@ mod tests;
 pub use circuit_breaker::BreakerConfig;
 pub use events::{EngineEvent, EventKind};
 pub use pruner::{Pruner, PrunerConfig};
-pub use rescuer::{Rescuer, RescuerConfig};
+pub use rescuer::{Rescuer, RescuerConfig, rescue};
 pub use retry::RetryPolicy;
 pub use running::{Progress, RunningJobInfo};
 pub use snapshot::{BreakerInfo, BreakerStateName, RuntimeCounters, RuntimeSnapshot};

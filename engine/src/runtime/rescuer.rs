@@ -8,7 +8,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{StoreError, StoreResult};
-use crate::model::{RescuePolicy, RescueReport};
+use crate::model::{RescueKind, RescuePolicy, RescueReport, RescueStep};
 use crate::runtime::events::{EngineEvent, EventBus, EventKind};
 use crate::store::Store;
 
@@ -49,7 +49,7 @@ impl Rescuer {
 
     /// One sweep.
     pub async fn run_once(&self) -> StoreResult<RescueReport> {
-        let report = self.store.rescue(&self.config.policy).await?;
+        let report = rescue(&*self.store, &self.config.policy).await?;
         let moved = report.released + report.zombies + report.expired;
         if moved > 0 || report.dead_instances > 0 {
             tracing::info!(
@@ -93,4 +93,37 @@ impl super::periodic::Periodic for Rescuer {
     fn tick(&self) -> impl Future<Output = StoreResult<RescueReport>> + Send {
         self.run_once()
     }
+}
+
+/// Rows one rescue step moves at most: short transactions, so a mass rescue (an instance
+/// that held thousands of jobs) never holds the writer or row locks for long.
+const STEP_ROWS: u32 = 500;
+/// Steps per kind in one sweep; the next sweep carries on.
+const MAX_STEPS: usize = 200;
+
+/// One rescue sweep: for each kind, steps of `STEP_ROWS` until one comes back short.
+pub async fn rescue(store: &dyn Store, policy: &RescuePolicy) -> StoreResult<RescueReport> {
+    let mut report = RescueReport::default();
+    for kind in RescueKind::ALL {
+        let mut moved = 0;
+        for _ in 0..MAX_STEPS {
+            let step = RescueStep {
+                kind,
+                policy,
+                limit: STEP_ROWS,
+            };
+            let n = store.rescue_step(step).await?;
+            moved += n;
+            if n < u64::from(STEP_ROWS) {
+                break;
+            }
+        }
+        match kind {
+            RescueKind::StaleClaims => report.released = moved,
+            RescueKind::Zombies => report.zombies = moved,
+            RescueKind::Expired => report.expired = moved,
+            RescueKind::DeadInstances => report.dead_instances = moved,
+        }
+    }
+    Ok(report)
 }

@@ -98,6 +98,7 @@ macro_rules! store_conformance_tests {
             telemetry::top_errors_groups_by_reason_and_prefix,
             maintenance::rescue_with_default_policy_leaves_fresh_work_alone,
             maintenance::rescue_releases_stale_fetched_jobs,
+            maintenance::rescue_steps_move_at_most_their_limit,
             maintenance::rescue_dead_letters_zombies,
             maintenance::rescue_honours_the_queue_zombie_timeout,
             maintenance::rescue_handles_dead_and_deregistered_instances,

@@ -10,9 +10,7 @@ use crate::model::*;
 use crate::query::*;
 use crate::store::{Store, StoreHealth};
 use crate::telemetry::*;
-use crate::{
-    BulkAction, CancelOutcome, InstanceInfo, JobEdit, PruneStep, RescuePolicy, RescueReport,
-};
+use crate::{BulkAction, CancelOutcome, InstanceInfo, JobEdit, PruneStep, RescueStep};
 
 /// Which store method a call is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -251,9 +249,9 @@ impl<H: Interpose> Store for InterposedStore<H> {
         answer
     }
 
-    async fn rescue(&self, policy: &RescuePolicy) -> StoreResult<RescueReport> {
+    async fn rescue_step(&self, step: RescueStep<'_>) -> StoreResult<u64> {
         self.hooks.before(StoreCall::Rescue).await?;
-        let answer = self.inner.rescue(policy).await;
+        let answer = self.inner.rescue_step(step).await;
         self.hooks.after(StoreCall::Rescue);
         answer
     }

@@ -20,7 +20,7 @@ use crate::error::StoreResult;
 use crate::model::{
     Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
     EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId, NewAuditEntry, Pillar,
-    PruneStep, QueueConfig, QueuePatch, RescuePolicy, RescueReport, Timestamp,
+    PruneStep, QueueConfig, QueuePatch, RescueStep, Timestamp,
 };
 use crate::query::{
     BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary, Page,
@@ -170,11 +170,11 @@ pub trait Store: Send + Sync + 'static {
 
     // ------------------------------------------------------------------ maintenance
 
-    /// One rescue sweep: stale `Fetched` → pending; expired heartbeats → DLQ `Zombie` (per-queue
-    /// zombie timeout, else the default); jobs of instances whose heartbeat is older than
-    /// `dead_instance_timeout` rescued at once the same way; pending jobs past `expires_at` →
-    /// DLQ `Expired`; instance rows gone for over an hour deleted.
-    async fn rescue(&self, policy: &RescuePolicy) -> StoreResult<RescueReport>;
+    /// One rescue step: at most `step.limit` rows of `step.kind` (see [`RescueKind`](crate::model::RescueKind)) moved in
+    /// one transaction, by the database clock; returns how many. Jobs of instances whose
+    /// heartbeat is older than `dead_instance_timeout` count as stale at once. The sweep —
+    /// every kind, step after step until one comes back short — is `runtime::rescue`.
+    async fn rescue_step(&self, step: RescueStep<'_>) -> StoreResult<u64>;
 
     /// One retention step: delete at most `limit` of `target`'s rows older than `older_than`
     /// (by the database clock), oldest first, in one transaction, counters (and a pruned
@@ -230,4 +230,12 @@ pub trait Store: Send + Sync + 'static {
 
     /// The largest groups of DLQ jobs by (reason, error prefix).
     async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>>;
+}
+
+/// Per completion of one `complete` call: whether it is the first for its job. A job
+/// completed twice in one call is applied once — the first completion wins, every later one
+/// answers `NotApplied` — on every backend.
+pub(crate) fn first_completions(completions: &[Completion]) -> Vec<bool> {
+    let mut seen = std::collections::HashSet::with_capacity(completions.len());
+    completions.iter().map(|c| seen.insert(c.id())).collect()
 }

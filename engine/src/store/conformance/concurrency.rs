@@ -193,7 +193,7 @@ pub async fn stale_buffered_job_never_runs(f: StoreFactory) {
     let id = enqueue(&*store, req("q2", "t")).await;
     assert_eq!(claim(&*store, "slow", 1).await, vec![id]);
     let_clock_advance().await;
-    assert_eq!(store.rescue(&zero_timeouts()).await.unwrap().released, 1);
+    assert_eq!(rescue(&*store, &zero_timeouts()).await.unwrap().released, 1);
     assert_eq!(claim(&*other, "fast", 1).await, vec![id]);
     assert!(
         store
@@ -242,7 +242,7 @@ pub async fn zombie_then_late_success_is_rejected(f: StoreFactory) {
     let sweeper = f.connect().await;
     let id = processing_job(&*store, req("q", "slow"), "w1").await;
     let_clock_advance().await;
-    let report = sweeper.rescue(&zero_timeouts()).await.unwrap();
+    let report = rescue(&*sweeper, &zero_timeouts()).await.unwrap();
     assert_eq!(report.zombies, 1);
     let before = summary(&*store).await;
     let late = store
@@ -394,7 +394,7 @@ pub async fn operator_sweeper_and_worker_races_have_one_outcome(f: StoreFactory)
         let_clock_advance().await;
         let policy = zero_timeouts();
         let (report, applied) = tokio::join!(
-            sweeper.rescue(&policy),
+            rescue(&*sweeper, &policy),
             store.complete("w1", vec![succeeded(id, None)])
         );
         let (report, applied) = (report.unwrap(), applied.unwrap());

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use super::support::*;
 use crate::model::{
-    FailureReason, InstanceInfo, JobState, Pillar, QueuePatch, RescuePolicy, RescueReport,
-    RetentionPolicy,
+    EnqueueRequest, FailureReason, InstanceInfo, JobState, Pillar, QueuePatch, RescueKind,
+    RescuePolicy, RescueReport, RescueStep, RetentionPolicy,
 };
 use crate::query::JobFilter;
 use crate::runtime::pruner::prune;
@@ -21,7 +21,7 @@ pub async fn rescue_with_default_policy_leaves_fresh_work_alone(f: StoreFactory)
     );
     let_clock_advance().await;
     for policy in [RescuePolicy::default(), long_timeouts()] {
-        let report = store.rescue(&policy).await.unwrap();
+        let report = rescue(&*store, &policy).await.unwrap();
         assert_eq!(report, RescueReport::default());
     }
     assert_eq!(state(&*store, pending).await, Some(JobState::Pending));
@@ -35,13 +35,15 @@ pub async fn rescue_releases_stale_fetched_jobs(f: StoreFactory) {
     let ids = enqueue_n(&*store, "q", "t", 3).await;
     assert_eq!(claim(&*store, "gone", 3).await.len(), 3);
     let_clock_advance().await;
-    let report = store
-        .rescue(&RescuePolicy {
+    let report = rescue(
+        &*store,
+        &RescuePolicy {
             fetched_timeout: Duration::ZERO,
             ..long_timeouts()
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(report.released, 3);
     assert_eq!(report.zombies, 0);
     for id in &ids {
@@ -64,12 +66,64 @@ pub async fn rescue_releases_stale_fetched_jobs(f: StoreFactory) {
     assert_counters_match_rows(&*store).await;
 }
 
+pub async fn rescue_steps_move_at_most_their_limit(f: StoreFactory) {
+    let store = f.store();
+    let stale = enqueue_n(&*store, "stale", "t", 3).await;
+    assert_eq!(
+        claim_jobs(&*store, "gone", 3, Some(vec!["stale".into()]))
+            .await
+            .len(),
+        3
+    );
+    for _ in 0..3 {
+        processing_job(&*store, req("running", "t"), "w1").await;
+    }
+    for _ in 0..3 {
+        enqueue(
+            &*store,
+            EnqueueRequest {
+                expires_at: Some(now_ms() - secs(1)),
+                ..req("expiring", "t")
+            },
+        )
+        .await;
+    }
+    let_clock_advance().await;
+    let policy = zero_timeouts();
+    for kind in [
+        RescueKind::StaleClaims,
+        RescueKind::Zombies,
+        RescueKind::Expired,
+    ] {
+        let mut moved = Vec::new();
+        for _ in 0..3 {
+            let step = RescueStep {
+                kind,
+                policy: &policy,
+                limit: 2,
+            };
+            moved.push(store.rescue_step(step).await.unwrap());
+        }
+        assert_eq!(
+            moved,
+            [2, 1, 0],
+            "{kind:?}: each step moves at most its limit"
+        );
+        assert_counters_match_rows(&*store).await;
+    }
+    for id in stale {
+        assert_eq!(state(&*store, id).await, Some(JobState::Pending));
+    }
+    let s = summary(&*store).await;
+    assert_eq!((s.pending, s.processing, s.dlq), (3, 0, 6));
+}
+
 pub async fn rescue_dead_letters_zombies(f: StoreFactory) {
     let store = f.store();
     let zombie = processing_job(&*store, req("q", "t"), "w1").await;
     let_clock_advance().await;
     let started = chrono::Utc::now();
-    let report = store.rescue(&zero_timeouts()).await.unwrap();
+    let report = rescue(&*store, &zero_timeouts()).await.unwrap();
     assert_eq!(report.zombies, 1);
     let j = job(&*store, zombie).await;
     assert_eq!(
@@ -111,7 +165,7 @@ pub async fn rescue_honours_the_queue_zombie_timeout(f: StoreFactory) {
     let patient = processing_job(&*store, req("patient", "t"), "w1").await;
     let hasty = processing_job(&*store, req("hasty", "t"), "w1").await;
     let_clock_advance().await;
-    let report = store.rescue(&zero_timeouts()).await.unwrap();
+    let report = rescue(&*store, &zero_timeouts()).await.unwrap();
     assert_eq!(report.zombies, 1);
     assert_eq!(state(&*store, patient).await, Some(JobState::Processing));
     assert_eq!(
@@ -134,7 +188,7 @@ pub async fn rescue_honours_the_queue_zombie_timeout(f: StoreFactory) {
     // A heartbeat from the owner keeps a job alive against a long default.
     let hb = store.heartbeat("w1", &[strict]).await.unwrap();
     assert_eq!(hb.alive, vec![strict]);
-    assert_eq!(store.rescue(&long_timeouts()).await.unwrap().zombies, 0);
+    assert_eq!(rescue(&*store, &long_timeouts()).await.unwrap().zombies, 0);
     assert_eq!(state(&*store, strict).await, Some(JobState::Processing));
     assert_counters_match_rows(&*store).await;
 }
@@ -170,20 +224,22 @@ pub async fn rescue_handles_dead_and_deregistered_instances(f: StoreFactory) {
     let_clock_advance().await;
     // Young enough: nothing happens with long per-job timeouts.
     assert_eq!(
-        store.rescue(&long_timeouts()).await.unwrap(),
+        rescue(&*store, &long_timeouts()).await.unwrap(),
         RescueReport::default()
     );
     assert_eq!(state(&*store, running).await, Some(JobState::Processing));
 
     // The instance's heartbeat is older than a zero timeout: its jobs are rescued at once,
     // even though the per-job timeouts are long.
-    let report = store
-        .rescue(&RescuePolicy {
+    let report = rescue(
+        &*store,
+        &RescuePolicy {
             dead_instance_timeout: Duration::ZERO,
             ..long_timeouts()
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!((report.released, report.zombies), (1, 1));
     assert_eq!(state(&*store, buffered).await, Some(JobState::Pending));
     assert_eq!(
@@ -203,7 +259,7 @@ pub async fn rescue_handles_dead_and_deregistered_instances(f: StoreFactory) {
         .unwrap();
     let other = processing_job(&*store, req("d", "t"), "inst-live").await;
     store.deregister_instance("inst-stopped").await.unwrap();
-    let report = store.rescue(&long_timeouts()).await.unwrap();
+    let report = rescue(&*store, &long_timeouts()).await.unwrap();
     assert_eq!(report.zombies, 1);
     assert_eq!(
         state(&*store, left).await,

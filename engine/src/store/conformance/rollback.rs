@@ -211,7 +211,7 @@ pub async fn failed_insert_rolls_back_resurrect_and_rescue(f: StoreFactory) {
     let_clock_advance().await;
     let before = snapshot(&*store).await;
     assert!(store.resurrect(dead_one, None).await.is_err());
-    assert!(store.rescue(&zero_timeouts()).await.is_err());
+    assert!(rescue(&*store, &zero_timeouts()).await.is_err());
     assert_eq!(snapshot(&*store).await, before);
     assert_eq!(
         state(&*store, dead_one).await,

@@ -121,7 +121,7 @@ pub async fn expired_jobs_are_not_claimed_and_rescue_dead_letters_them(f: StoreF
     )
     .await;
     assert_eq!(claim(&*store, "w1", 10).await, vec![alive]);
-    let report = store.rescue(&long_timeouts()).await.unwrap();
+    let report = rescue(&*store, &long_timeouts()).await.unwrap();
     assert_eq!(report.expired, 1);
     assert_eq!(
         state(&*store, expired).await,
@@ -131,7 +131,7 @@ pub async fn expired_jobs_are_not_claimed_and_rescue_dead_letters_them(f: StoreF
     let s = summary(&*store).await;
     assert_eq!((s.pending, s.fetched, s.dlq), (0, 1, 1));
     // The expired job moved once; a second sweep finds nothing.
-    let again = store.rescue(&long_timeouts()).await.unwrap();
+    let again = rescue(&*store, &long_timeouts()).await.unwrap();
     assert_eq!(again.expired, 0);
     assert_counters_match_rows(&*store).await;
 }

@@ -15,6 +15,9 @@ use crate::query::{JobFilter, JobQuery, JobSummary, MAX_PAGE_SIZE};
 use crate::store::Store;
 use crate::telemetry::Summary;
 
+/// The rescue sweep the runtime runs, over the store's steps.
+pub use crate::runtime::rescue;
+
 /// Opens another handle (its own connection or pool) to the database under test.
 #[async_trait]
 pub trait Connector: Send + Sync + 'static {

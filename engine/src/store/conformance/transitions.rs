@@ -990,7 +990,7 @@ pub async fn continuations_follow_their_trigger(f: StoreFactory) {
     // So is the rescue sweep's: a zombie's follow-up learns why.
     let id = processing_job(&*store, with_continuation(OnFailure), "w1").await;
     let_clock_advance().await;
-    assert_eq!(store.rescue(&zero_timeouts()).await.unwrap().zombies, 1);
+    assert_eq!(rescue(&*store, &zero_timeouts()).await.unwrap().zombies, 1);
     let found = continuations_of(&*store, id).await;
     assert_eq!(found.len(), 1);
     assert_eq!(found[0]["reason"], "Zombie");

@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
     AuditEntry, EngineSettings, FailureReason, InstanceInfo, NewAuditEntry, PruneTarget,
-    QueueConfig, QueuePatch, RescuePolicy, RescueReport,
+    QueueConfig, QueuePatch, RescueKind, RescueStep,
 };
 
 use super::codec::{duration_us, from_us, opt_from_us, to_json, to_us, u64_of};
@@ -21,68 +21,78 @@ const INSTANCE_ROW_KEEP_US: i64 = 3_600 * 1_000_000;
 const DEAD_OWNER: &str = "EXISTS (SELECT 1 FROM instances i WHERE i.heartbeat_at < ?12 \
      AND (jobs.worker_id = i.id OR substr(jobs.worker_id, 1, length(i.id) + 1) IN (i.id || ':', i.id || '/')))";
 
-pub(crate) fn rescue(
-    conn: &Connection,
-    policy: &RescuePolicy,
-    now: i64,
-) -> StoreResult<RescueReport> {
+/// One rescue step: at most `step.limit` rows of `step.kind`. Returns how many moved.
+pub(crate) fn rescue_step(conn: &Connection, step: RescueStep<'_>, now: i64) -> StoreResult<u64> {
+    let RescueStep {
+        kind,
+        policy,
+        limit,
+    } = step;
     let dead_before = now - duration_us(policy.dead_instance_timeout);
-    let fetched_before = now - duration_us(policy.fetched_timeout);
-    let released = conn
-        .prepare_cached(&format!(
-            "UPDATE jobs SET status = 0, worker_id = NULL, fetched_at = NULL \
-             WHERE status = 1 AND (fetched_at < ?11 OR {DEAD_OWNER})"
-        ))
-        .map_err(db_err("rescue"))?
-        .execute(rusqlite::params_from_iter(
-            (1..=10)
-                .map(|_| Value::Null)
-                .chain([Value::Integer(fetched_before), Value::Integer(dead_before)]),
-        ));
-    // The unused leading slots keep parameter numbers shared with the DLQ move below.
-    let released = released.map_err(db_err("rescue"))? as u64;
-
-    let zombies = move_to_dlq(
-        conn,
-        &format!(
-            "status = 2 AND (heartbeat_at < ?2 - coalesce((SELECT q.zombie_timeout_secs * 1000000 \
-                 FROM queues q WHERE q.name = jobs.queue), ?11) OR {DEAD_OWNER}) \
-             AND ?10 IS NULL"
-        ),
-        &[
-            Value::Null,
-            Value::Integer(duration_us(policy.default_zombie_timeout)),
-            Value::Integer(dead_before),
-        ],
-        FailureReason::Zombie,
-        DeadError::written_for(FailureReason::Zombie),
-        0,
-        now,
-    )?
-    .len() as u64;
-
-    let expired = move_to_dlq(
-        conn,
-        "status = 0 AND expires_at IS NOT NULL AND expires_at <= ?2 AND ?10 IS NULL",
-        &[Value::Null],
-        FailureReason::Expired,
-        DeadError::written_for(FailureReason::Expired),
-        0,
-        now,
-    )?
-    .len() as u64;
-
-    let dead_instances = conn
-        .prepare_cached("DELETE FROM instances WHERE heartbeat_at < ?1")
-        .map_err(db_err("rescue"))?
-        .execute([now - INSTANCE_ROW_KEEP_US])
-        .map_err(db_err("rescue"))? as u64;
-    Ok(RescueReport {
-        released,
-        zombies,
-        expired,
-        dead_instances,
-    })
+    let limit = Value::Integer(i64::from(limit.max(1)));
+    match kind {
+        RescueKind::StaleClaims => {
+            let fetched_before = now - duration_us(policy.fetched_timeout);
+            // The unused leading slots keep parameter numbers shared with the DLQ moves.
+            let params = (1..=10).map(|_| Value::Null).chain([
+                Value::Integer(fetched_before),
+                Value::Integer(dead_before),
+                limit,
+            ]);
+            conn.prepare_cached(&format!(
+                "UPDATE jobs SET status = 0, worker_id = NULL, fetched_at = NULL \
+                 WHERE id IN (SELECT id FROM jobs \
+                     WHERE status = 1 AND (fetched_at < ?11 OR {DEAD_OWNER}) LIMIT ?13)"
+            ))
+            .map_err(db_err("rescue"))?
+            .execute(rusqlite::params_from_iter(params))
+            .map(|n| n as u64)
+            .map_err(db_err("rescue"))
+        }
+        RescueKind::Zombies => Ok(move_to_dlq(
+            conn,
+            &format!(
+                "id IN (SELECT id FROM jobs WHERE status = 2 \
+                     AND (heartbeat_at < ?2 - coalesce((SELECT q.zombie_timeout_secs * 1000000 \
+                         FROM queues q WHERE q.name = jobs.queue), ?11) OR {DEAD_OWNER}) \
+                     AND ?10 IS NULL LIMIT ?13)"
+            ),
+            &[
+                Value::Null,
+                Value::Integer(duration_us(policy.default_zombie_timeout)),
+                Value::Integer(dead_before),
+                limit,
+            ],
+            FailureReason::Zombie,
+            DeadError::written_for(FailureReason::Zombie),
+            0,
+            now,
+        )?
+        .len() as u64),
+        RescueKind::Expired => Ok(move_to_dlq(
+            conn,
+            "id IN (SELECT id FROM jobs WHERE status = 0 AND expires_at IS NOT NULL \
+                 AND expires_at <= ?2 AND ?10 IS NULL LIMIT ?11)",
+            &[Value::Null, limit],
+            FailureReason::Expired,
+            DeadError::written_for(FailureReason::Expired),
+            0,
+            now,
+        )?
+        .len() as u64),
+        RescueKind::DeadInstances => conn
+            .prepare_cached(
+                "DELETE FROM instances WHERE id IN \
+                 (SELECT id FROM instances WHERE heartbeat_at < ?1 LIMIT ?2)",
+            )
+            .map_err(db_err("rescue"))?
+            .execute(rusqlite::params_from_iter([
+                Value::Integer(now - INSTANCE_ROW_KEEP_US),
+                limit,
+            ]))
+            .map(|n| n as u64)
+            .map_err(db_err("rescue")),
+    }
 }
 
 /// Delete at most `batch` rows older than `before` from one table. Returns how many went.

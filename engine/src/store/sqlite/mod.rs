@@ -34,7 +34,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::model::{
     Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
     EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId, NewAuditEntry, Pillar,
-    PruneStep, QueueConfig, QueuePatch, RescuePolicy, RescueReport, Timestamp,
+    PruneStep, QueueConfig, QueuePatch, RescueStep, Timestamp,
 };
 use crate::query::{
     BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary, Page,
@@ -401,11 +401,16 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn rescue(&self, policy: &RescuePolicy) -> StoreResult<RescueReport> {
-        let policy = policy.clone();
+    async fn rescue_step(&self, step: RescueStep<'_>) -> StoreResult<u64> {
+        let (kind, policy, limit) = (step.kind, step.policy.clone(), step.limit);
         self.writer
             .write("rescue", move |conn| {
-                maintenance::rescue(conn, &policy, now_us())
+                let step = RescueStep {
+                    kind,
+                    policy: &policy,
+                    limit,
+                };
+                maintenance::rescue_step(conn, step, now_us())
             })
             .await
     }

@@ -7,8 +7,11 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 use super::*;
-use crate::model::{AttemptError, Continuation, ContinuationTrigger, FailureReason, JobState};
+use crate::model::{
+    AttemptError, Continuation, ContinuationTrigger, FailureReason, JobState, RescuePolicy,
+};
 use crate::query::{JobSort, PagePosition, SortColumn, SortDirection};
+use crate::runtime::rescue;
 
 async fn store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
     let path = dir.path().join("deck.db");
@@ -235,13 +238,15 @@ async fn zombies_are_rescued_and_a_late_success_is_rejected() {
     let id = s.enqueue(req("q")).await.unwrap().id;
     run_to_processing(&s, "w", 1).await;
     tokio::time::sleep(Duration::from_millis(2)).await;
-    let report = s
-        .rescue(&RescuePolicy {
+    let report = rescue(
+        &*s,
+        &RescuePolicy {
             default_zombie_timeout: Duration::ZERO,
             ..Default::default()
-        })
-        .await
-        .unwrap();
+        },
+    )
+    .await
+    .unwrap();
     assert_eq!(report.zombies, 1);
     let late = s
         .complete(

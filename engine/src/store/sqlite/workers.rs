@@ -469,9 +469,7 @@ pub(crate) struct CompletionBatch {
 
 impl CompletionBatch {
     pub(crate) fn new(completions: Vec<Completion>) -> StoreResult<CompletionBatch> {
-        // A job completed twice in one call is applied once: the first completion wins.
-        let mut seen = HashSet::with_capacity(completions.len());
-        let first: Vec<bool> = completions.iter().map(|c| seen.insert(c.id())).collect();
+        let first = crate::store::first_completions(&completions);
         #[derive(serde::Serialize)]
         struct Item<'a> {
             id: String,

@@ -18,8 +18,8 @@ use crate::error::{StoreError, StoreResult};
 use crate::model::{
     Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
     EnqueueRequest, FailureReason, HeartbeatReport, HotStatus, InstanceInfo, Job, JobEdit, JobId,
-    JobState, NewAuditEntry, Pillar, PruneStep, PruneTarget, QueueConfig, QueuePatch, RescuePolicy,
-    RescueReport, StoreWrittenError, Timestamp, claim_order,
+    JobState, NewAuditEntry, Pillar, PruneStep, PruneTarget, QueueConfig, QueuePatch, RescueKind,
+    RescueStep, StoreWrittenError, Timestamp, claim_order,
 };
 use crate::query::{
     BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, MAX_PAGE_SIZE, Page,
@@ -28,8 +28,6 @@ use crate::store::Store;
 use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
 use crate::validation;
 
-/// Rows per transaction for sweeps and bulk actions: short transactions, few locks.
-const SWEEP_BATCH: i32 = 500;
 /// Ids per transaction for operator actions on id lists (their statements do not slice:
 /// a chunk is already below `MAX_ROWS_PER_STATEMENT`).
 const OPERATOR_CHUNK: usize = 500;
@@ -44,9 +42,6 @@ const fn written(reason: FailureReason) -> StoreWrittenError {
         None => panic!("a reason the store writes has its text"),
     }
 }
-
-/// Upper bound on sweep rounds per call, so one call cannot run for ever under churn.
-const MAX_ROUNDS: usize = 200;
 
 /// Hand the connection to an attempt and take it back with the result (see `pool::run`).
 macro_rules! attempt {
@@ -295,27 +290,6 @@ impl SqlServerStore {
     }
 
     /// Run a sweep statement until it comes back short of a full batch.
-    async fn sweep(
-        &self,
-        operation: &'static str,
-        statement: &Statement,
-        params: &[&dyn tiberius::ToSql],
-        column: &'static str,
-        batch: i64,
-    ) -> StoreResult<u64> {
-        let mut total = 0;
-        for _ in 0..MAX_ROUNDS {
-            let n = self
-                .count_of(operation, Repeat::Always, statement, params, column)
-                .await?;
-            total += n;
-            if i64::try_from(n).unwrap_or(i64::MAX) < batch {
-                break;
-            }
-        }
-        Ok(total)
-    }
-
     fn queue_config(row: &tiberius::Row) -> Result<QueueConfig, Fault> {
         Ok(QueueConfig {
             name: req_str(row, "name")?,
@@ -569,11 +543,11 @@ impl Store for SqlServerStore {
         if completions.is_empty() {
             return Ok(Vec::new());
         }
-        let mut seen = HashSet::new();
+        let first = crate::store::first_completions(&completions);
         let mut payload = Vec::with_capacity(completions.len());
-        for c in &completions {
-            if !seen.insert(c.id()) {
-                continue; // a second completion of the same job in one call cannot apply
+        for (c, first) in completions.iter().zip(&first) {
+            if !first {
+                continue;
             }
             payload.push(match c {
                 Completion::Succeeded {
@@ -634,11 +608,11 @@ impl Store for SqlServerStore {
             .map_rows("complete", &rows, |r| id_from_hex(&req_str(r, "id")?))?
             .into_iter()
             .collect();
-        let mut answered = HashSet::new();
         Ok(completions
             .iter()
-            .map(|c| {
-                if applied.contains(&c.id()) && answered.insert(c.id()) {
+            .zip(&first)
+            .map(|(c, first)| {
+                if *first && applied.contains(&c.id()) {
                     Applied::Applied
                 } else {
                     Applied::NotApplied
@@ -862,53 +836,38 @@ impl Store for SqlServerStore {
         Ok(())
     }
 
-    async fn rescue(&self, policy: &RescuePolicy) -> StoreResult<RescueReport> {
+    async fn rescue_step(&self, step: RescueStep<'_>) -> StoreResult<u64> {
+        let RescueStep {
+            kind,
+            policy,
+            limit,
+        } = step;
+        // At most MAX_ROWS_PER_STATEMENT rows per step, whatever the caller asks.
+        let batch =
+            to_i32(limit.clamp(1, u32::try_from(MAX_ROWS_PER_STATEMENT).unwrap_or(u32::MAX)));
+        let dead = secs(policy.dead_instance_timeout);
         let fetched = secs(policy.fetched_timeout);
         let zombie = secs(policy.default_zombie_timeout);
-        let dead = secs(policy.dead_instance_timeout);
-        let batch = SWEEP_BATCH;
-        let released = self
-            .sweep(
-                "rescue",
+        let (statement, column, params): (&Statement, _, Vec<&dyn tiberius::ToSql>) = match kind {
+            RescueKind::StaleClaims => (
                 &queries::RESCUE_FETCHED,
-                &[&fetched, &dead, &batch],
                 "released",
-                batch.into(),
-            )
-            .await?;
-        let zombies = self
-            .sweep(
-                "rescue",
+                vec![&fetched, &dead, &batch],
+            ),
+            RescueKind::Zombies => (
                 &queries::RESCUE_ZOMBIES,
-                &[&zombie, &dead, &batch, &ZOMBIE.kind, &ZOMBIE.message],
                 "zombies",
-                batch.into(),
-            )
-            .await?;
-        let expired = self
-            .sweep(
-                "rescue",
+                vec![&zombie, &dead, &batch, &ZOMBIE.kind, &ZOMBIE.message],
+            ),
+            RescueKind::Expired => (
                 &queries::RESCUE_EXPIRED,
-                &[&batch, &EXPIRED.kind, &EXPIRED.message],
                 "expired",
-                batch.into(),
-            )
-            .await?;
-        let dead_instances = self
-            .count_of(
-                "rescue",
-                Repeat::Always,
-                &queries::RESCUE_INSTANCES,
-                &[],
-                "deleted",
-            )
-            .await?;
-        Ok(RescueReport {
-            released,
-            zombies,
-            expired,
-            dead_instances,
-        })
+                vec![&batch, &EXPIRED.kind, &EXPIRED.message],
+            ),
+            RescueKind::DeadInstances => (&queries::RESCUE_INSTANCES, "deleted", vec![&batch]),
+        };
+        self.count_of("rescue", Repeat::Always, statement, &params, column)
+            .await
     }
 
     async fn prune_step(&self, step: PruneStep) -> StoreResult<u64> {

@@ -161,12 +161,12 @@ SELECT COUNT_BIG(*) AS expired FROM @moved;"
     ),
 };
 
-/// Instance rows whose process is gone for over an hour.
+/// Instance rows whose process is gone for over an hour; @P1 batch size.
 pub const RESCUE_INSTANCES: Statement = Statement {
     name: "rescue_instances",
     class: Class::Transition,
     reads: Reads::Rows(&["deleted"]),
-    sql: tx!("DELETE FROM [{schema}].[instances]
+    sql: tx!("DELETE TOP (@P1) FROM [{schema}].[instances]
 WHERE heartbeat_at < DATEADD(HOUR, -1, SYSUTCDATETIME())
    OR stopped_at < DATEADD(HOUR, -1, SYSUTCDATETIME());
 SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
