@@ -80,16 +80,16 @@ impl Operations {
         if self.store.orders_writes_on_submit() {
             if let Poll::Ready(out) = futures::poll!(write.as_mut()) {
                 if out.as_ref().is_ok_and(&created) {
-                    rt.wake_fetcher.notify_one();
+                    rt.wake_fetcher();
                 }
                 return out;
             }
-            rt.wake_fetcher.notify_one();
+            rt.wake_fetcher();
             return write.await;
         }
         let out = write.await?;
         if created(&out) {
-            rt.wake_fetcher.notify_one();
+            rt.wake_fetcher();
         }
         Ok(out)
     }

@@ -30,10 +30,9 @@ use crate::model::{
     QueuePatch,
 };
 use crate::query::BulkAction;
-use crate::runtime::Shared;
 use crate::runtime::events::{EngineEvent, EventBus, EventKind};
 use crate::runtime::pruner::{Pruner, PrunerConfig};
-use crate::runtime::running::CancelReason;
+use crate::runtime::{LocalEffects, Shared};
 use crate::store::Store;
 use crate::validation;
 
@@ -48,7 +47,7 @@ const STANDALONE_EVENTS: usize = 256;
 pub struct Operations {
     store: Arc<dyn Store>,
     /// The engine running in this process, when one does.
-    runtime: Option<Arc<Shared>>,
+    runtime: Option<LocalEffects>,
     events: EventBus,
 }
 
@@ -74,9 +73,9 @@ impl Operations {
 
     pub(crate) fn for_runtime(shared: Arc<Shared>) -> Operations {
         Operations {
-            store: shared.store.clone(),
-            events: shared.events.clone(),
-            runtime: Some(shared),
+            store: shared.store().clone(),
+            events: shared.events().clone(),
+            runtime: Some(LocalEffects::new(shared)),
         }
     }
 
@@ -111,8 +110,8 @@ impl Operations {
         let outcome = self.store.cancel(id).await?;
         match outcome {
             CancelOutcome::Requested => {
-                if let Some(run) = self.runtime.as_ref().and_then(|rt| rt.running.get(id)) {
-                    run.cancel(CancelReason::Operator);
+                if let Some(rt) = &self.runtime {
+                    rt.stop_for_operator(id);
                 }
                 self.events.send_with(|| {
                     EngineEvent::new(EventKind::CancelRequested, "cancel requested while running")
@@ -255,13 +254,8 @@ impl Operations {
         let resuming = patch.paused == Some(false);
         let queue = self.store.update_queue(name, patch).await?;
         if let Some(rt) = &self.runtime {
-            rt.apply_queue(queue.clone());
-            if pausing {
-                rt.release_queue(name).await;
-            }
-            if resuming || queue.max_workers.is_some() {
-                rt.wake_fetcher.notify_one();
-            }
+            let claim_again = resuming || queue.max_workers.is_some();
+            rt.queue_changed(queue.clone(), pausing, claim_again).await;
         }
         self.events.send_with(|| {
             EngineEvent::new(EventKind::QueueChanged, describe_queue(&queue)).with_queue(name)
@@ -324,7 +318,7 @@ impl Operations {
         );
         let detail = serde_json::json!({ "before": before, "after": settings }).to_string();
         if let Some(rt) = &self.runtime {
-            rt.apply_settings(settings);
+            rt.settings_changed(settings);
         }
         self.events
             .send_with(|| EngineEvent::new(EventKind::SettingsChanged, message));
@@ -356,7 +350,7 @@ impl Operations {
 
     fn wake_fetcher(&self) {
         if let Some(rt) = &self.runtime {
-            rt.wake_fetcher.notify_one();
+            rt.wake_fetcher();
         }
     }
 }

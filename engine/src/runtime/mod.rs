@@ -34,6 +34,7 @@ pub(crate) mod completer;
 pub(crate) mod fetcher;
 pub(crate) mod heartbeat;
 pub(crate) mod instance;
+pub(crate) mod lifecycle;
 pub(crate) mod outcome;
 pub(crate) mod periodic;
 pub(crate) mod pool;
@@ -66,45 +67,68 @@ pub(crate) const MAX_START_BATCH: usize = 2_000;
 pub(crate) const MAX_COMPLETE_BATCH: usize = 2_000;
 
 /// Everything the runtime's tasks share. Tasks talk through these queues and signals,
-/// never through each other's state.
+/// never through each other's state. The fields are private to the runtime: the facade and
+/// the operations layer use the methods below and [`LocalEffects`]; the periodic services
+/// get only the handles they use.
 pub(crate) struct Shared {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) instance_id: String,
-    pub(crate) started_at: Timestamp,
-    pub(crate) config: EngineConfig,
-    pub(crate) handlers: HandlerRegistry,
-    pub(crate) events: EventBus,
-    pub(crate) waiters: Arc<Waiters>,
-    pub(crate) buffer: PrefetchBuffer,
-    pub(crate) running: Arc<RunningJobs>,
-    pub(crate) pool: Pool,
-    pub(crate) breakers: Mutex<Breakers>,
-    pub(crate) settings: RwLock<Arc<EngineSettings>>,
-    pub(crate) retry: RwLock<Arc<RetryPolicy>>,
-    pub(crate) queues: RwLock<Arc<QueueCache>>,
+    store: Arc<dyn Store>,
+    instance_id: String,
+    started_at: Timestamp,
+    config: EngineConfig,
+    handlers: HandlerRegistry,
+    events: EventBus,
+    waiters: Arc<Waiters>,
+    buffer: PrefetchBuffer,
+    running: Arc<RunningJobs>,
+    pool: Pool,
+    breakers: Mutex<Breakers>,
+    settings: RwLock<Arc<EngineSettings>>,
+    retry: RwLock<Arc<RetryPolicy>>,
+    queues: RwLock<Arc<QueueCache>>,
     /// Same-process enqueue (and bulkhead capacity freed) wakes the fetcher at once.
-    pub(crate) wake_fetcher: Notify,
+    wake_fetcher: Notify,
     /// Jobs arrived in the buffer or a worker became free.
-    pub(crate) wake_starter: Notify,
+    wake_starter: Notify,
     /// Started jobs waiting for a worker task to pick them up.
-    pub(crate) ready: Mutex<VecDeque<Arc<RunningJob>>>,
-    pub(crate) wake_worker: Notify,
-    pub(crate) completions: mpsc::UnboundedSender<outcome::Finished>,
-    pub(crate) counters: Counters,
+    ready: Mutex<VecDeque<Arc<RunningJob>>>,
+    wake_worker: Notify,
+    completions: mpsc::UnboundedSender<outcome::Finished>,
+    counters: Counters,
     /// Cancelled when shutdown begins: stop claiming and starting.
-    pub(crate) claiming: CancellationToken,
+    claiming: CancellationToken,
     /// Cancelled when running work is done (or abandoned): every loop exits.
-    pub(crate) stopped: CancellationToken,
+    stopped: CancellationToken,
     /// Cancelled when shutdown's flush timeout has passed: the completer stops trying to
     /// commit and records what it still held in `uncommitted`.
-    pub(crate) abandon_commits: CancellationToken,
+    abandon_commits: CancellationToken,
     /// Finished jobs whose outcome shutdown gave up committing.
-    pub(crate) uncommitted: Mutex<Vec<JobId>>,
+    uncommitted: Mutex<Vec<JobId>>,
     /// The instance row was marked gone at shutdown.
-    pub(crate) deregistered: AtomicBool,
+    deregistered: AtomicBool,
 }
 
 impl Shared {
+    pub(crate) fn store(&self) -> &Arc<dyn Store> {
+        &self.store
+    }
+
+    /// This instance's id; also the worker id on every job it holds.
+    pub(crate) fn instance_id(&self) -> &str {
+        &self.instance_id
+    }
+
+    pub(crate) fn config(&self) -> &EngineConfig {
+        &self.config
+    }
+
+    pub(crate) fn events(&self) -> &EventBus {
+        &self.events
+    }
+
+    pub(crate) fn waiters(&self) -> &Arc<Waiters> {
+        &self.waiters
+    }
+
     pub(crate) fn settings(&self) -> Arc<EngineSettings> {
         self.settings
             .read()
@@ -203,6 +227,49 @@ impl Shared {
         let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
         // A refusal is logged; the rescuer returns the jobs to pending.
         let _ = self.release(&ids, "queue paused").await;
+    }
+}
+
+/// What a write made through the operations layer does to this process's runtime at once,
+/// rather than at the next poll or heartbeat.
+#[derive(Clone)]
+pub(crate) struct LocalEffects(Arc<Shared>);
+
+impl LocalEffects {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        LocalEffects(shared)
+    }
+
+    /// New work or freed capacity: claim now.
+    pub(crate) fn wake_fetcher(&self) {
+        self.0.wake_fetcher.notify_one();
+    }
+
+    /// An operator cancelled a job this instance runs: stop it now. False when it runs
+    /// elsewhere (its own instance's heartbeat picks the cancel up).
+    pub(crate) fn stop_for_operator(&self, id: JobId) -> bool {
+        self.0
+            .running
+            .get(id)
+            .is_some_and(|run| run.cancel(running::CancelReason::Operator))
+    }
+
+    /// A queue's settings changed: follow them, hand back its buffered jobs when it was
+    /// paused, claim again when it was resumed or its bulkhead changed.
+    pub(crate) async fn queue_changed(&self, queue: QueueConfig, paused: bool, claim_again: bool) {
+        let name = queue.name.clone();
+        self.0.apply_queue(queue);
+        if paused {
+            self.0.release_queue(&name).await;
+        }
+        if claim_again {
+            self.wake_fetcher();
+        }
+    }
+
+    /// Engine-wide settings saved here: follow them at once.
+    pub(crate) fn settings_changed(&self, settings: EngineSettings) {
+        self.0.apply_settings(settings);
     }
 }
 
