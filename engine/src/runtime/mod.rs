@@ -43,6 +43,7 @@ pub(crate) mod rescuer;
 pub(crate) mod running;
 pub(crate) mod snapshot;
 pub(crate) mod starter;
+pub(crate) mod steps;
 pub(crate) mod timeouts;
 
 #[cfg(test)]

@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{StoreError, StoreResult};
 use crate::model::{PruneReport, PruneStep, PruneTarget, RetentionPolicy};
 use crate::runtime::events::{EngineEvent, EventBus, EventKind};
+use crate::runtime::steps::until_short;
 use crate::store::Store;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,29 +99,20 @@ impl super::periodic::Periodic for Pruner {
     }
 }
 
-/// Steps per target in one sweep, so one sweep cannot run for ever while rows keep ageing
-/// in faster than it deletes them (the next sweep carries on).
-const MAX_STEPS: usize = 200;
-
 /// Delete what `policy` no longer keeps: for each target, steps of `policy.batch_size`
 /// rows (one short transaction each) until a step comes back short.
 pub async fn prune(store: &dyn Store, policy: &RetentionPolicy) -> StoreResult<PruneReport> {
     let limit = policy.batch_size.max(1);
     let mut report = PruneReport::default();
     for target in PruneTarget::ALL {
-        let mut deleted = 0;
-        for _ in 0..MAX_STEPS {
-            let step = PruneStep {
+        let deleted = until_short(limit, || {
+            store.prune_step(PruneStep {
                 target,
                 older_than: target.kept_for(policy),
                 limit,
-            };
-            let n = store.prune_step(step).await?;
-            deleted += n;
-            if n < u64::from(limit) {
-                break;
-            }
-        }
+            })
+        })
+        .await?;
         match target {
             PruneTarget::Archive => report.archive = deleted,
             PruneTarget::Dlq => report.dlq = deleted,

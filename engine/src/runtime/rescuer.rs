@@ -10,6 +10,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{StoreError, StoreResult};
 use crate::model::{RescueKind, RescuePolicy, RescueReport, RescueStep};
 use crate::runtime::events::{EngineEvent, EventBus, EventKind};
+use crate::runtime::steps::until_short;
 use crate::store::Store;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -98,26 +99,19 @@ impl super::periodic::Periodic for Rescuer {
 /// Rows one rescue step moves at most: short transactions, so a mass rescue (an instance
 /// that held thousands of jobs) never holds the writer or row locks for long.
 const STEP_ROWS: u32 = 500;
-/// Steps per kind in one sweep; the next sweep carries on.
-const MAX_STEPS: usize = 200;
 
 /// One rescue sweep: for each kind, steps of `STEP_ROWS` until one comes back short.
 pub async fn rescue(store: &dyn Store, policy: &RescuePolicy) -> StoreResult<RescueReport> {
     let mut report = RescueReport::default();
     for kind in RescueKind::ALL {
-        let mut moved = 0;
-        for _ in 0..MAX_STEPS {
-            let step = RescueStep {
+        let moved = until_short(STEP_ROWS, || {
+            store.rescue_step(RescueStep {
                 kind,
                 policy,
                 limit: STEP_ROWS,
-            };
-            let n = store.rescue_step(step).await?;
-            moved += n;
-            if n < u64::from(STEP_ROWS) {
-                break;
-            }
-        }
+            })
+        })
+        .await?;
         match kind {
             RescueKind::StaleClaims => report.released = moved,
             RescueKind::Zombies => report.zombies = moved,
