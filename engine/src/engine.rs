@@ -92,8 +92,8 @@ impl Engine {
         for key in handlers.duplicate_keys() {
             problems.push(ConfigProblem {
                 key: "handlers".into(),
-                problem: format!("type {key:?} is registered more than once"),
-                help: "register each type key once".into(),
+                problem: format!("{key:?} is registered more than once"),
+                help: "register each type key and each route once".into(),
             });
         }
         if !problems.is_empty() {

@@ -1,5 +1,6 @@
-//! Handlers: user code registered by job type key, with typed (serde) payloads, an optional
-//! raw fallback for every other type, and middleware around all of them.
+//! Handlers: user code registered by job type key, with typed (serde) payloads; raw handlers
+//! routed by type pattern (`email.*`) or by queue (how HTTP handlers attach); an optional
+//! raw fallback for every other type; and middleware around all of them.
 //!
 //! ```no_run
 //! use deck_engine::{HandlerError, HandlerRegistry};
@@ -139,6 +140,24 @@ impl JobContext {
         self.inner.token.is_cancelled()
     }
 
+    /// Runs this job gets in all (its own `max_attempts`, else the retry setting when this
+    /// attempt started); `attempt() == max_attempts()` is the last one.
+    pub fn max_attempts(&self) -> u32 {
+        self.inner.max_attempts
+    }
+
+    /// When this attempt's execution timeout fires (its token is cancelled then).
+    pub fn deadline(&self) -> chrono::DateTime<Utc> {
+        let left = self
+            .inner
+            .deadline
+            .saturating_duration_since(std::time::Instant::now());
+        chrono::Duration::from_std(left)
+            .ok()
+            .and_then(|left| Utc::now().checked_add_signed(left))
+            .unwrap_or(chrono::DateTime::<Utc>::MAX_UTC)
+    }
+
     /// Report progress; shown in `Engine::snapshot()` and sent as an event.
     pub fn report_progress(&self, percent: u8, message: impl Into<String>) {
         let progress = Progress {
@@ -198,11 +217,53 @@ impl Next<'_> {
     }
 }
 
-/// Handlers by type key, the fallback, and the middleware chain. Built before the engine
-/// starts; `Engine::start` rejects duplicate keys.
+/// Which jobs a routed handler takes (see [`HandlerRegistry::route`]).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Route {
+    /// A type key (`email.send`), every key under a prefix (`email.*`: `email.send`,
+    /// `email.digest.weekly`), or every type (`*`).
+    Types(String),
+    /// Every job of one queue.
+    Queue(String),
+}
+
+impl Route {
+    fn matches(&self, job_type: &str, queue: &str) -> bool {
+        match self {
+            Route::Queue(q) => q == queue,
+            Route::Types(pattern) => match pattern.strip_suffix('*') {
+                Some(prefix) => job_type.starts_with(prefix),
+                None => pattern == job_type,
+            },
+        }
+    }
+
+    /// More specific routes win: an exact type, then longer prefixes, then a queue.
+    fn specificity(&self) -> (u8, usize) {
+        match self {
+            Route::Types(p) if !p.ends_with('*') => (3, p.len()),
+            Route::Types(p) => (2, p.len()),
+            Route::Queue(_) => (1, 0),
+        }
+    }
+}
+
+impl fmt::Display for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Route::Types(p) => write!(f, "type {p}"),
+            Route::Queue(q) => write!(f, "queue {q}"),
+        }
+    }
+}
+
+/// Handlers by type key, routed handlers, the fallback, and the middleware chain. Built
+/// before the engine starts; `Engine::start` rejects duplicate keys and routes.
 #[derive(Default, Clone)]
 pub struct HandlerRegistry {
     handlers: HashMap<String, ErasedHandler>,
+    /// Most specific first, with the downstream whose circuit breaker they share.
+    routes: Vec<(Route, Option<String>, ErasedHandler)>,
     fallback: Option<ErasedHandler>,
     middleware: Vec<Arc<dyn Middleware>>,
     duplicates: Vec<String>,
@@ -266,6 +327,84 @@ impl HandlerRegistry {
         self
     }
 
+    /// A raw handler for every job `route` matches that has no handler of its own type key.
+    /// When several routes match, the most specific wins: an exact type, then the longest
+    /// prefix, then a queue.
+    pub fn route<F, Fut>(&mut self, route: Route, handler: F) -> &mut Self
+    where
+        F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerOutcome> + Send + 'static,
+    {
+        self.add_route(route, None, handler)
+    }
+
+    /// [`route`](Self::route) to a named downstream (an HTTP endpoint, say): every job it
+    /// takes shares the downstream's one circuit breaker instead of one per job type, so an
+    /// endpoint that is down opens one circuit for all its types.
+    pub fn route_to<F, Fut>(
+        &mut self,
+        route: Route,
+        downstream: impl Into<String>,
+        handler: F,
+    ) -> &mut Self
+    where
+        F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerOutcome> + Send + 'static,
+    {
+        self.add_route(route, Some(downstream.into()), handler)
+    }
+
+    fn add_route<F, Fut>(
+        &mut self,
+        route: Route,
+        downstream: Option<String>,
+        handler: F,
+    ) -> &mut Self
+    where
+        F: Fn(JobContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = HandlerOutcome> + Send + 'static,
+    {
+        if self.routes.iter().any(|(r, _, _)| *r == route) {
+            self.duplicates.push(route.to_string());
+        }
+        let erased: ErasedHandler =
+            Arc::new(move |ctx: JobContext| Box::pin(handler(ctx)) as BoxFuture<_>);
+        let at = self
+            .routes
+            .iter()
+            .position(|(r, _, _)| r.specificity() < route.specificity())
+            .unwrap_or(self.routes.len());
+        self.routes.insert(at, (route, downstream, erased));
+        self
+    }
+
+    /// The routes, most specific first.
+    pub fn routes(&self) -> impl Iterator<Item = &Route> {
+        self.routes.iter().map(|(r, _, _)| r)
+    }
+
+    fn route_for(
+        &self,
+        job_type: &str,
+        queue: &str,
+    ) -> Option<&(Route, Option<String>, ErasedHandler)> {
+        if self.routes.is_empty() || self.handlers.contains_key(job_type) {
+            return None;
+        }
+        self.routes
+            .iter()
+            .find(|(r, _, _)| r.matches(job_type, queue))
+    }
+
+    /// Whose circuit breaker a job's outcome counts for: its routed downstream, else its
+    /// job type.
+    pub(crate) fn breaker_key<'a>(&'a self, job: &'a Job) -> &'a str {
+        match self.route_for(&job.job_type, &job.queue) {
+            Some((_, Some(downstream), _)) => downstream,
+            _ => &job.job_type,
+        }
+    }
+
     /// One raw handler for every type key that has no handler of its own.
     pub fn fallback<F, Fut>(&mut self, handler: F) -> &mut Self
     where
@@ -293,7 +432,8 @@ impl HandlerRegistry {
         self.fallback.is_some()
     }
 
-    /// Keys registered more than once (a programming error reported by `Engine::start`).
+    /// Keys (and routes) registered more than once (a programming error reported by
+    /// `Engine::start`).
     pub fn duplicate_keys(&self) -> &[String] {
         &self.duplicates
     }
@@ -306,7 +446,16 @@ impl HandlerRegistry {
 
     /// Run the job through the middleware chain and its handler.
     pub(crate) async fn dispatch(&self, ctx: JobContext) -> HandlerOutcome {
-        let handler = match self.handlers.get(ctx.job_type()).or(self.fallback.as_ref()) {
+        let routed = || {
+            self.route_for(ctx.job_type(), ctx.queue())
+                .map(|(_, _, h)| h)
+        };
+        let handler = match self
+            .handlers
+            .get(ctx.job_type())
+            .or_else(routed)
+            .or(self.fallback.as_ref())
+        {
             Some(h) => h,
             None => {
                 return Err(HandlerError::Fatal(format!(
@@ -328,7 +477,8 @@ impl HandlerRegistry {
     }
 
     fn registered_list(&self) -> String {
-        let keys = self.type_keys();
+        let mut keys = self.type_keys();
+        keys.extend(self.routes().map(ToString::to_string));
         if keys.is_empty() {
             "none".to_string()
         } else {
@@ -356,5 +506,49 @@ fn to_json_text<R: Serialize>(result: R) -> HandlerOutcome {
         Err(e) => Err(HandlerError::Fatal(format!(
             "the handler's result cannot be serialised to JSON: {e}"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn routes_match_a_type_a_prefix_everything_or_a_queue() {
+        let exact = Route::Types("email.send".into());
+        let prefix = Route::Types("email.*".into());
+        let all = Route::Types("*".into());
+        let queue = Route::Queue("mail".into());
+        assert!(exact.matches("email.send", "q"));
+        assert!(!exact.matches("email.sender", "q"));
+        assert!(prefix.matches("email.digest.weekly", "q"));
+        assert!(!prefix.matches("emails", "q"));
+        assert!(all.matches("anything", "q"));
+        assert!(queue.matches("x", "mail") && !queue.matches("x", "other"));
+    }
+
+    #[test]
+    fn the_most_specific_route_comes_first_and_repeats_are_reported() {
+        let mut r = HandlerRegistry::new();
+        let ok = |_ctx: JobContext| async { Ok(None) };
+        r.route(Route::Queue("mail".into()), ok)
+            .route(Route::Types("*".into()), ok)
+            .route(Route::Types("email.*".into()), ok)
+            .route(Route::Types("email.send".into()), ok)
+            .route(Route::Types("email.digest.*".into()), ok)
+            .route(Route::Queue("mail".into()), ok);
+        let order: Vec<String> = r.routes().map(ToString::to_string).collect();
+        assert_eq!(
+            order,
+            [
+                "type email.send",
+                "type email.digest.*",
+                "type email.*",
+                "type *",
+                "queue mail",
+                "queue mail"
+            ]
+        );
+        assert_eq!(r.duplicate_keys(), ["queue mail"]);
     }
 }

@@ -20,7 +20,9 @@ pub use channel::WaitOutcome;
 pub use config::{ConfigError, ConfigProblem, EngineConfig};
 pub use engine::{EMBEDDED_ACTOR, Engine, EngineError, ShutdownReport};
 pub use error::{StoreError, StoreResult};
-pub use handler::{HandlerError, HandlerOutcome, HandlerRegistry, JobContext, Middleware, Next};
+pub use handler::{
+    HandlerError, HandlerOutcome, HandlerRegistry, JobContext, Middleware, Next, Route,
+};
 pub use model::*;
 pub use ops::{BulkReport, Operations};
 pub use query::*;

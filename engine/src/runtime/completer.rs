@@ -204,7 +204,8 @@ fn record_breakers(shared: &Shared, batch: &[Finished], now: Instant) {
         if f.signal == Signal::Success && !probe && breakers.is_empty() {
             continue;
         }
-        let job_type = f.run.job.job_type.as_str();
+        // The job type, or the downstream its route shares a breaker with.
+        let job_type = shared.handlers.breaker_key(&f.run.job);
         let before = breakers.state(job_type);
         breakers.record(cfg, job_type, f.signal, probe, now);
         let after = breakers.state(job_type);

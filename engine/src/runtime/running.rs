@@ -58,6 +58,8 @@ pub struct Progress {
 pub(crate) struct RunningJob {
     /// As claimed, with `attempt` and `started_at` as `mark_processing` set them.
     pub(crate) job: Job,
+    /// Runs this job gets in all: its own `max_attempts`, else the retry setting at start.
+    pub(crate) max_attempts: u32,
     pub(crate) token: CancellationToken,
     reason: AtomicU8,
     pub(crate) progress: Mutex<Option<Progress>>,
@@ -73,6 +75,7 @@ pub(crate) struct RunningJob {
 impl RunningJob {
     pub(crate) fn new(
         job: Job,
+        max_attempts: u32,
         started: Instant,
         deadline: Instant,
         probe: bool,
@@ -80,6 +83,7 @@ impl RunningJob {
     ) -> Self {
         RunningJob {
             job,
+            max_attempts,
             token: CancellationToken::new(),
             reason: AtomicU8::new(CancelReason::None as u8),
             progress: Mutex::new(None),

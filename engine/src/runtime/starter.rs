@@ -76,7 +76,7 @@ async fn start_batch(shared: &Arc<Shared>, jobs: Vec<Job>) {
             let mut jobs = Vec::with_capacity(n);
             for (job, probe) in admitted {
                 if probe {
-                    record_neutral(shared, &job.job_type);
+                    record_neutral(shared, &job);
                 }
                 jobs.push(job);
             }
@@ -99,7 +99,7 @@ async fn start_batch(shared: &Arc<Shared>, jobs: Vec<Job>) {
         if !all_started && !started_set.contains(&job.id) {
             dropped += 1;
             if probe {
-                record_neutral(shared, &job.job_type);
+                record_neutral(shared, &job);
             }
             tracing::info!(job = %job.id, queue = %job.queue, job_type = %job.job_type,
                 "stale buffered job dropped unrun: it is no longer fetched by this worker");
@@ -131,13 +131,16 @@ pub(crate) fn launch(shared: &Arc<Shared>, jobs: Vec<(Job, bool)>) {
     let wall_now = Utc::now();
     let cache = shared.queue_cache();
     let default_timeout = shared.config.execution_timeout;
+    let retry = shared.retry_policy();
     let mut runs = Vec::with_capacity(jobs.len());
     let mut expired = Vec::new();
     for (job, probe) in jobs {
         let deadline = now + cache.execution_timeout(&job.queue, default_timeout);
         let is_expired = job.expires_at.is_some_and(|at| at <= wall_now);
+        let max_attempts = retry.attempts_for(&job);
         let run = Arc::new(RunningJob::new(
             job,
+            max_attempts,
             now,
             deadline,
             probe,
@@ -210,7 +213,7 @@ fn admit(shared: &Shared, jobs: Vec<Job>) -> (Vec<(Job, bool)>, Vec<Job>) {
     let mut admitted = Vec::with_capacity(jobs.len());
     let mut deferred = Vec::new();
     for job in jobs {
-        match breakers.admit(&job.job_type, now) {
+        match breakers.admit(shared.handlers.breaker_key(&job), now) {
             Admission::Allow => admitted.push((job, false)),
             Admission::Probe => admitted.push((job, true)),
             Admission::Defer => deferred.push(job),
@@ -219,14 +222,14 @@ fn admit(shared: &Shared, jobs: Vec<Job>) -> (Vec<(Job, bool)>, Vec<Job>) {
     (admitted, deferred)
 }
 
-fn record_neutral(shared: &Shared, job_type: &str) {
+fn record_neutral(shared: &Shared, job: &Job) {
     shared
         .breakers
         .lock()
         .unwrap_or_else(|p| p.into_inner())
         .record(
             &shared.config.breaker,
-            job_type,
+            shared.handlers.breaker_key(job),
             Signal::Neutral,
             true,
             Instant::now(),

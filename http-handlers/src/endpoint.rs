@@ -1,0 +1,150 @@
+//! One endpoint: its pooled client, its in-flight limit, its secret, and how a job becomes a
+//! request.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use deck_engine::config::MAX_RESULT_BYTES;
+use deck_engine::{HandlerError, HandlerOutcome, JobContext};
+use serde::Serialize;
+use serde_json::value::RawValue;
+use tokio::sync::Semaphore;
+
+use crate::config::HttpHandlerConfig;
+use crate::outcome;
+use crate::signature::{self, SIGNATURE_HEADER, TIMESTAMP_HEADER};
+
+/// The job id, also the request's idempotency key (a receiver may see a job twice:
+/// delivery is at least once).
+pub const JOB_ID_HEADER: &str = "Deck-Job-Id";
+/// This attempt's number, 1-based.
+pub const ATTEMPT_HEADER: &str = "Deck-Attempt";
+
+/// What is POSTed for each job (`Content-Type: application/json`).
+#[derive(Debug, Serialize)]
+pub struct Envelope<'a> {
+    pub id: String,
+    pub queue: &'a str,
+    #[serde(rename = "type")]
+    pub job_type: &'a str,
+    /// This attempt's number, 1-based; `attempt == max_attempts` is the last try.
+    pub attempt: u32,
+    pub max_attempts: u32,
+    /// The job's payload as enqueued (any JSON value).
+    pub payload: &'a RawValue,
+    pub tags: &'a [String],
+    pub correlation_id: Option<&'a str>,
+    /// When this attempt's execution timeout fires: answer before it.
+    pub deadline: DateTime<Utc>,
+}
+
+pub(crate) struct Endpoint {
+    url: String,
+    client: reqwest::Client,
+    timeout: Duration,
+    in_flight: Semaphore,
+    secret: Option<Vec<u8>>,
+}
+
+impl Endpoint {
+    pub(crate) fn new(
+        config: &HttpHandlerConfig,
+        client: reqwest::Client,
+        secret: Option<Vec<u8>>,
+    ) -> Arc<Endpoint> {
+        Arc::new(Endpoint {
+            url: config.url.clone(),
+            client,
+            timeout: config.timeout,
+            in_flight: Semaphore::new(config.concurrency as usize),
+            secret,
+        })
+    }
+
+    pub(crate) fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// POST the job and read the answer. Dropped (cancel, execution timeout, shutdown), the
+    /// request is aborted with it.
+    pub(crate) async fn run(&self, ctx: JobContext) -> HandlerOutcome {
+        let body = envelope(&ctx)?;
+        let _slot = self
+            .in_flight
+            .acquire()
+            .await
+            .map_err(|_| HandlerError::transient("the endpoint is shutting down"))?;
+        let timestamp = Utc::now().timestamp();
+        let mut request = self
+            .client
+            .post(&self.url)
+            .timeout(self.timeout)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .header(JOB_ID_HEADER, ctx.id().to_string())
+            .header("Idempotency-Key", ctx.id().to_string())
+            .header(ATTEMPT_HEADER, ctx.attempt().to_string())
+            .header(TIMESTAMP_HEADER, timestamp.to_string());
+        if let Some(secret) = &self.secret {
+            request = request.header(
+                SIGNATURE_HEADER,
+                signature::sign(secret, timestamp, body.as_bytes()),
+            );
+        }
+        let response = request
+            .body(body)
+            .send()
+            .await
+            .map_err(|e| outcome::of_failure(&self.url, self.timeout, &e))?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let limit = if status.is_success() {
+            MAX_RESULT_BYTES + 1
+        } else {
+            outcome::ERROR_BODY_BYTES + 1
+        };
+        let body = read_bounded(response, limit)
+            .await
+            .map_err(|e| outcome::of_failure(&self.url, self.timeout, &e))?;
+        outcome::of_answer(&self.url, status, &headers, &body, Utc::now())
+    }
+}
+
+fn envelope(ctx: &JobContext) -> Result<String, HandlerError> {
+    let job = ctx.job();
+    let payload: &RawValue = serde_json::from_str(ctx.payload()).map_err(|e| {
+        HandlerError::fatal(format!(
+            "the payload is not JSON ({e}); fix it and resurrect the job"
+        ))
+    })?;
+    let envelope = Envelope {
+        id: job.id.to_string(),
+        queue: &job.queue,
+        job_type: &job.job_type,
+        attempt: ctx.attempt(),
+        max_attempts: ctx.max_attempts(),
+        payload,
+        tags: &job.tags,
+        correlation_id: job.correlation_id.as_deref(),
+        deadline: ctx.deadline(),
+    };
+    serde_json::to_string(&envelope)
+        .map_err(|e| HandlerError::fatal(format!("the job cannot be sent as JSON: {e}")))
+}
+
+/// The body up to `limit` bytes (the rest is not read: an endpoint cannot make deck hold
+/// more than that).
+async fn read_bounded(
+    mut response: reqwest::Response,
+    limit: usize,
+) -> Result<Vec<u8>, reqwest::Error> {
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await? {
+        let room = limit.saturating_sub(body.len());
+        body.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        if body.len() >= limit {
+            break;
+        }
+    }
+    Ok(body)
+}

@@ -1,0 +1,232 @@
+//! HTTP handlers against a real endpoint on loopback: the envelope and its signature as a
+//! receiver sees them, and each kind of answer ending the job the documented way.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::IntoResponse;
+use axum::routing::post;
+use deck_engine::{
+    Engine, EngineConfig, EngineSettings, EnqueueRequest, FailureReason, HandlerRegistry, JobState,
+    StoreOptions, WaitOutcome,
+};
+use deck_http_handlers::{HttpHandlerConfig, register, signature};
+
+const SECRET: &str = "a-test-secret-of-some-length";
+
+/// What the endpoint saw, and what it answers: the payload's `status`, `retry_after` and
+/// `body`.
+#[derive(Default)]
+struct Seen {
+    requests: Vec<(HeaderMap, serde_json::Value)>,
+}
+
+async fn receiver(
+    State(seen): State<Arc<Mutex<Seen>>>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> impl IntoResponse {
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok());
+    let now = chrono::Utc::now().timestamp();
+    if signature::verify(
+        SECRET.as_bytes(),
+        header(signature::TIMESTAMP_HEADER),
+        header(signature::SIGNATURE_HEADER),
+        &body,
+        now,
+    )
+    .is_err()
+    {
+        return (
+            StatusCode::UNAUTHORIZED,
+            HeaderMap::new(),
+            "bad signature".to_string(),
+        );
+    }
+    let envelope: serde_json::Value = serde_json::from_slice(&body).unwrap();
+    seen.lock()
+        .unwrap()
+        .requests
+        .push((headers.clone(), envelope.clone()));
+    let answer = &envelope["payload"];
+    let status = StatusCode::from_u16(answer["status"].as_u64().unwrap_or(200) as u16).unwrap();
+    let mut out = HeaderMap::new();
+    if let Some(r) = answer["retry_after"].as_str() {
+        out.insert("retry-after", r.parse().unwrap());
+    }
+    if answer["hang"].as_bool() == Some(true) {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+    }
+    (
+        status,
+        out,
+        answer["body"].as_str().unwrap_or("").to_string(),
+    )
+}
+
+struct Fixture {
+    engine: Engine,
+    seen: Arc<Mutex<Seen>>,
+    _dir: tempfile::TempDir,
+}
+
+async fn fixture(timeout: Duration) -> Fixture {
+    let seen = Arc::new(Mutex::new(Seen::default()));
+    let app = Router::new()
+        .route("/jobs", post(receiver))
+        .with_state(seen.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("deck.db");
+    let store = deck_engine::store::sqlite::open(path.to_str().unwrap(), &StoreOptions::default())
+        .await
+        .unwrap();
+    let mut settings = EngineSettings::default();
+    settings.retry.max_attempts = 2;
+    settings.retry.base_delay_ms = 0;
+    settings.retry.jitter_ms = 0;
+    store.save_settings(&settings).await.unwrap();
+    let mut handlers = HandlerRegistry::new();
+    let mut endpoint = HttpHandlerConfig::new(format!("http://{addr}/jobs"), &["remote.*"]);
+    endpoint.secret_env = Some("SECRET".into());
+    endpoint.timeout = timeout;
+    let env = |var: &str| (var == "SECRET").then(|| SECRET.to_string());
+    let warnings = register(&mut handlers, &[endpoint], &env).unwrap();
+    assert!(warnings.is_empty(), "{warnings:?}");
+    let engine = Engine::start(store, handlers, EngineConfig::default())
+        .await
+        .unwrap();
+    Fixture {
+        engine,
+        seen,
+        _dir: dir,
+    }
+}
+
+async fn run(f: &Fixture, payload: serde_json::Value) -> WaitOutcome {
+    let req = EnqueueRequest::new("default", "remote.task", payload.to_string());
+    let (_, outcome) = f
+        .engine
+        .enqueue_and_wait(req, Duration::from_secs(30))
+        .await
+        .unwrap();
+    outcome
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_2xx_answer_succeeds_with_its_json_body_as_the_result() {
+    let f = fixture(Duration::from_secs(10)).await;
+    let outcome = run(
+        &f,
+        serde_json::json!({"status": 200, "body": "{\"sent\":1}"}),
+    )
+    .await;
+    let WaitOutcome::Succeeded { job } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(job.result.as_deref(), Some("{\"sent\":1}"));
+    let (headers, envelope) = f.seen.lock().unwrap().requests[0].clone();
+    assert_eq!(envelope["id"], job.id.to_string());
+    assert_eq!(envelope["type"], "remote.task");
+    assert_eq!(envelope["queue"], "default");
+    assert_eq!(
+        (
+            envelope["attempt"].as_u64(),
+            envelope["max_attempts"].as_u64()
+        ),
+        (Some(1), Some(2))
+    );
+    assert_eq!(envelope["payload"]["status"], 200);
+    assert!(envelope["deadline"].as_str().is_some());
+    assert_eq!(headers["deck-job-id"], job.id.to_string().as_str());
+    assert_eq!(headers["deck-attempt"], "1");
+    f.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn server_errors_are_retried_then_dead_and_client_errors_are_fatal_at_once() {
+    let f = fixture(Duration::from_secs(10)).await;
+    let outcome = run(&f, serde_json::json!({"status": 500, "body": "db down"})).await;
+    let WaitOutcome::Dead { job } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(job.attempt, 2, "retried once");
+    assert_eq!(job.state, JobState::Dead(FailureReason::Failed));
+    assert!(
+        job.errors[0].message.contains("HTTP 500"),
+        "{:?}",
+        job.errors
+    );
+    assert!(
+        job.errors[0].message.ends_with(": db down"),
+        "{:?}",
+        job.errors
+    );
+
+    let outcome = run(
+        &f,
+        serde_json::json!({"status": 422, "body": "no such mailbox"}),
+    )
+    .await;
+    let WaitOutcome::Dead { job } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        (job.attempt, job.state),
+        (1, JobState::Dead(FailureReason::Fatal))
+    );
+    assert!(
+        job.errors[0].message.contains("HTTP 422"),
+        "{:?}",
+        job.errors
+    );
+    f.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_429_with_retry_after_is_retried_no_earlier_than_it_says() {
+    let f = fixture(Duration::from_secs(10)).await;
+    let req = EnqueueRequest::new(
+        "default",
+        "remote.task",
+        serde_json::json!({"status": 429, "retry_after": "3600"}).to_string(),
+    );
+    let id = f.engine.enqueue(req).await.unwrap().id;
+    let store = f.engine.store().clone();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let job = loop {
+        let job = store.get_job(id).await.unwrap().unwrap();
+        if job.state == JobState::Pending && job.attempt == 1 {
+            break job;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{job:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let wait = job.scheduled_at - chrono::Utc::now();
+    assert!(wait > chrono::Duration::minutes(59), "due in {wait}");
+    assert_eq!(job.errors[0].kind, "throttled");
+    f.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_answer_within_the_timeout_is_a_transient_failure() {
+    let f = fixture(Duration::from_millis(300)).await;
+    let outcome = run(&f, serde_json::json!({"hang": true})).await;
+    let WaitOutcome::Dead { job } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(job.attempt, 2);
+    assert!(
+        job.errors[0].message.contains("no answer"),
+        "{:?}",
+        job.errors
+    );
+    f.engine.shutdown().await;
+}
