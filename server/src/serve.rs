@@ -58,6 +58,21 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<Exi
         crate::demo::register(&mut handlers);
     }
     crate::testing::register_from_env(&mut handlers)?;
+    // Checked when the configuration loaded; warnings were logged then.
+    deck_http_handlers::register(&mut handlers, &settings.handlers, &|var| {
+        std::env::var(var).ok()
+    })?;
+    for endpoint in &settings.handlers {
+        tracing::info!(
+            event = "handlers.http",
+            url = %endpoint.url,
+            types = ?endpoint.types,
+            queues = ?endpoint.queues,
+            concurrency = endpoint.concurrency,
+            signed = endpoint.secret_env.is_some(),
+            "jobs go to an HTTP endpoint"
+        );
+    }
 
     let engine = Engine::start(store, handlers, engine_config)
         .await

@@ -142,6 +142,18 @@ pub fn load(sources: &ConfigSources) -> Result<Loaded, ConfigError> {
     {
         settings.engine = engine;
     }
+    if figment.find_value("handlers").is_ok() {
+        // Entries deny unknown fields themselves (the key walk does not enter arrays), so
+        // every error of theirs is reported here, typos included.
+        match figment.extract_inner::<Vec<deck_http_handlers::HttpHandlerConfig>>("handlers") {
+            Ok(handlers) => settings.handlers = handlers,
+            Err(errors) => {
+                for e in errors {
+                    problems.push(Problem::from_figment(&e, &figment, Some("handlers")));
+                }
+            }
+        }
+    }
     if let Some(auth) = section::<AuthSettings>(&figment, Some("auth"), &mut problems) {
         settings.auth = auth;
     }

@@ -36,6 +36,8 @@ pub struct Settings {
     pub store: StoreOptions,
     /// `[engine]`: the engine's own configuration, its defaults and its rules.
     pub engine: deck_engine::EngineConfig,
+    /// `[[handlers]]`: job types or queues run by an HTTP endpoint.
+    pub handlers: Vec<deck_http_handlers::HttpHandlerConfig>,
     /// Console authentication (extended by the console).
     pub auth: AuthSettings,
     pub http: HttpSettings,
@@ -49,6 +51,7 @@ impl Default for Settings {
             demo: false,
             store: StoreOptions::default(),
             engine: deck_engine::EngineConfig::default(),
+            handlers: Vec::new(),
             auth: AuthSettings::default(),
             http: HttpSettings::default(),
         }

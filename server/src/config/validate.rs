@@ -123,6 +123,12 @@ pub(super) fn validate(s: &Settings, problems: &mut Vec<Problem>, warnings: &mut
         problem(&format!("engine.{}", p.key), p.problem, p.help);
     }
 
+    let handlers = deck_http_handlers::check(&s.handlers, &|var| std::env::var(var).ok());
+    for p in handlers.problems {
+        problem(&p.key, p.problem, p.help);
+    }
+    warnings.extend(handlers.warnings);
+
     validate_http(&s.http, &mut problem, warnings);
 
     if s.store.pool_size == 0 {

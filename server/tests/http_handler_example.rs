@@ -1,0 +1,132 @@
+//! The Python HTTP handler in `examples/python/` behind a real `deck serve`, configured as
+//! the README shows: a job succeeds with the receiver's result, a 4xx is fatal at once, a
+//! 503 is retried until the attempts run out — and the receiver checked every signature.
+
+mod common;
+
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{PATIENCE, Server, free_port, sqlite_url};
+use deck_engine::{
+    EngineSettings, EnqueueRequest, FailureReason, Job, JobId, JobState, Operations,
+};
+
+const SECRET: &str = "an-example-secret-for-the-test";
+
+/// The receiver process, killed on drop.
+struct Receiver(Child);
+
+impl Drop for Receiver {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_receiver(dir: &Path, port: u16) -> Option<Receiver> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/python/http_handler.py");
+    let log = std::fs::File::create(dir.join("receiver.log")).unwrap();
+    let child = match Command::new("python3")
+        .arg(script)
+        .arg(port.to_string())
+        .env("MAILER_SECRET", SECRET)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => {
+            eprintln!("skipping: python3 cannot run here ({e})");
+            return None;
+        }
+    };
+    let receiver = Receiver(child);
+    let deadline = Instant::now() + PATIENCE;
+    // Polling a port: there is no signal to wait on across processes.
+    while TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "the receiver never listened");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Some(receiver)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_python_receiver_runs_jobs_for_the_stock_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let Some(_receiver) = start_receiver(dir.path(), port) else {
+        return;
+    };
+    std::fs::write(
+        dir.path().join("deck.toml"),
+        format!(
+            "[[handlers]]\ntypes = [\"email.*\"]\nurl = \"http://127.0.0.1:{port}/jobs\"\n\
+             secret_env = \"MAILER_SECRET\"\n"
+        ),
+    )
+    .unwrap();
+    let url = sqlite_url(dir.path());
+    // Retries at once, so the 503 job's second attempt does not wait out a backoff.
+    let store = common::open(&url).await;
+    let mut settings = EngineSettings::default();
+    settings.retry.base_delay_ms = 0;
+    settings.retry.jitter_ms = 0;
+    store.save_settings(&settings).await.unwrap();
+    let server = Server::start(dir.path(), "deck", &url, &[], &[("MAILER_SECRET", SECRET)]);
+    let ops = Operations::over_store(store);
+    let enqueue = |payload: serde_json::Value| {
+        let mut req = EnqueueRequest::new("mail", "email.send", payload.to_string());
+        req.max_attempts = Some(2);
+        let ops = &ops;
+        async move { ops.enqueue(req).await.unwrap().id }
+    };
+    let sent = enqueue(serde_json::json!({"to": "a@example.com"})).await;
+    let no_recipient = enqueue(serde_json::json!({})).await;
+    let busy = enqueue(serde_json::json!({"to": "b@example.com", "fail": "transient"})).await;
+
+    let job = finished(&ops, &server, sent).await;
+    assert_eq!(job.state, JobState::Succeeded);
+    let result: serde_json::Value = serde_json::from_str(job.result.as_deref().unwrap()).unwrap();
+    assert_eq!(result["sent_to"], "a@example.com");
+
+    let job = finished(&ops, &server, no_recipient).await;
+    assert_eq!(
+        (job.state, job.attempt),
+        (JobState::Dead(FailureReason::Fatal), 1)
+    );
+    assert!(
+        job.errors[0].message.contains("HTTP 422"),
+        "{:?}",
+        job.errors
+    );
+
+    let job = finished(&ops, &server, busy).await;
+    assert_eq!(
+        (job.state, job.attempt),
+        (JobState::Dead(FailureReason::Failed), 2)
+    );
+    assert!(
+        job.errors[1].message.contains("HTTP 503"),
+        "{:?}",
+        job.errors
+    );
+    let log = std::fs::read_to_string(dir.path().join("receiver.log")).unwrap();
+    assert!(!log.contains(" 401 "), "every request was signed:\n{log}");
+}
+
+async fn finished(ops: &Operations, server: &Server, id: JobId) -> Job {
+    let deadline = Instant::now() + PATIENCE;
+    loop {
+        let job = ops.store().get_job(id).await.unwrap().unwrap();
+        if matches!(job.state, JobState::Succeeded | JobState::Dead(_)) {
+            return job;
+        }
+        assert!(Instant::now() < deadline, "{job:?}\n{}", server.log_text());
+        // Another process runs the job: no signal reaches this one.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
