@@ -15,6 +15,7 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::health::router(state.clone()))
         .merge(crate::metrics::router(state.clone()))
         .merge(crate::api::router(state.clone()))
+        .merge(demo_routes(&state))
         .merge(crate::auth::console(&state));
     crate::request_limits::apply(routes, &state.settings.http)
         .layer(axum::middleware::from_fn_with_state(
@@ -23,6 +24,15 @@ pub fn router(state: AppState) -> Router {
         ))
         // Last, so outermost: every response, whichever layer made it, carries the headers.
         .layer(deck_app::security_headers::layer())
+}
+
+/// The demo's own HTTP handler endpoint, with `--demo` only.
+fn demo_routes(state: &AppState) -> Router {
+    if state.settings.demo {
+        crate::demo::webhook::router()
+    } else {
+        Router::new()
+    }
 }
 
 /// Threads of their own for HTTP requests, apart from the engine's runtime, at a lower CPU

@@ -56,6 +56,11 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<Exi
     let mut handlers = HandlerRegistry::new();
     if settings.demo {
         crate::demo::register(&mut handlers);
+        deck_http_handlers::register(
+            &mut handlers,
+            &[crate::demo::webhook::endpoint(local)],
+            &crate::demo::webhook::secrets,
+        )?;
     }
     crate::testing::register_from_env(&mut handlers)?;
     // Checked when the configuration loaded; warnings were logged then.

@@ -462,6 +462,33 @@ mod tests {
     }
 
     #[test]
+    fn handlers_are_read_from_the_file_and_their_typos_are_named() {
+        let file = "[[handlers]]\ntypes = [\"email.*\"]\nurl = \"http://127.0.0.1:9/jobs\"\n\
+                    concurrency = 3\n[[handlers]]\nqueues = [\"mail\"]\nurl = \"http://127.0.0.1:9/q\"\n";
+        let loaded = load_with(file, &[], &[]).unwrap();
+        let h = &loaded.settings.handlers;
+        assert_eq!(
+            (h.len(), h[0].concurrency, h[1].queues.clone()),
+            (2, 3, vec!["mail".to_string()])
+        );
+        assert!(
+            loaded.warnings.iter().any(|w| w.contains("not signed")),
+            "{:?}",
+            loaded.warnings
+        );
+
+        let typo = "[[handlers]]\ntypes = [\"a\"]\nurl = \"http://x/\"\ntimout = \"1s\"\n";
+        let err = load_with(typo, &[], &[]).unwrap_err().to_string();
+        assert!(err.contains("timout"), "{err}");
+        let bad = "[[handlers]]\nurl = \"ftp://x/\"\n";
+        let err = load_with(bad, &[], &[]).unwrap_err().to_string();
+        assert!(
+            err.contains("handlers[0].types") && err.contains("handlers[0].url"),
+            "{err}"
+        );
+    }
+
+    #[test]
     fn an_empty_file_gives_the_defaults() {
         let loaded = load_with("", &[], &[]).unwrap();
         assert_eq!(loaded.settings, Settings::default());

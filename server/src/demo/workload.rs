@@ -135,7 +135,27 @@ fn tick(seq: &mut u64) -> Vec<EnqueueRequest> {
     if rng.random_bool(0.1) {
         out.push(echo(seq));
     }
+    if rng.random_bool(0.3) {
+        let answer = match rng.random_range(0..100) {
+            0..4 => "gone",
+            4..20 => "busy",
+            _ => "ok",
+        };
+        out.push(webhook(seq, answer));
+    }
     out
+}
+
+/// Delivered by deck's HTTP handler to the demo's own endpoint (`demo::webhook`).
+fn webhook(seq: &mut u64, answer: &str) -> EnqueueRequest {
+    let n = next(seq);
+    EnqueueRequest::new(
+        "webhooks",
+        super::webhook::JOB_TYPE,
+        json!({ "subscriber": format!("https://hooks.example.com/{n}"), "answer": answer, "busy_attempts": 1 })
+            .to_string(),
+    )
+    .tagged(&["http"])
 }
 
 fn next(seq: &mut u64) -> u64 {
