@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import time
+import urllib.request
 
 SECRET = os.environ["MAILER_SECRET"].encode()
 REPLAY_WINDOW = 300  # seconds, as deck signs
@@ -37,9 +38,25 @@ def signed_by_deck(headers, body):
     )
 
 
+def report_progress(job, percent, message):
+    """Optional: progress shows in deck's console while this request is in flight."""
+    link = job.get("progress")
+    if not link:
+        return
+    request = urllib.request.Request(
+        link["url"],
+        data=json.dumps({"percent": percent, "message": message}).encode(),
+        headers={"Content-Type": "application/json", "Deck-Progress-Token": link["token"]},
+        method="POST",
+    )
+    urllib.request.urlopen(request, timeout=5).close()
+
+
 def run_job(job):
     """Your code. Return (status, result). `job` is deck's envelope."""
     payload = job["payload"] or {}
+    for step in range(payload.get("steps", 0)):
+        report_progress(job, int(100 * step / payload["steps"]), f"step {step + 1}")
     if payload.get("fail") == "transient":
         return 503, {"error": "mail server busy"}
     if "to" not in payload:

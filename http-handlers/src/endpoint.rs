@@ -13,6 +13,7 @@ use tokio::sync::Semaphore;
 
 use crate::config::HttpHandlerConfig;
 use crate::outcome;
+use crate::progress::ProgressTokens;
 use crate::signature::{self, SIGNATURE_HEADER, TIMESTAMP_HEADER};
 
 /// The job id, also the request's idempotency key (a receiver may see a job twice:
@@ -37,6 +38,26 @@ pub struct Envelope<'a> {
     pub correlation_id: Option<&'a str>,
     /// When this attempt's execution timeout fires: answer before it.
     pub deadline: DateTime<Utc>,
+    /// Where to report progress while the request is in flight (when deck knows its own
+    /// address): `POST {url}` with `Deck-Progress-Token: {token}` and
+    /// `{"percent": 0-100, "message": "…"}`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ProgressLink>,
+}
+
+/// A progress callback for one attempt.
+#[derive(Debug, Serialize)]
+pub struct ProgressLink {
+    pub url: String,
+    pub token: String,
+}
+
+/// Where progress calls go: this deck's API, as receivers reach it.
+#[derive(Clone)]
+pub struct ProgressCallback {
+    pub tokens: ProgressTokens,
+    /// `http://deck.internal:8080`, without a trailing slash.
+    pub base_url: String,
 }
 
 pub(crate) struct Endpoint {
@@ -45,6 +66,7 @@ pub(crate) struct Endpoint {
     timeout: Duration,
     in_flight: Semaphore,
     secret: Option<Vec<u8>>,
+    progress: Option<ProgressCallback>,
 }
 
 impl Endpoint {
@@ -52,6 +74,7 @@ impl Endpoint {
         config: &HttpHandlerConfig,
         client: reqwest::Client,
         secret: Option<Vec<u8>>,
+        progress: Option<ProgressCallback>,
     ) -> Arc<Endpoint> {
         Arc::new(Endpoint {
             url: config.url.clone(),
@@ -59,6 +82,7 @@ impl Endpoint {
             timeout: config.timeout,
             in_flight: Semaphore::new(config.concurrency as usize),
             secret,
+            progress,
         })
     }
 
@@ -69,7 +93,19 @@ impl Endpoint {
     /// POST the job and read the answer. Dropped (cancel, execution timeout, shutdown), the
     /// request is aborted with it.
     pub(crate) async fn run(&self, ctx: JobContext) -> HandlerOutcome {
-        let body = envelope(&ctx)?;
+        let lease = self.progress.as_ref().map(|p| {
+            let lease = p.tokens.issue(&ctx);
+            let link = ProgressLink {
+                url: format!("{}/api/v1/jobs/{}/progress", p.base_url, ctx.id()),
+                token: lease.token.clone(),
+            };
+            (lease, link)
+        });
+        let (_lease, link) = match lease {
+            Some((lease, link)) => (Some(lease), Some(link)),
+            None => (None, None),
+        };
+        let body = envelope(&ctx, link)?;
         let _slot = self
             .in_flight
             .acquire()
@@ -110,7 +146,7 @@ impl Endpoint {
     }
 }
 
-fn envelope(ctx: &JobContext) -> Result<String, HandlerError> {
+fn envelope(ctx: &JobContext, progress: Option<ProgressLink>) -> Result<String, HandlerError> {
     let job = ctx.job();
     let payload: &RawValue = serde_json::from_str(ctx.payload()).map_err(|e| {
         HandlerError::fatal(format!(
@@ -127,6 +163,7 @@ fn envelope(ctx: &JobContext) -> Result<String, HandlerError> {
         tags: &job.tags,
         correlation_id: job.correlation_id.as_deref(),
         deadline: ctx.deadline(),
+        progress,
     };
     serde_json::to_string(&envelope)
         .map_err(|e| HandlerError::fatal(format!("the job cannot be sent as JSON: {e}")))

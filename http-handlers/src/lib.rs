@@ -19,6 +19,7 @@
 mod config;
 mod endpoint;
 mod outcome;
+mod progress;
 pub mod signature;
 
 use deck_engine::{HandlerRegistry, Route};
@@ -26,7 +27,8 @@ use deck_engine::{HandlerRegistry, Route};
 pub use config::{
     DEFAULT_CONCURRENCY, HandlerProblem, HandlersReport, HttpHandlerConfig, MAX_CONCURRENCY, check,
 };
-pub use endpoint::{ATTEMPT_HEADER, Envelope, JOB_ID_HEADER};
+pub use endpoint::{ATTEMPT_HEADER, Envelope, JOB_ID_HEADER, ProgressCallback, ProgressLink};
+pub use progress::{PROGRESS_TOKEN_HEADER, ProgressRefused, ProgressTokens};
 
 /// `[[handlers]]` entries that cannot run, each with its fix.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -46,6 +48,17 @@ pub fn register(
     registry: &mut HandlerRegistry,
     configs: &[HttpHandlerConfig],
     env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Vec<String>, HandlersError> {
+    register_with_progress(registry, configs, env, None)
+}
+
+/// [`register`], and each envelope carries a progress callback into `progress` (the API
+/// serving `POST /api/v1/jobs/{id}/progress` holds the same [`ProgressTokens`]).
+pub fn register_with_progress(
+    registry: &mut HandlerRegistry,
+    configs: &[HttpHandlerConfig],
+    env: &dyn Fn(&str) -> Option<String>,
+    progress: Option<ProgressCallback>,
 ) -> Result<Vec<String>, HandlersError> {
     let report = check(configs, env);
     if !report.problems.is_empty() {
@@ -70,7 +83,7 @@ pub fn register(
             .as_deref()
             .and_then(env)
             .map(String::into_bytes);
-        let endpoint = endpoint::Endpoint::new(c, client.clone(), secret);
+        let endpoint = endpoint::Endpoint::new(c, client.clone(), secret, progress.clone());
         let routes = c
             .types
             .iter()

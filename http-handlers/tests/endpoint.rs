@@ -14,7 +14,9 @@ use deck_engine::{
     Engine, EngineConfig, EngineSettings, EnqueueRequest, FailureReason, HandlerRegistry, JobState,
     StoreOptions, WaitOutcome,
 };
-use deck_http_handlers::{HttpHandlerConfig, register, signature};
+use deck_http_handlers::{
+    HttpHandlerConfig, ProgressCallback, ProgressTokens, register_with_progress, signature,
+};
 
 const SECRET: &str = "a-test-secret-of-some-length";
 
@@ -23,6 +25,7 @@ const SECRET: &str = "a-test-secret-of-some-length";
 #[derive(Default)]
 struct Seen {
     requests: Vec<(HeaderMap, serde_json::Value)>,
+    progress: ProgressTokens,
 }
 
 async fn receiver(
@@ -53,6 +56,25 @@ async fn receiver(
         .requests
         .push((headers.clone(), envelope.clone()));
     let answer = &envelope["payload"];
+    if answer["report_progress"].as_bool() == Some(true) {
+        // What a receiver does over POST /api/v1/jobs/{id}/progress, straight to the tokens.
+        let id = envelope["id"].as_str().unwrap().parse().unwrap();
+        let token = envelope["progress"]["token"].as_str().unwrap();
+        let accepted = seen
+            .lock()
+            .unwrap()
+            .progress
+            .report(id, token, 40, "halfway")
+            .is_ok();
+        let wrong = seen
+            .lock()
+            .unwrap()
+            .progress
+            .report(id, "guess", 41, "x")
+            .is_ok();
+        let body = serde_json::json!({"accepted": accepted, "wrong_token_accepted": wrong});
+        return (StatusCode::OK, HeaderMap::new(), body.to_string());
+    }
     let status = StatusCode::from_u16(answer["status"].as_u64().unwrap_or(200) as u16).unwrap();
     let mut out = HeaderMap::new();
     if let Some(r) = answer["retry_after"].as_str() {
@@ -98,7 +120,12 @@ async fn fixture(timeout: Duration) -> Fixture {
     endpoint.secret_env = Some("SECRET".into());
     endpoint.timeout = timeout;
     let env = |var: &str| (var == "SECRET").then(|| SECRET.to_string());
-    let warnings = register(&mut handlers, &[endpoint], &env).unwrap();
+    let callback = ProgressCallback {
+        tokens: seen.lock().unwrap().progress.clone(),
+        base_url: "http://deck.test:8080".into(),
+    };
+    let warnings =
+        register_with_progress(&mut handlers, &[endpoint], &env, Some(callback)).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
     let engine = Engine::start(store, handlers, EngineConfig::default())
         .await
@@ -227,6 +254,31 @@ async fn no_answer_within_the_timeout_is_a_transient_failure() {
         job.errors[0].message.contains("no answer"),
         "{:?}",
         job.errors
+    );
+    f.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_progress_token_works_while_the_request_is_in_flight_and_never_after() {
+    let f = fixture(Duration::from_secs(10)).await;
+    let outcome = run(&f, serde_json::json!({"report_progress": true})).await;
+    let WaitOutcome::Succeeded { job } = outcome else {
+        panic!("{outcome:?}")
+    };
+    assert_eq!(
+        job.result.as_deref(),
+        Some("{\"accepted\":true,\"wrong_token_accepted\":false}")
+    );
+    let (_, envelope) = f.seen.lock().unwrap().requests[0].clone();
+    assert_eq!(
+        envelope["progress"]["url"],
+        format!("http://deck.test:8080/api/v1/jobs/{}/progress", job.id)
+    );
+    let token = envelope["progress"]["token"].as_str().unwrap().to_string();
+    let tokens = f.seen.lock().unwrap().progress.clone();
+    assert!(
+        tokens.report(job.id, &token, 90, "late").is_err(),
+        "the token died with its attempt"
     );
     f.engine.shutdown().await;
 }

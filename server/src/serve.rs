@@ -54,19 +54,33 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<Exi
     let store = open_store(&settings).await?;
 
     let mut handlers = HandlerRegistry::new();
+    // Receivers of HTTP handlers report progress to this API.
+    let progress = deck_http_handlers::ProgressTokens::default();
+    let callback = deck_http_handlers::ProgressCallback {
+        tokens: progress.clone(),
+        base_url: settings
+            .http
+            .public_url
+            .clone()
+            .unwrap_or_else(|| format!("http://{}", reachable(local))),
+    };
     if settings.demo {
         crate::demo::register(&mut handlers);
-        deck_http_handlers::register(
+        deck_http_handlers::register_with_progress(
             &mut handlers,
             &[crate::demo::webhook::endpoint(local)],
             &crate::demo::webhook::secrets,
+            Some(callback.clone()),
         )?;
     }
     crate::testing::register_from_env(&mut handlers)?;
     // Checked when the configuration loaded; warnings were logged then.
-    deck_http_handlers::register(&mut handlers, &settings.handlers, &|var| {
-        std::env::var(var).ok()
-    })?;
+    deck_http_handlers::register_with_progress(
+        &mut handlers,
+        &settings.handlers,
+        &|var| std::env::var(var).ok(),
+        Some(callback.clone()),
+    )?;
     for endpoint in &settings.handlers {
         tracing::info!(
             event = "handlers.http",
@@ -99,7 +113,7 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<Exi
     });
 
     let limits = crate::connections::ConnectionLimits::from(&settings.http);
-    let state = AppState::new(engine.clone(), settings);
+    let state = AppState::with_progress(engine.clone(), settings, progress);
     let app = crate::http::router(state);
     let http = crate::http::HttpRuntime::start().context("cannot start the HTTP runtime")?;
     let server = http.serve(listener, app, limits, shutdown.clone());
@@ -148,6 +162,16 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<Exi
 }
 
 /// Ctrl-C or SIGTERM (what `docker stop`, systemd and Kubernetes send).
+/// `addr` as another process on this machine reaches it (a server bound to every interface
+/// answers on loopback).
+fn reachable(addr: SocketAddr) -> SocketAddr {
+    if addr.ip().is_unspecified() {
+        SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), addr.port())
+    } else {
+        addr
+    }
+}
+
 async fn wait_for_signal() {
     #[cfg(unix)]
     {

@@ -21,11 +21,23 @@ pub struct AppState {
     pub console: Console,
     /// `/readyz`'s database ping, shared by concurrent probes.
     pub database_check: Arc<DatabaseCheck>,
+    /// Progress tokens of HTTP-handled attempts in flight, shared with their handlers.
+    pub progress: deck_http_handlers::ProgressTokens,
 }
 
 impl AppState {
     pub fn new(engine: Engine, settings: Settings) -> Self {
+        Self::with_progress(engine, settings, Default::default())
+    }
+
+    /// With the progress tokens the HTTP handlers of `engine` issue.
+    pub fn with_progress(
+        engine: Engine,
+        settings: Settings,
+        progress: deck_http_handlers::ProgressTokens,
+    ) -> Self {
         AppState {
+            progress,
             console: Console::new(
                 EngineBackend::new(engine.clone()),
                 ConsoleOptions::default(),

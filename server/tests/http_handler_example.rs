@@ -84,7 +84,7 @@ async fn the_python_receiver_runs_jobs_for_the_stock_binary() {
         let ops = &ops;
         async move { ops.enqueue(req).await.unwrap().id }
     };
-    let sent = enqueue(serde_json::json!({"to": "a@example.com"})).await;
+    let sent = enqueue(serde_json::json!({"to": "a@example.com", "steps": 2})).await;
     let no_recipient = enqueue(serde_json::json!({})).await;
     let busy = enqueue(serde_json::json!({"to": "b@example.com", "fail": "transient"})).await;
 
@@ -116,6 +116,10 @@ async fn the_python_receiver_runs_jobs_for_the_stock_binary() {
     );
     let log = std::fs::read_to_string(dir.path().join("receiver.log")).unwrap();
     assert!(!log.contains(" 401 "), "every request was signed:\n{log}");
+    assert!(
+        !log.contains("Traceback"),
+        "the progress calls were accepted (a refused one raises):\n{log}"
+    );
 }
 
 async fn finished(ops: &Operations, server: &Server, id: JobId) -> Job {

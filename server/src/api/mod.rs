@@ -29,6 +29,7 @@ mod extract;
 mod jobs;
 mod limits;
 pub mod principal;
+mod progress;
 mod queues;
 mod stats;
 #[cfg(test)]
@@ -63,6 +64,8 @@ pub struct ApiState {
     pub openapi_public: bool,
     /// Whose telemetry snapshot `/stats` serves (one read per tick, however many ask).
     pub telemetry: Console,
+    /// The progress tokens of HTTP-handled attempts in flight (`/jobs/{id}/progress`).
+    pub progress: deck_http_handlers::ProgressTokens,
 }
 
 impl ApiState {
@@ -78,6 +81,7 @@ impl ApiState {
             authenticate,
             credentials_required: true,
             openapi_public: false,
+            progress: Default::default(),
         }
     }
 
@@ -104,6 +108,7 @@ pub fn router(app: AppState) -> Router {
     api_router(ApiState {
         credentials_required: !auth.is_open(),
         openapi_public: auth.public_openapi,
+        progress: app.progress.clone(),
         ..ApiState::new(app.engine.clone(), crate::auth::api_authenticator(auth))
             .with_telemetry(app.console.clone())
     })
@@ -146,6 +151,7 @@ fn routes() -> OpenApiRouter<ApiState> {
     let single = OpenApiRouter::new()
         .routes(routes!(jobs::enqueue))
         .routes(routes!(jobs::resurrect))
+        .routes(routes!(progress::report_progress))
         .routes(routes!(queues::update_queue))
         .layer(DefaultBodyLimit::max(SINGLE_BODY_LIMIT));
     let batch = OpenApiRouter::new()

@@ -1034,6 +1034,7 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("get", "/api/v1/jobs/{id}"),
     ("post", "/api/v1/jobs/{id}/cancel"),
     ("post", "/api/v1/jobs/{id}/resurrect"),
+    ("post", "/api/v1/jobs/{id}/progress"),
     ("get", "/api/v1/queues"),
     ("post", "/api/v1/queues/{name}/pause"),
     ("post", "/api/v1/queues/{name}/resume"),
@@ -1118,5 +1119,32 @@ async fn openapi_document_matches_the_router() {
             "dangling {r}"
         );
     }
+    h.finish().await;
+}
+
+#[tokio::test]
+async fn progress_needs_the_attempts_token_and_refuses_a_job_not_in_flight() {
+    let h = harness().await;
+    let uri = "/api/v1/jobs/01a2331e-6581-74b8-92ac-a4d827a95272/progress";
+    let r = h.post(uri, json!({"percent": 10})).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::BAD_REQUEST, "no_progress_token")
+    );
+    let mut req = raw(
+        Method::POST,
+        uri,
+        Some("application/json"),
+        json!({"percent": 10, "message": "x"}).to_string(),
+    );
+    req.headers_mut()
+        .insert("deck-progress-token", "0123".parse().unwrap());
+    let r = h.send(req).await;
+    assert_eq!(
+        (r.status, r.code()),
+        (StatusCode::NOT_FOUND, "not_in_flight")
+    );
+    let r = h.post(uri, json!({"percent": 101})).await;
+    assert_eq!(r.status, StatusCode::BAD_REQUEST);
     h.finish().await;
 }

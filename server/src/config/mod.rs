@@ -74,6 +74,9 @@ pub struct HttpSettings {
     pub max_connections: u32,
     /// Largest request body; a larger declared `Content-Length` is refused before reading.
     pub max_body_bytes: u64,
+    /// The URL other machines reach this deck at (`https://deck.internal`), for the progress
+    /// callbacks HTTP handlers' receivers get; unset: `http://` and the listen address.
+    pub public_url: Option<String>,
 }
 
 impl Default for HttpSettings {
@@ -83,6 +86,7 @@ impl Default for HttpSettings {
             request_body_timeout: Duration::from_secs(60),
             max_connections: 1024,
             max_body_bytes: MAX_BODY_BYTES,
+            public_url: None,
         }
     }
 }

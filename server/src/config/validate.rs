@@ -190,6 +190,16 @@ fn validate_http(
             );
         }
     }
+    if let Some(url) = &h.public_url {
+        let ok = url.starts_with("http://") || url.starts_with("https://");
+        if !ok || url.ends_with('/') || url.contains(char::is_whitespace) {
+            problem(
+                "http.public_url",
+                format!("{url:?} is not an http(s) URL without a trailing slash"),
+                "give the URL receivers reach this deck at, e.g. https://deck.internal:8080".into(),
+            );
+        }
+    }
     if h.max_connections == 0 || h.max_connections > MAX_CONNECTIONS {
         problem(
             "http.max_connections",
