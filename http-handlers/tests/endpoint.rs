@@ -97,6 +97,10 @@ struct Fixture {
 }
 
 async fn fixture(timeout: Duration) -> Fixture {
+    fixture_with(timeout, EngineConfig::default()).await
+}
+
+async fn fixture_with(timeout: Duration, config: EngineConfig) -> Fixture {
     let seen = Arc::new(Mutex::new(Seen::default()));
     let app = Router::new()
         .route("/jobs", post(receiver))
@@ -127,9 +131,7 @@ async fn fixture(timeout: Duration) -> Fixture {
     let warnings =
         register_with_progress(&mut handlers, &[endpoint], &env, Some(callback)).unwrap();
     assert!(warnings.is_empty(), "{warnings:?}");
-    let engine = Engine::start(store, handlers, EngineConfig::default())
-        .await
-        .unwrap();
+    let engine = Engine::start(store, handlers, config).await.unwrap();
     Fixture {
         engine,
         seen,
@@ -279,6 +281,73 @@ async fn the_progress_token_works_while_the_request_is_in_flight_and_never_after
     assert!(
         tokens.report(job.id, &token, 90, "late").is_err(),
         "the token died with its attempt"
+    );
+    f.engine.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_endpoint_that_keeps_failing_opens_one_circuit_for_all_its_types() {
+    let mut config = EngineConfig::default();
+    config.breaker.failure_threshold = 2;
+    config.breaker.open_for = Duration::from_secs(3600);
+    config.breaker.defer = Duration::from_secs(3600);
+    let f = fixture_with(Duration::from_secs(10), config).await;
+    let failing = serde_json::json!({"status": 500});
+    // Two types, one endpoint: one failure each opens the endpoint's circuit.
+    for job_type in ["remote.a", "remote.b"] {
+        let mut req = EnqueueRequest::new("default", job_type, failing.to_string());
+        req.max_attempts = Some(1);
+        let (_, outcome) = f
+            .engine
+            .enqueue_and_wait(req, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert!(matches!(outcome, WaitOutcome::Dead { .. }), "{outcome:?}");
+    }
+    let snapshot = f.engine.snapshot();
+    let url = f.seen.lock().unwrap().requests[0].0["host"]
+        .to_str()
+        .unwrap()
+        .to_string();
+    let breaker = snapshot
+        .breakers
+        .iter()
+        .find(|b| b.job_type.contains(&url))
+        .unwrap_or_else(|| panic!("{:?}", snapshot.breakers));
+    assert_eq!(breaker.state, deck_engine::BreakerStateName::Open);
+    assert!(
+        !snapshot
+            .breakers
+            .iter()
+            .any(|b| b.job_type.starts_with("remote.")),
+        "no per-type circuits: {:?}",
+        snapshot.breakers
+    );
+
+    // A third type on the same endpoint is deferred, not sent, no attempt spent.
+    let id = f
+        .engine
+        .enqueue(EnqueueRequest::new("default", "remote.c", "{}"))
+        .await
+        .unwrap()
+        .id;
+    let store = f.engine.store().clone();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let job = store.get_job(id).await.unwrap().unwrap();
+        if job.state == JobState::Pending
+            && job.scheduled_at > chrono::Utc::now() + chrono::Duration::minutes(30)
+        {
+            assert_eq!(job.attempt, 0, "deferred without spending an attempt");
+            break;
+        }
+        assert!(tokio::time::Instant::now() < deadline, "{job:?}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        f.seen.lock().unwrap().requests.len(),
+        2,
+        "the third job was never sent"
     );
     f.engine.shutdown().await;
 }

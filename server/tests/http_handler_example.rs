@@ -1,6 +1,7 @@
-//! The Python HTTP handler in `examples/python/` behind a real `deck serve`, configured as
-//! the README shows: a job succeeds with the receiver's result, a 4xx is fatal at once, a
-//! 503 is retried until the attempts run out — and the receiver checked every signature.
+//! The example HTTP handlers (`examples/python/`, `examples/node/`) behind a real `deck
+//! serve`, configured as the README shows: a job succeeds with the receiver's result (after
+//! progress calls), a 4xx is fatal at once, a 503 is retried until the attempts run out —
+//! and the receiver checked every signature.
 
 mod common;
 
@@ -26,10 +27,12 @@ impl Drop for Receiver {
     }
 }
 
-fn start_receiver(dir: &Path, port: u16) -> Option<Receiver> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/python/http_handler.py");
+fn start_receiver(dir: &Path, port: u16, program: &str, example: &str) -> Option<Receiver> {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(example);
     let log = std::fs::File::create(dir.join("receiver.log")).unwrap();
-    let child = match Command::new("python3")
+    let child = match Command::new(program)
         .arg(script)
         .arg(port.to_string())
         .env("MAILER_SECRET", SECRET)
@@ -40,7 +43,7 @@ fn start_receiver(dir: &Path, port: u16) -> Option<Receiver> {
     {
         Ok(child) => child,
         Err(e) => {
-            eprintln!("skipping: python3 cannot run here ({e})");
+            eprintln!("skipping: {program} cannot run here ({e})");
             return None;
         }
     };
@@ -56,9 +59,18 @@ fn start_receiver(dir: &Path, port: u16) -> Option<Receiver> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_python_receiver_runs_jobs_for_the_stock_binary() {
+    receiver_runs_jobs("python3", "python/http_handler.py").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_node_receiver_runs_jobs_for_the_stock_binary() {
+    receiver_runs_jobs("node", "node/http_handler.mjs").await;
+}
+
+async fn receiver_runs_jobs(program: &str, example: &str) {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
-    let Some(_receiver) = start_receiver(dir.path(), port) else {
+    let Some(_receiver) = start_receiver(dir.path(), port, program, example) else {
         return;
     };
     std::fs::write(
@@ -115,7 +127,11 @@ async fn the_python_receiver_runs_jobs_for_the_stock_binary() {
         job.errors
     );
     let log = std::fs::read_to_string(dir.path().join("receiver.log")).unwrap();
-    assert!(!log.contains(" 401 "), "every request was signed:\n{log}");
+    let refused = |l: &str| l.contains(" 401 ") || l.trim_end().ends_with(" 401");
+    assert!(
+        !log.lines().any(refused),
+        "every request was signed:\n{log}"
+    );
     assert!(
         !log.contains("Traceback"),
         "the progress calls were accepted (a refused one raises):\n{log}"
