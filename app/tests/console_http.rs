@@ -56,6 +56,7 @@ async fn dead_letter(store: &Arc<dyn Store>, queue: &str, message: &str) -> JobI
             limit: 100,
             start: 0,
             queues: Some(vec![queue.into()]),
+            types: None,
         })
         .await
         .unwrap();

@@ -137,6 +137,7 @@ async fn finish(store: &Arc<dyn Store>, queue: &str, completion: impl Fn(JobId) 
             limit: 100,
             start: 0,
             queues: Some(vec![queue.into()]),
+            types: None,
         })
         .await
         .unwrap();

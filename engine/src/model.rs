@@ -573,6 +573,8 @@ pub struct ClaimRequest {
     pub start: u32,
     /// Only these queues; `None` = every queue.
     pub queues: Option<Vec<String>>,
+    /// Only jobs of these types; `None` = every type (external workers that run some types).
+    pub types: Option<Vec<String>>,
 }
 
 /// How a worker finished a job it was processing.

@@ -86,6 +86,7 @@ async fn producers_and_consumers_on_separate_connections_lose_nothing() {
                     limit: 40,
                     start: 0,
                     queues: None,
+                    types: None,
                 };
                 let jobs = retrying!(handle.claim_batch(claim.clone()).await);
                 if jobs.is_empty() {
@@ -155,6 +156,7 @@ async fn jobs_survive_closing_and_reopening_the_file() {
                 limit: 1,
                 start: 0,
                 queues: Some(vec!["r".into()]),
+                types: None,
             })
             .await
             .unwrap();

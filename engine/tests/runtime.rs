@@ -1063,6 +1063,7 @@ async fn rescuer_iteration_returns_stale_claims_to_pending() {
             limit: 10,
             start: 0,
             queues: None,
+            types: None,
         })
         .await
         .unwrap();
@@ -1286,6 +1287,7 @@ async fn bench_store_hot_path_calls() {
                 limit: batch,
                 start: 0,
                 queues: None,
+                types: None,
             })
             .await
             .unwrap();
@@ -1332,6 +1334,7 @@ async fn bench_store_single_job_round_trips() {
                 limit: 100,
                 start: 0,
                 queues: None,
+                types: None,
             })
             .await
             .unwrap();

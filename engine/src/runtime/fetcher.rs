@@ -92,6 +92,7 @@ pub(crate) async fn run_fetcher(shared: Arc<Shared>) {
                 limit: u32::try_from(plan.limit).unwrap_or(u32::MAX),
                 start: u32::try_from(plan.start).unwrap_or(u32::MAX),
                 queues: shared.config.queues.clone(),
+                types: None,
             };
             match shared.store.claim_batch(req).await {
                 Ok(jobs) => {

@@ -214,6 +214,7 @@ async fn sweeper_iteration_wakes_waiters_of_jobs_finished_elsewhere() {
             limit: 1,
             start: 0,
             queues: None,
+            types: None,
         })
         .await
         .unwrap();

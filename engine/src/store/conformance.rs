@@ -52,6 +52,7 @@ macro_rules! store_conformance_tests {
             scheduling::future_jobs_are_not_claimable_until_due,
             scheduling::claim_order_is_priority_then_due_time_then_id,
             scheduling::expired_jobs_are_not_claimed_and_rescue_dead_letters_them,
+            scheduling::claim_honours_the_type_filter,
             scheduling::claim_honours_the_queue_filter,
             queues::paused_queue_is_not_claimed_until_resumed,
             queues::queue_settings_round_trip,

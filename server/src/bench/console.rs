@@ -97,6 +97,7 @@ async fn seed(
                         limit: left.min(BATCH as u64) as u32,
                         start: 0,
                         queues: None,
+                        types: None,
                     })
                     .await
                     .context("seeding: claim_batch")?;

@@ -49,6 +49,7 @@ pub async fn many_claimers_never_share_a_job(f: StoreFactory) {
                     limit: 25,
                     start: 0,
                     queues: None,
+                    types: None,
                 };
                 let jobs = retrying!(handle.claim_batch(claim.clone()).await);
                 if jobs.is_empty() {
@@ -318,6 +319,7 @@ pub async fn bulkhead_holds_under_concurrent_claimers(f: StoreFactory) {
                     limit: 10,
                     start: 0,
                     queues: None,
+                    types: None,
                 };
                 let ids: Vec<JobId> = retrying!(handle.claim_batch(claim.clone()).await)
                     .into_iter()

@@ -1,7 +1,7 @@
 //! What a claim picks: due jobs only, in priority / due time / id order, never expired ones.
 
 use super::support::*;
-use crate::model::{EnqueueRequest, FailureReason, JobState};
+use crate::model::{ClaimRequest, EnqueueRequest, FailureReason, JobState};
 
 pub async fn future_jobs_are_not_claimable_until_due(f: StoreFactory) {
     let store = f.store();
@@ -133,6 +133,65 @@ pub async fn expired_jobs_are_not_claimed_and_rescue_dead_letters_them(f: StoreF
     // The expired job moved once; a second sweep finds nothing.
     let again = rescue(&*store, &long_timeouts()).await.unwrap();
     assert_eq!(again.expired, 0);
+    assert_counters_match_rows(&*store).await;
+}
+
+pub async fn claim_honours_the_type_filter(f: StoreFactory) {
+    let store = f.store();
+    // A higher band of other types must not hide the wanted types below it.
+    for _ in 0..3 {
+        enqueue(
+            &*store,
+            EnqueueRequest {
+                priority: 10,
+                ..req("q", "other")
+            },
+        )
+        .await;
+    }
+    let a1 = enqueue(&*store, req("q", "wanted.a")).await;
+    let a2 = enqueue(&*store, req("q", "wanted.a")).await;
+    let b = enqueue(&*store, req("q2", "wanted.b")).await;
+    let by_types = |types: Vec<&str>, queues: Option<Vec<String>>| ClaimRequest {
+        worker_id: "ext".into(),
+        limit: 10,
+        start: 0,
+        queues,
+        types: Some(types.into_iter().map(String::from).collect()),
+    };
+    let got = store
+        .claim_batch(by_types(
+            vec!["wanted.a", "wanted.b"],
+            Some(vec!["q".into()]),
+        ))
+        .await
+        .unwrap();
+    let ids: Vec<_> = got.iter().map(|j| j.id).collect();
+    assert_eq!(
+        sorted(ids),
+        sorted(vec![a1, a2]),
+        "queue and type filters both hold"
+    );
+    assert!(got.iter().all(|j| j.state == JobState::Fetched));
+    assert!(
+        store
+            .claim_batch(by_types(Vec::new(), None))
+            .await
+            .unwrap()
+            .is_empty(),
+        "an empty type list claims nothing"
+    );
+    let got = store
+        .claim_batch(by_types(vec!["wanted.b"], None))
+        .await
+        .unwrap();
+    assert_eq!(got.iter().map(|j| j.id).collect::<Vec<_>>(), vec![b]);
+    let s = summary(&*store).await;
+    assert_eq!(
+        (s.pending, s.fetched),
+        (3, 3),
+        "the other type stays pending"
+    );
     assert_counters_match_rows(&*store).await;
 }
 

@@ -192,6 +192,7 @@ pub async fn claim_jobs(
             limit,
             start: 0,
             queues,
+            types: None,
         })
         .await
         .expect("claim batch")
@@ -206,6 +207,7 @@ pub async fn claim_starting(store: &dyn Store, worker: &str, limit: u32, start: 
             limit,
             start,
             queues: None,
+            types: None,
         })
         .await
         .expect("claim batch")

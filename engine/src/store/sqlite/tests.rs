@@ -30,6 +30,7 @@ fn claim_req(worker: &str, limit: u32) -> ClaimRequest {
         limit,
         start: 0,
         queues: None,
+        types: None,
     }
 }
 

@@ -36,6 +36,7 @@ pub(crate) const CLAIM_CANDIDATES_SQL: &str = "SELECT rowid, priority, scheduled
      FROM jobs \
      WHERE queue = ?1 AND status = 0 AND scheduled_at <= ?2 \
        AND (expires_at IS NULL OR expires_at > ?2) \
+       AND (?4 IS NULL OR job_type IN (SELECT value FROM json_each(?4))) \
      ORDER BY priority DESC, scheduled_at, id LIMIT ?3";
 
 /// Chosen rows → fetched by the worker.
@@ -89,9 +90,13 @@ struct Candidate {
 /// connection, on another core, once the claim has committed.
 pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, now: i64) -> StoreResult<ClaimOutcome> {
     let limit = i64::from(req.limit);
-    if limit == 0 {
+    if limit == 0 || req.types.as_ref().is_some_and(Vec::is_empty) {
         return Ok(ClaimOutcome::Jobs(Vec::new()));
     }
+    let types = req
+        .types
+        .as_ref()
+        .map(|t| serde_json::to_string(t).unwrap_or_else(|_| "[]".into()));
     let queues = req
         .queues
         .as_ref()
@@ -114,7 +119,7 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, now: i64) -> StoreRes
             continue;
         }
         let rows = stmt
-            .query_map(params![queue, now, take], |r| {
+            .query_map(params![queue, now, take, types], |r| {
                 Ok(Candidate {
                     rowid: r.get(0)?,
                     priority: r.get(1)?,

@@ -410,13 +410,17 @@ impl Store for SqlServerStore {
     }
 
     async fn claim_batch(&self, req: ClaimRequest) -> StoreResult<Vec<Job>> {
-        if req.limit == 0 || req.queues.as_ref().is_some_and(Vec::is_empty) {
+        if req.limit == 0
+            || req.queues.as_ref().is_some_and(Vec::is_empty)
+            || req.types.as_ref().is_some_and(Vec::is_empty)
+        {
             return Ok(Vec::new());
         }
         // A schema limit (NVARCHAR(255)), not input validation: the engine checks its own
         // ids when it starts.
         validation::validate_name("worker_id", &req.worker_id)?;
         let queues: Option<String> = req.queues.as_ref().map(to_json).transpose()?;
+        let types: Option<String> = req.types.as_ref().map(to_json).transpose()?;
         // One claim statement takes at most MAX_ROWS_PER_STATEMENT rows (lock escalation);
         // a larger claim is several, each its own transaction, until one comes back short.
         let mut wanted = usize::try_from(req.limit.min(10_000)).unwrap_or(10_000);
@@ -428,7 +432,7 @@ impl Store for SqlServerStore {
                     "claim_batch",
                     Repeat::Always,
                     &queries::CLAIM,
-                    &[&limit, &req.worker_id, &queues],
+                    &[&limit, &req.worker_id, &queues, &types],
                 )
                 .await?;
             let got = rows.len();

@@ -3,7 +3,9 @@
 use super::{Class, HOT_JOB_COLUMNS, Reads, Statement};
 
 /// @P1 limit (at most `MAX_ROWS_PER_STATEMENT`: the store cuts larger claims), @P2 worker id,
-/// @P3 JSON array of queue names or NULL for all.
+/// @P3 JSON array of queue names or NULL for all, @P4 JSON array of job types or NULL for all
+/// (external workers that run some types: a residual predicate on the same seeks, so a band
+/// of other types is read past, not claimed).
 ///
 /// Lock order: queues first. The settings rows of unpaused queues with a `max_workers` limit
 /// are U-locked to the end of the transaction (no HOLDLOCK, which would range-lock every
@@ -30,6 +32,7 @@ pub const CLAIM: Statement = Statement {
         "DECLARE @limit INT = @P1;
 DECLARE @worker NVARCHAR(255) = @P2;
 DECLARE @queues NVARCHAR(MAX) = @P3;
+DECLARE @types NVARCHAR(MAX) = @P4;
 ",
         ledger_decl!(),
         "DECLARE @wanted TABLE (name NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL PRIMARY KEY);
@@ -48,7 +51,9 @@ DECLARE @remaining BIGINT = @limit;
 DECLARE @band INT;
 DECLARE @got BIGINT;
 
+DECLARE @wanted_types TABLE (name NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL PRIMARY KEY);
 INSERT INTO @wanted (name) SELECT DISTINCT [value] FROM OPENJSON(ISNULL(@queues, N'[]'));
+INSERT INTO @wanted_types (name) SELECT DISTINCT [value] FROM OPENJSON(ISNULL(@types, N'[]'));
 
 INSERT INTO @lanes (queue, max_workers, slots)
 SELECT q.name, q.max_workers, q.max_workers
@@ -77,6 +82,7 @@ UPDATE l
 SET l.band = (SELECT TOP (1) h.priority
               FROM [{schema}].[jobs_hot] AS h WITH (READPAST, FORCESEEK)
               WHERE h.status = 0 AND h.queue = l.queue
+                AND (@types IS NULL OR h.job_type IN (SELECT t.name FROM @wanted_types AS t))
               ORDER BY h.priority DESC)
 FROM @lanes AS l
 WHERE l.slots > 0;
@@ -94,6 +100,7 @@ BEGIN
         WHERE h.status = 0 AND h.queue = l.queue AND h.priority = @band
           AND h.scheduled_at <= @now
           AND (h.expires_at IS NULL OR h.expires_at > @now)
+          AND (@types IS NULL OR h.job_type IN (SELECT t.name FROM @wanted_types AS t))
         ORDER BY h.scheduled_at, h.id
     ) AS c
     WHERE l.band = @band AND l.slots > 0;
@@ -109,6 +116,7 @@ BEGIN
         l.band = (SELECT TOP (1) h.priority
                   FROM [{schema}].[jobs_hot] AS h WITH (READPAST, FORCESEEK)
                   WHERE h.status = 0 AND h.queue = l.queue AND h.priority < @band
+                    AND (@types IS NULL OR h.job_type IN (SELECT t.name FROM @wanted_types AS t))
                   ORDER BY h.priority DESC)
     FROM @lanes AS l
     WHERE l.band = @band;
