@@ -292,6 +292,9 @@ async fn an_endpoint_that_keeps_failing_opens_one_circuit_for_all_its_types() {
     config.breaker.open_for = Duration::from_secs(3600);
     config.breaker.defer = Duration::from_secs(3600);
     let f = fixture_with(Duration::from_secs(10), config).await;
+    // The breaker records an outcome after it committed, so a waiter may see the job dead
+    // first: its opening is announced, and that is what this waits for.
+    let mut events = f.engine.subscribe_events();
     let failing = serde_json::json!({"status": 500});
     // Two types, one endpoint: one failure each opens the endpoint's circuit.
     for job_type in ["remote.a", "remote.b"] {
@@ -304,6 +307,16 @@ async fn an_endpoint_that_keeps_failing_opens_one_circuit_for_all_its_types() {
             .unwrap();
         assert!(matches!(outcome, WaitOutcome::Dead { .. }), "{outcome:?}");
     }
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let e = events.recv().await.unwrap();
+            if e.kind == deck_engine::EventKind::Breaker && e.message.contains("opened") {
+                return;
+            }
+        }
+    })
+    .await
+    .expect("the endpoint's circuit opened");
     let snapshot = f.engine.snapshot();
     let url = f.seen.lock().unwrap().requests[0].0["host"]
         .to_str()
