@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 use super::ApiState;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, parse_job_id};
+use super::wire::integer;
 
 /// Longest progress message kept.
 const MAX_MESSAGE_CHARS: usize = 500;
@@ -20,6 +21,7 @@ const MAX_MESSAGE_CHARS: usize = 500;
 #[serde(deny_unknown_fields)]
 pub struct ProgressReport {
     /// 0 to 100.
+    #[serde(deserialize_with = "integer")]
     #[schema(minimum = 0, maximum = 100)]
     pub percent: u8,
     /// What it is doing now (at most 500 characters).
