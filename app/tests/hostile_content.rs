@@ -218,6 +218,9 @@ async fn seeded() -> Seeded {
             heartbeat_at: Utc::now(),
             workers_total: 4,
             workers_busy: 1,
+            kind: Default::default(),
+            queues: None,
+            job_types: None,
         })
         .await
         .unwrap();

@@ -599,6 +599,9 @@ pub enum Completion {
         error: AttemptError,
         duration_ms: u64,
     },
+    /// Given back unrun (an external worker that claimed more than it will run): back to
+    /// pending, due now, the attempt not counted and no error recorded.
+    Released { id: JobId },
 }
 
 impl Completion {
@@ -606,8 +609,17 @@ impl Completion {
         match self {
             Completion::Succeeded { id, .. }
             | Completion::Retry { id, .. }
-            | Completion::DeadLetter { id, .. } => *id,
+            | Completion::DeadLetter { id, .. }
+            | Completion::Released { id } => *id,
         }
+    }
+
+    /// The job leaves the hot pillar (archive or DLQ): its waiters get their answer.
+    pub fn is_final(&self) -> bool {
+        matches!(
+            self,
+            Completion::Succeeded { .. } | Completion::DeadLetter { .. }
+        )
     }
 }
 
@@ -828,7 +840,7 @@ impl RetentionSettings {
     }
 }
 
-/// A running engine, as registered in the store.
+/// A running engine or external worker process, as registered in the store.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstanceInfo {
     pub id: String,
@@ -839,6 +851,42 @@ pub struct InstanceInfo {
     pub heartbeat_at: Timestamp,
     pub workers_total: u32,
     pub workers_busy: u32,
+    #[serde(default)]
+    pub kind: InstanceKind,
+    /// The queues it takes jobs from; `None` = every queue.
+    #[serde(default)]
+    pub queues: Option<Vec<String>>,
+    /// The job types it runs; `None` = every type.
+    #[serde(default)]
+    pub job_types: Option<Vec<String>>,
+}
+
+/// What runs the jobs an instance row stands for.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstanceKind {
+    /// A deck engine: handlers in its own process (Rust, or HTTP endpoints it calls).
+    #[default]
+    Engine,
+    /// A process in any language that pulls jobs over the worker protocol.
+    External,
+}
+
+impl InstanceKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceKind::Engine => "engine",
+            InstanceKind::External => "external",
+        }
+    }
+
+    /// The stored name back (an unknown one reads as an engine, the older default).
+    pub fn from_stored(s: &str) -> InstanceKind {
+        match s {
+            "external" => InstanceKind::External,
+            _ => InstanceKind::Engine,
+        }
+    }
 }
 
 /// One operator action, as kept in the audit log.

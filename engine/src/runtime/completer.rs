@@ -102,6 +102,7 @@ pub(crate) async fn commit(shared: &Shared, batch: Vec<Finished>) {
                 tracing::debug!(job = %job.id, attempt = job.attempt, %retry_at,
                     error = %error.message, "attempt failed; retry scheduled");
             }
+            Completion::Released { .. } => {}
             Completion::DeadLetter { reason, error, .. } => {
                 dead += 1;
                 tracing::info!(job = %job.id, queue = %job.queue, job_type = %job.job_type,
@@ -112,7 +113,7 @@ pub(crate) async fn commit(shared: &Shared, batch: Vec<Finished>) {
             shared.events.send(event_for(job, completion));
         }
         if has_waiters
-            && !matches!(completion, Completion::Retry { .. })
+            && completion.is_final()
             && let Some(senders) = shared.waiters.take(job.id)
         {
             resolved.push((senders, final_job(&f.run, completion, &shared.instance_id)));
@@ -251,11 +252,13 @@ fn final_job(run: &RunningJob, completion: &Completion, instance_id: &str) -> Jo
             job.state = JobState::Pending;
             job.errors.push(error.clone());
         }
+        Completion::Released { .. } => job.state = JobState::Pending,
     }
     job
 }
 
-fn event_for(job: &Job, completion: &Completion) -> EngineEvent {
+/// The event announcing a committed completion of `job` (as it was claimed).
+pub(crate) fn event_for(job: &Job, completion: &Completion) -> EngineEvent {
     let (kind, message) = match completion {
         Completion::Succeeded { duration_ms, .. } => (
             EventKind::Succeeded,
@@ -276,6 +279,7 @@ fn event_for(job: &Job, completion: &Completion) -> EngineEvent {
         Completion::DeadLetter { reason, error, .. } => {
             (EventKind::Dead, format!("{reason}: {}", error.message))
         }
+        Completion::Released { .. } => (EventKind::Released, "given back unrun".to_string()),
     };
     EngineEvent::new(kind, message).job(job.id, &job.queue, &job.job_type)
 }

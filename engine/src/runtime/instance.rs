@@ -12,7 +12,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::error::{StoreError, StoreResult};
-use crate::model::InstanceInfo;
+use crate::model::{InstanceInfo, InstanceKind};
 use crate::runtime::Shared;
 use crate::runtime::events::{EngineEvent, EventKind};
 
@@ -129,6 +129,9 @@ pub(crate) fn instance_info(shared: &Shared) -> InstanceInfo {
         heartbeat_at: Utc::now(),
         workers_total: total,
         workers_busy: busy,
+        kind: InstanceKind::Engine,
+        queues: shared.config.queues.clone(),
+        job_types: None,
     }
 }
 

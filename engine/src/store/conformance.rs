@@ -68,6 +68,7 @@ macro_rules! store_conformance_tests {
             transitions::dead_letter_moves_the_job_to_the_dlq,
             transitions::release_returns_fetched_jobs_without_spending_an_attempt,
             transitions::release_with_run_at_defers_the_job,
+            transitions::released_completion_gives_a_started_job_back_unrun,
             transitions::cancel_of_pending_or_fetched_dead_letters_at_once,
             transitions::cancel_of_processing_is_requested_through_the_heartbeat,
             transitions::cancel_of_finished_or_unknown_is_not_found,

@@ -232,6 +232,12 @@ pub trait Store: Send + Sync + 'static {
     async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>>;
 }
 
+/// A stored list of names (an instance's queues or job types, a JSON array) back; `NULL`,
+/// or anything this code did not write, reads as "all of them" rather than failing a page.
+pub(crate) fn names_from_json(text: Option<String>) -> Option<Vec<String>> {
+    text.and_then(|t| serde_json::from_str(&t).ok())
+}
+
 /// Per completion of one `complete` call: whether it is the first for its job. A job
 /// completed twice in one call is applied once — the first completion wins, every later one
 /// answers `NotApplied` — on every backend.

@@ -4,7 +4,8 @@ use std::time::Duration;
 
 use super::support::*;
 use crate::model::{
-    AuditEntry, EngineSettings, InstanceInfo, NewAuditEntry, RetentionSettings, RetrySettings,
+    AuditEntry, EngineSettings, InstanceInfo, InstanceKind, NewAuditEntry, RetentionSettings,
+    RetrySettings,
 };
 
 fn instance(id: &str, busy: u32) -> InstanceInfo {
@@ -17,6 +18,9 @@ fn instance(id: &str, busy: u32) -> InstanceInfo {
         heartbeat_at: now_ms(),
         workers_total: 8,
         workers_busy: busy,
+        kind: InstanceKind::Engine,
+        queues: None,
+        job_types: None,
     }
 }
 
@@ -40,6 +44,10 @@ pub async fn instances_heartbeat_list_and_deregister(f: StoreFactory) {
         (&first.host, first.pid, &first.version, 8, 1)
     );
     assert_eq!(trunc_ms(a.started_at), first.started_at);
+    assert_eq!(
+        (a.kind, &a.queues, &a.job_types),
+        (InstanceKind::Engine, &None, &None)
+    );
     assert!(
         since(a.heartbeat_at) < secs(60),
         "the store stamps the heartbeat"
@@ -61,6 +69,27 @@ pub async fn instances_heartbeat_list_and_deregister(f: StoreFactory) {
         ("inst-a", 7)
     );
     assert_eq!(trunc_ms(listed[0].started_at), first.started_at);
+
+    // An external worker's row keeps its kind and what it asked for.
+    let external = InstanceInfo {
+        kind: InstanceKind::External,
+        queues: Some(vec!["mail".into(), "reports".into()]),
+        job_types: Some(vec!["email.*".into()]),
+        ..instance("ext:billing-py", 3)
+    };
+    store.heartbeat_instance(&external).await.unwrap();
+    let listed = store.list_instances(hour).await.unwrap();
+    let row = listed.iter().find(|i| i.id == "ext:billing-py").unwrap();
+    assert_eq!(
+        (row.kind, &row.queues, &row.job_types, row.workers_busy),
+        (
+            InstanceKind::External,
+            &external.queues,
+            &external.job_types,
+            3
+        )
+    );
+    store.deregister_instance("ext:billing-py").await.unwrap();
 
     let_clock_advance().await;
     assert!(

@@ -141,7 +141,7 @@ pub async fn racing_completions_apply_once(f: StoreFactory) {
         let expected = match &winners[0] {
             Completion::Succeeded { .. } => JobState::Succeeded,
             Completion::DeadLetter { .. } => JobState::Dead(FailureReason::Failed),
-            Completion::Retry { .. } => JobState::Pending,
+            Completion::Retry { .. } | Completion::Released { .. } => JobState::Pending,
         };
         let j = job(&*store, id).await;
         assert_eq!(j.state, expected, "round {round}: the winner decided");

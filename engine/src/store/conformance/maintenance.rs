@@ -204,6 +204,9 @@ fn instance(id: &str) -> InstanceInfo {
         heartbeat_at: now,
         workers_total: 4,
         workers_busy: 1,
+        kind: Default::default(),
+        queues: None,
+        job_types: None,
     }
 }
 

@@ -252,6 +252,46 @@ pub async fn release_returns_fetched_jobs_without_spending_an_attempt(f: StoreFa
     assert_counters_match_rows(&*store).await;
 }
 
+pub async fn released_completion_gives_a_started_job_back_unrun(f: StoreFactory) {
+    let store = f.store();
+    let first = enqueue(&*store, req("q", "t")).await;
+    let second = enqueue(&*store, req("q", "t")).await;
+    let started = claim_starting(&*store, "ext:w1:lease", 2, 2).await;
+    assert_eq!(started.len(), 2);
+    assert!(
+        started
+            .iter()
+            .all(|j| j.state == JobState::Processing && j.attempt == 1)
+    );
+    let applied = store
+        .complete(
+            "ext:w1:lease",
+            vec![
+                Completion::Released { id: first },
+                Completion::Released { id: second },
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(applied, vec![Applied::Applied, Applied::Applied]);
+    let j = job(&*store, first).await;
+    assert_eq!(
+        (j.state, j.attempt),
+        (JobState::Pending, 0),
+        "the attempt is not counted"
+    );
+    assert!(j.errors.is_empty() && j.worker_id.is_none());
+    let s = summary(&*store).await;
+    assert_eq!((s.pending, s.processing, s.retried_5m), (2, 0, 0));
+    // Back where they stood: the next claim gets them in the same order.
+    assert_eq!(claim(&*store, "w2", 2).await, vec![first, second]);
+    // Another owner's release changes nothing.
+    store.mark_processing("w2", &[first]).await.unwrap();
+    assert!(!complete_one(&*store, "ext:w1:lease", Completion::Released { id: first }).await);
+    assert_eq!(state(&*store, first).await, Some(JobState::Processing));
+    assert_counters_match_rows(&*store).await;
+}
+
 pub async fn release_with_run_at_defers_the_job(f: StoreFactory) {
     let store = f.store();
     let id = enqueue(&*store, req("q", "t")).await;

@@ -5,8 +5,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
-    AuditEntry, EngineSettings, FailureReason, InstanceInfo, NewAuditEntry, PruneTarget,
-    QueueConfig, QueuePatch, RescueKind, RescueStep,
+    AuditEntry, EngineSettings, FailureReason, InstanceInfo, InstanceKind, NewAuditEntry,
+    PruneTarget, QueueConfig, QueuePatch, RescueKind, RescueStep,
 };
 
 use super::codec::{duration_us, from_us, opt_from_us, to_json, to_us, u64_of};
@@ -260,13 +260,17 @@ pub(crate) fn heartbeat_instance(
     info: &InstanceInfo,
     now: i64,
 ) -> StoreResult<()> {
+    let queues = names_json(info.queues.as_deref())?;
+    let job_types = names_json(info.job_types.as_deref())?;
     conn.prepare_cached(
         "INSERT INTO instances (id, host, pid, version, started_at, heartbeat_at, workers_total, \
-             workers_busy) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8) \
+             workers_busy, kind, queues, job_types) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11) \
          ON CONFLICT (id) DO UPDATE SET host = excluded.host, pid = excluded.pid, \
              version = excluded.version, started_at = excluded.started_at, \
              heartbeat_at = excluded.heartbeat_at, workers_total = excluded.workers_total, \
-             workers_busy = excluded.workers_busy",
+             workers_busy = excluded.workers_busy, kind = excluded.kind, \
+             queues = excluded.queues, job_types = excluded.job_types",
     )
     .map_err(db_err("instance heartbeat"))?
     .execute(params![
@@ -277,10 +281,18 @@ pub(crate) fn heartbeat_instance(
         to_us(info.started_at),
         now,
         info.workers_total,
-        info.workers_busy
+        info.workers_busy,
+        info.kind.as_str(),
+        queues,
+        job_types,
     ])
     .map_err(db_err("instance heartbeat"))?;
     Ok(())
+}
+
+/// A list of names as stored: a JSON array, `NULL` for "all of them".
+fn names_json(names: Option<&[String]>) -> StoreResult<Option<String>> {
+    names.map(|n| to_json(&n)).transpose()
 }
 
 /// A clean shutdown: the heartbeat is set to the epoch so the next sweep rescues what the
@@ -295,7 +307,8 @@ pub(crate) fn deregister_instance(conn: &Connection, id: &str) -> StoreResult<()
 
 pub(crate) fn list_instances(conn: &Connection, newer_than: i64) -> StoreResult<Vec<InstanceInfo>> {
     conn.prepare_cached(
-        "SELECT id, host, pid, version, started_at, heartbeat_at, workers_total, workers_busy \
+        "SELECT id, host, pid, version, started_at, heartbeat_at, workers_total, workers_busy, \
+             kind, queues, job_types \
          FROM instances WHERE heartbeat_at >= ?1 ORDER BY heartbeat_at DESC, id",
     )
     .map_err(db_err("list instances"))?
@@ -309,6 +322,9 @@ pub(crate) fn list_instances(conn: &Connection, newer_than: i64) -> StoreResult<
             heartbeat_at: from_us(r.get(5)?),
             workers_total: r.get(6)?,
             workers_busy: r.get(7)?,
+            kind: InstanceKind::from_stored(&r.get::<_, String>(8)?),
+            queues: crate::store::names_from_json(r.get(9)?),
+            job_types: crate::store::names_from_json(r.get(10)?),
         })
     })
     .map_err(db_err("list instances"))?

@@ -25,6 +25,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         "index_keys_end_in_rowid",
         include_str!("../../../../migrations/sqlite/0003_index_keys_end_in_rowid.sql"),
     ),
+    (
+        4,
+        "instance_scope",
+        include_str!("../../../../migrations/sqlite/0004_instance_scope.sql"),
+    ),
 ];
 
 pub(crate) fn latest_version() -> i64 {

@@ -439,6 +439,20 @@ fn complete_retry(
     Ok(Applied::Applied)
 }
 
+/// Given back unrun: pending again where it stood in the claim order, the attempt uncounted.
+fn complete_released(conn: &Connection, worker_id: &str, id: JobId) -> StoreResult<Applied> {
+    let n = conn
+        .prepare_cached(
+            "UPDATE jobs SET status = 0, worker_id = NULL, fetched_at = NULL, heartbeat_at = NULL, \
+                 attempt = max(attempt - 1, 0) \
+             WHERE id = ?1 AND status = 2 AND worker_id = ?2",
+        )
+        .map_err(db_err("release unrun"))?
+        .execute(params![id_text(id), worker_id])
+        .map_err(db_err("release unrun"))?;
+    Ok(Applied::from_rows(n))
+}
+
 fn complete_dead(
     conn: &Connection,
     worker_id: &str,
@@ -556,6 +570,7 @@ pub(crate) fn complete(
                     &error.message,
                     now,
                 )?,
+                Completion::Released { id } => complete_released(conn, worker_id, *id)?,
             }
         };
         out.push(applied);

@@ -34,6 +34,12 @@ pub const MIGRATIONS: &[Migration] = &[
         file: "0002_load_and_enqueue.sql",
         sql: include_str!("../../../../migrations/sqlserver/0002_load_and_enqueue.sql"),
     },
+    Migration {
+        version: 3,
+        name: "instance_scope",
+        file: "0003_instance_scope.sql",
+        sql: include_str!("../../../../migrations/sqlserver/0003_instance_scope.sql"),
+    },
 ];
 
 pub fn latest_version() -> i32 {
@@ -198,7 +204,8 @@ fn parse_column(line: &str) -> Option<(String, ColumnShape)> {
 }
 
 /// Read the expected shape out of the DDL itself, so the check can never drift from it.
-/// Later migrations may drop tables and indexes, set a table's lock escalation, and create
+/// Later migrations may add columns (`ALTER TABLE … ADD`, one column per line), drop tables
+/// and indexes, set a table's lock escalation, and create
 /// routines with `EXEC(N'CREATE OR ALTER PROCEDURE [{schema}].[name] …')` (whose bodies are
 /// skipped: a temp table inside one is not part of the schema).
 pub fn expected_shape() -> Shape {
@@ -207,6 +214,8 @@ pub fn expected_shape() -> Shape {
     sources.extend(MIGRATIONS.iter().map(|m| m.sql));
     for sql in sources {
         let mut table: Option<String> = None;
+        // Inside `ALTER TABLE … ADD`: one column per line, until the `;`.
+        let mut adding_columns = false;
         let mut in_routine = false;
         for line in sql.lines() {
             let trimmed = line.trim();
@@ -219,7 +228,19 @@ pub fn expected_shape() -> Shape {
             }
             let upper = trimmed.to_ascii_uppercase();
             if let Some(current) = &table {
-                if upper.starts_with("CONSTRAINT") {
+                if adding_columns {
+                    if let Some((name, column)) = parse_column(trimmed) {
+                        shape
+                            .tables
+                            .entry(current.clone())
+                            .or_default()
+                            .insert(name, column);
+                    }
+                    if trimmed.ends_with(';') {
+                        table = None;
+                        adding_columns = false;
+                    }
+                } else if upper.starts_with("CONSTRAINT") {
                     if upper.contains("PRIMARY KEY")
                         && let Some((pk, _)) = bracketed(trimmed)
                     {
@@ -243,6 +264,9 @@ pub fn expected_shape() -> Shape {
                 in_routine = !trimmed.ends_with("');");
             } else if upper.starts_with("CREATE TABLE") {
                 table = object_name(trimmed).map(str::to_string);
+            } else if upper.starts_with("ALTER TABLE") && upper.ends_with(" ADD") {
+                table = object_name(trimmed).map(str::to_string);
+                adding_columns = table.is_some();
             } else if upper.starts_with("DROP TABLE") {
                 if let Some(t) = object_name(trimmed) {
                     shape.tables.remove(t);
@@ -512,6 +536,13 @@ mod tests {
         assert!(hot["worker_id"].nullable);
         assert!(!hot.contains_key("PK_jobs_hot"));
         assert_eq!(hot.len(), 25);
+        // Columns a later migration added with ALTER TABLE … ADD.
+        let instances = &shape.tables["instances"];
+        assert!(!instances["kind"].nullable);
+        assert_eq!(instances["kind"].length, Some(16));
+        assert_eq!(instances["queues"].length, Some(-1));
+        assert!(instances["job_types"].nullable);
+        assert_eq!(instances.len(), 12);
         for index in [
             "PK_jobs_hot",
             "UX_jobs_hot_id",
@@ -571,7 +602,7 @@ mod tests {
                 .map(|(t, c)| (t.to_string(), c.to_string()))
                 .collect(),
             compatibility_level: 150,
-            applied_versions: vec![1, 2],
+            applied_versions: vec![1, 2, 3],
         };
         check(&deck(), &state).unwrap();
 

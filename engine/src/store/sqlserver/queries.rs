@@ -176,6 +176,9 @@ pub const INSTANCE_COLUMNS: &[&str] = &[
     "heartbeat_at",
     "workers_total",
     "workers_busy",
+    "kind",
+    "queues",
+    "job_types",
 ];
 pub const AUDIT_COLUMNS: &[&str] = &["id", "at", "actor", "action", "target", "count", "detail"];
 pub const SUMMARY_COLUMNS: &[&str] = &[

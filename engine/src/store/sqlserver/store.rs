@@ -17,9 +17,9 @@ use super::rows::{self, count, id_from_hex, ids_json, json_time, opt_str, opt_u3
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
     Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
-    EnqueueRequest, FailureReason, HeartbeatReport, HotStatus, InstanceInfo, Job, JobEdit, JobId,
-    JobState, NewAuditEntry, Pillar, PruneStep, PruneTarget, QueueConfig, QueuePatch, RescueKind,
-    RescueStep, StoreWrittenError, Timestamp, claim_order,
+    EnqueueRequest, FailureReason, HeartbeatReport, HotStatus, InstanceInfo, InstanceKind, Job,
+    JobEdit, JobId, JobState, NewAuditEntry, Pillar, PruneStep, PruneTarget, QueueConfig,
+    QueuePatch, RescueKind, RescueStep, StoreWrittenError, Timestamp, claim_order,
 };
 use crate::query::{
     BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, MAX_PAGE_SIZE, Page,
@@ -314,6 +314,9 @@ impl SqlServerStore {
             heartbeat_at: rows::req_time(row, "heartbeat_at")?,
             workers_total: opt_u32(row, "workers_total")?.unwrap_or(0),
             workers_busy: opt_u32(row, "workers_busy")?.unwrap_or(0),
+            kind: InstanceKind::from_stored(&req_str(row, "kind")?),
+            queues: crate::store::names_from_json(opt_str(row, "queues")?),
+            job_types: crate::store::names_from_json(opt_str(row, "job_types")?),
         })
     }
 
@@ -595,6 +598,16 @@ impl Store for SqlServerStore {
                     reason: Some(reason.code()),
                     error: Some(to_json(error)?),
                     message: Some(error.message.clone()),
+                    retry_at: None,
+                },
+                Completion::Released { id } => CompletionRow {
+                    id: rows::id_hex(*id),
+                    kind: "u",
+                    result: None,
+                    duration_ms: None,
+                    reason: None,
+                    error: None,
+                    message: None,
                     retry_at: None,
                 },
             });
@@ -923,11 +936,17 @@ impl Store for SqlServerStore {
         let started = rows::to_sql_time(info.started_at);
         let total = to_i32(info.workers_total);
         let busy = to_i32(info.workers_busy);
+        let kind = info.kind.as_str();
+        let queues = info.queues.as_ref().map(to_json).transpose()?;
+        let job_types = info.job_types.as_ref().map(to_json).transpose()?;
         self.rows_of(
             "heartbeat_instance",
             Repeat::Always,
             &queries::HEARTBEAT_INSTANCE,
-            &[&info.id, &host, &pid, &version, &started, &total, &busy],
+            &[
+                &info.id, &host, &pid, &version, &started, &total, &busy, &kind, &queues,
+                &job_types,
+            ],
         )
         .await?;
         Ok(())

@@ -257,7 +257,8 @@ WHERE [at] < DATEADD(SECOND, -@P1, SYSUTCDATETIME());
 SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
 };
 
-/// @P1 id, @P2 host, @P3 pid, @P4 version, @P5 started_at, @P6 workers total, @P7 busy.
+/// @P1 id, @P2 host, @P3 pid, @P4 version, @P5 started_at, @P6 workers total, @P7 busy,
+/// @P8 kind, @P9 queues (JSON array or NULL), @P10 job types (JSON array or NULL).
 pub const HEARTBEAT_INSTANCE: Statement = Statement {
     name: "heartbeat_instance",
     class: Class::Transition,
@@ -265,13 +266,15 @@ pub const HEARTBEAT_INSTANCE: Statement = Statement {
     sql: tx!("DECLARE @id NVARCHAR(255) = @P1;
 UPDATE i
 SET i.host = @P2, i.pid = @P3, i.version = @P4, i.heartbeat_at = SYSUTCDATETIME(),
-    i.workers_total = @P6, i.workers_busy = @P7, i.stopped_at = NULL
+    i.workers_total = @P6, i.workers_busy = @P7, i.stopped_at = NULL,
+    i.kind = @P8, i.queues = @P9, i.job_types = @P10
 FROM [{schema}].[instances] AS i WITH (UPDLOCK, HOLDLOCK)
 WHERE i.id = @id;
 IF @@ROWCOUNT = 0
     INSERT INTO [{schema}].[instances]
-        (id, host, pid, version, started_at, heartbeat_at, workers_total, workers_busy)
-    SELECT @id, @P2, @P3, @P4, @P5, SYSUTCDATETIME(), @P6, @P7
+        (id, host, pid, version, started_at, heartbeat_at, workers_total, workers_busy, kind,
+         queues, job_types)
+    SELECT @id, @P2, @P3, @P4, @P5, SYSUTCDATETIME(), @P6, @P7, @P8, @P9, @P10
     WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[instances] AS i WITH (UPDLOCK, HOLDLOCK)
                       WHERE i.id = @id);"),
 };

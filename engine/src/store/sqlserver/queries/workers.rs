@@ -272,6 +272,8 @@ DECLARE @completions NVARCHAR(MAX) = @P2;
 );
 DECLARE @retried TABLE (id BINARY(16) NOT NULL PRIMARY KEY,
                         queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
+DECLARE @unrun TABLE (id BINARY(16) NOT NULL PRIMARY KEY,
+                      queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
 
 INSERT INTO @c (slice, id, kind, result, duration_ms, reason, error, message, retry_at)
 SELECT (ROW_NUMBER() OVER (ORDER BY (SELECT NULL)) - 1) / 1000, CONVERT(BINARY(16), j.id, 2),
@@ -300,6 +302,15 @@ BEGIN
     OUTPUT inserted.id, inserted.queue INTO @retried (id, queue)
     FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
     JOIN @c AS c ON c.slice = @slice AND c.id = h.id AND c.kind = 'r'
+    WHERE h.status = 2 AND h.worker_id = @worker;
+
+    -- Given back unrun: pending where it stood in the claim order, the attempt uncounted.
+    UPDATE h
+    SET h.status = 0, h.worker_id = NULL, h.fetched_at = NULL, h.heartbeat_at = NULL,
+        h.attempt = CASE WHEN h.attempt > 0 THEN h.attempt - 1 ELSE 0 END
+    OUTPUT inserted.id, inserted.queue INTO @unrun (id, queue)
+    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
+    JOIN @c AS c ON c.slice = @slice AND c.id = h.id AND c.kind = 'u'
     WHERE h.status = 2 AND h.worker_id = @worker;
 
     -- Successes and dead letters leave the hot table: delete first, then write the target.
@@ -353,6 +364,8 @@ END
 
 INSERT INTO @ledger (queue, pending_delta, processing_delta, retried)
 SELECT r.queue, 1, -1, 1 FROM @retried AS r;
+INSERT INTO @ledger (queue, pending_delta, processing_delta)
+SELECT u.queue, 1, -1 FROM @unrun AS u;
 
 INSERT INTO @ledger (queue, processing_delta, archive_delta, dlq_delta, succeeded, failed,
                      duration_ms, reason, message_prefix)
@@ -369,6 +382,7 @@ FROM @moved AS m JOIN @c AS c ON c.id = m.id;
         ledger_apply!(),
         "
 SELECT CONVERT(CHAR(32), a.id, 2) AS id
-FROM (SELECT r.id FROM @retried AS r UNION ALL SELECT m.id FROM @moved AS m) AS a;"
+FROM (SELECT r.id FROM @retried AS r UNION ALL SELECT u.id FROM @unrun AS u
+      UNION ALL SELECT m.id FROM @moved AS m) AS a;"
     ),
 };
