@@ -23,6 +23,7 @@ use tokio_util::sync::CancellationToken;
 use crate::channel::{self, WaitOutcome};
 use crate::config::{ConfigError, ConfigProblem, EngineConfig};
 use crate::error::{StoreError, StoreResult};
+use crate::external::ExternalWorkers;
 use crate::handler::HandlerRegistry;
 use crate::model::{
     CancelOutcome, EngineSettings, EnqueueOutcome, EnqueueRequest, JobId, PruneReport, QueueConfig,
@@ -62,6 +63,8 @@ struct EngineInner {
     runtime: Runtime,
     /// Every write of this engine's users goes through here.
     ops: Operations,
+    /// The pull protocol's claims and reports.
+    external: ExternalWorkers,
     shutdown_started: AtomicBool,
     finished: CancellationToken,
     /// What the first `shutdown` call found, for later callers.
@@ -120,6 +123,7 @@ impl Engine {
         Ok(Engine {
             inner: Arc::new(EngineInner {
                 ops: Operations::for_runtime(runtime.shared().clone()),
+                external: ExternalWorkers::new(runtime.shared().clone()),
                 runtime,
                 shutdown_started: AtomicBool::new(false),
                 finished: CancellationToken::new(),
@@ -154,6 +158,11 @@ impl Engine {
     /// audited: the door the console and the API use.
     pub fn operations(&self) -> &Operations {
         &self.inner.ops
+    }
+
+    /// Claims and reports of external workers (the JSON API's worker protocol).
+    pub fn external_workers(&self) -> &ExternalWorkers {
+        &self.inner.external
     }
 
     /// Enqueue one job and wake this process's fetcher.

@@ -7,6 +7,7 @@ pub mod channel;
 pub mod config;
 pub mod engine;
 pub mod error;
+pub mod external;
 pub mod handler;
 pub mod model;
 pub mod ops;

@@ -236,9 +236,14 @@ fn is_open(state: Option<BreakerState>) -> bool {
 
 /// The job as it now stands in the archive or the DLQ, for same-process waiters.
 fn final_job(run: &RunningJob, completion: &Completion, instance_id: &str) -> Job {
-    let mut job = run.job.clone();
+    finished_job(&run.job, completion, instance_id)
+}
+
+/// `job` (as it was started) after `completion` committed, as the worker `worker_id`.
+pub(crate) fn finished_job(job: &Job, completion: &Completion, worker_id: &str) -> Job {
+    let mut job = job.clone();
     job.finished_at = Some(Utc::now());
-    job.worker_id = Some(instance_id.to_string());
+    job.worker_id = Some(worker_id.to_string());
     match completion {
         Completion::Succeeded { result, .. } => {
             job.state = JobState::Succeeded;

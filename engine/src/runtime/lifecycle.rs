@@ -84,6 +84,7 @@ impl Runtime {
             settings: RwLock::new(Arc::new(settings)),
             queues: RwLock::new(Arc::new(QueueCache::new(queues))),
             wake_fetcher: Notify::new(),
+            new_work: Notify::new(),
             wake_starter: Notify::new(),
             ready: Mutex::new(VecDeque::new()),
             wake_worker: Notify::new(),

@@ -88,6 +88,8 @@ pub(crate) struct Shared {
     queues: RwLock<Arc<QueueCache>>,
     /// Same-process enqueue (and bulkhead capacity freed) wakes the fetcher at once.
     wake_fetcher: Notify,
+    /// The same news for every external worker's long-polling claim in this process.
+    new_work: Notify,
     /// Jobs arrived in the buffer or a worker became free.
     wake_starter: Notify,
     /// Started jobs waiting for a worker task to pick them up.
@@ -139,6 +141,17 @@ impl Shared {
 
     pub(crate) fn retry_policy(&self) -> Arc<RetryPolicy> {
         self.retry.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Notified (all waiters at once) when work may have arrived: same-process enqueues,
+    /// resurrections, jobs given back.
+    pub(crate) fn new_work(&self) -> &Notify {
+        &self.new_work
+    }
+
+    /// Cancelled when shutdown begins: nothing more is claimed.
+    pub(crate) fn claiming(&self) -> &CancellationToken {
+        &self.claiming
     }
 
     pub(crate) fn queue_cache(&self) -> Arc<QueueCache> {
@@ -244,6 +257,7 @@ impl LocalEffects {
     /// New work or freed capacity: claim now.
     pub(crate) fn wake_fetcher(&self) {
         self.0.wake_fetcher.notify_one();
+        self.0.new_work.notify_waiters();
     }
 
     /// An operator cancelled a job this instance runs: stop it now. False when it runs

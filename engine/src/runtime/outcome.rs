@@ -165,7 +165,8 @@ fn conclude(
     }
 }
 
-fn after_failure(
+/// The completion a failed attempt of `job` comes to under the retry policy in force.
+pub(crate) fn after_failure(
     shared: &Shared,
     job: &Job,
     failure: AttemptFailure,
