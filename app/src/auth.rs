@@ -1,7 +1,7 @@
 //! Who is using the console and what they may do.
 //!
 //! Users authenticate with HTTP basic auth or a bearer token; each has a role. `viewer`
-//! reads, `operator` acts. With no users configured the console runs without auth, which
+//! reads, `operator` acts, `worker` only claims and reports jobs (external workers). With no users configured the console runs without auth, which
 //! the server only allows on a loopback address (`AuthConfig::check_bind`).
 //!
 //! The server's operations endpoints (`/metrics`, `/readyz`, the OpenAPI document) need a
@@ -12,9 +12,12 @@ use std::net::SocketAddr;
 use base64::Engine as _;
 use serde::{Deserialize, Serialize};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Role {
+    /// An external worker's credential: claims and reports jobs over the API's worker
+    /// protocol, and nothing else (no console, no reads, no operator actions).
+    Worker,
     Viewer,
     Operator,
 }
@@ -22,9 +25,25 @@ pub enum Role {
 impl Role {
     pub fn as_str(self) -> &'static str {
         match self {
+            Role::Worker => "worker",
             Role::Viewer => "viewer",
             Role::Operator => "operator",
         }
+    }
+
+    /// Reads the console, the API's reads and the operations endpoints.
+    pub fn may_read(self) -> bool {
+        matches!(self, Role::Viewer | Role::Operator)
+    }
+
+    /// Enqueues and operator actions.
+    pub fn may_act(self) -> bool {
+        self == Role::Operator
+    }
+
+    /// Claims and reports jobs over the worker protocol.
+    pub fn may_run_jobs(self) -> bool {
+        matches!(self, Role::Worker | Role::Operator)
     }
 }
 
@@ -118,7 +137,7 @@ impl AuthConfig {
             return Err(format!(
                 "refusing to serve the console on {addr} without credentials\n  \
                  help: bind to 127.0.0.1 (--listen 127.0.0.1:{port}), or add users under [auth] in deck.toml:\n    \
-                 [[auth.users]]\n    name = \"ops\"\n    role = \"operator\"   # or \"viewer\"\n    \
+                 [[auth.users]]\n    name = \"ops\"\n    role = \"operator\"   # or \"viewer\", or \"worker\" for external workers\n    \
                  password = \"…\"        # basic auth; or token = \"…\" for bearer",
                 port = addr.port()
             ));

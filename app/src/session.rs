@@ -13,7 +13,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::auth::{AuthConfig, Identity, Role, constant_time_eq};
+use crate::auth::{AuthConfig, Identity, constant_time_eq};
 use crate::state::random_token;
 
 pub const CSRF_COOKIE: &str = "deck_csrf";
@@ -32,7 +32,7 @@ pub struct Session {
 
 impl Session {
     pub fn can_act(&self) -> bool {
-        self.identity.role >= Role::Operator
+        self.identity.role.may_act()
     }
 }
 
@@ -111,6 +111,16 @@ pub async fn guard(State(auth): State<Arc<AuthConfig>>, req: Request, next: Next
         );
         return res;
     };
+    if !identity.role.may_read() {
+        return plain(
+            StatusCode::FORBIDDEN,
+            format!(
+                "{} has the worker role: it may claim and report jobs over the API's worker \
+                 protocol, not use the console. Sign in as a viewer or operator.",
+                identity.name
+            ),
+        );
+    }
 
     let existing = cookie(req.headers(), CSRF_COOKIE)
         .filter(|t| t.len() == 32 && t.bytes().all(|b| b.is_ascii_hexdigit()))
@@ -121,7 +131,7 @@ pub async fn guard(State(auth): State<Arc<AuthConfig>>, req: Request, next: Next
     let req = if req.method() == Method::GET || req.method() == Method::HEAD {
         req
     } else {
-        if identity.role < Role::Operator {
+        if !identity.role.may_act() {
             return plain(
                 StatusCode::FORBIDDEN,
                 format!(

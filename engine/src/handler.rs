@@ -428,6 +428,25 @@ impl HandlerRegistry {
         keys
     }
 
+    /// The job types this registry can run, as a claim's type filter: `None` when a
+    /// fallback, a prefix route or a queue route may take any type. An engine claims only
+    /// these, so jobs of other types wait for a worker that runs them (an external one).
+    pub fn claimable_types(&self) -> Option<Vec<String>> {
+        if self.fallback.is_some() {
+            return None;
+        }
+        let mut types = self.type_keys();
+        for (route, _, _) in &self.routes {
+            match route {
+                Route::Types(t) if !t.ends_with('*') => types.push(t.clone()),
+                _ => return None,
+            }
+        }
+        types.sort();
+        types.dedup();
+        Some(types)
+    }
+
     pub fn has_fallback(&self) -> bool {
         self.fallback.is_some()
     }

@@ -73,8 +73,11 @@ pub async fn guard(State(access): State<OpsAccess>, req: Request, next: Next) ->
         .headers()
         .get(header::AUTHORIZATION)
         .and_then(|v| v.to_str().ok());
-    // Any role reads: viewer is the lowest there is.
-    if auth.authenticate(authorization).is_some() {
+    // Any role that reads (a worker's credential does not).
+    if auth
+        .authenticate(authorization)
+        .is_some_and(|i| i.role.may_read())
+    {
         return next.run(req).await;
     }
     refuse(endpoint, authorization.is_some())

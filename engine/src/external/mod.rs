@@ -42,7 +42,7 @@ use registry::{Held, Registry};
 /// Most jobs one claim hands out.
 pub const MAX_CLAIM: u32 = 100;
 /// Longest a claim waits for work.
-pub const MAX_CLAIM_WAIT: Duration = Duration::from_secs(60);
+pub const MAX_CLAIM_WAIT: Duration = Duration::from_secs(30);
 /// Longest error message kept from a worker's failure report.
 pub const MAX_ERROR_CHARS: usize = 2_000;
 /// Longest progress message kept.
@@ -565,12 +565,8 @@ fn check_claim(req: &ExternalClaim) -> Result<(), ValidationError> {
         }
     }
     for (field, value) in [("host", &p.host), ("agent", &p.agent)] {
-        if value.chars().count() > 100 || value.chars().any(char::is_control) {
-            return Err(ValidationError::new(
-                field,
-                "is over 100 characters or has control characters",
-                "send a short, printable description",
-            ));
+        if !value.is_empty() {
+            validation::validate_name(field, value)?;
         }
     }
     Ok(())

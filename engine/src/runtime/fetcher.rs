@@ -66,6 +66,14 @@ fn direct_start_allowed(shared: &Shared) -> bool {
 pub(crate) async fn run_fetcher(shared: Arc<Shared>) {
     let span = tracing::info_span!("fetcher", instance = %shared.instance_id);
     async move {
+        // Only types a handler here runs: the others wait for a worker that runs them.
+        let claim_types = shared.handlers.claimable_types();
+        if claim_types.as_ref().is_some_and(Vec::is_empty) {
+            tracing::info!(
+                "no handlers registered: this instance claims no jobs (external \
+                workers pulling over the API run them)"
+            );
+        }
         // At start, assume work is waiting.
         let mut more_waiting = true;
         let mut backoff = Duration::from_millis(100);
@@ -92,7 +100,7 @@ pub(crate) async fn run_fetcher(shared: Arc<Shared>) {
                 limit: u32::try_from(plan.limit).unwrap_or(u32::MAX),
                 start: u32::try_from(plan.start).unwrap_or(u32::MAX),
                 queues: shared.config.queues.clone(),
-                types: None,
+                types: claim_types.clone(),
             };
             match shared.store.claim_batch(req).await {
                 Ok(jobs) => {

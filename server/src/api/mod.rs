@@ -1,10 +1,11 @@
 //! The JSON API under `/api/v1`: enqueue (one or a batch), read jobs with long-polling,
-//! cancel, resurrect, queues, stats — and its OpenAPI document, generated from the handlers
+//! cancel, resurrect, queues, stats, the worker protocol for external workers — and its OpenAPI document, generated from the handlers
 //! themselves so the two cannot drift apart.
 //!
 //! Errors are always `{"error": {"code", "message", "field"}}` (see `error`). Bad input is
 //! rejected before the engine sees it, so nothing is written. Reads need the viewer role,
-//! everything that changes state needs an operator (see `principal`); operator actions on
+//! everything that changes state needs an operator, the worker protocol a worker (or an
+//! operator) (see `principal`); operator actions on
 //! existing jobs and queues are written to the audit log.
 
 use std::sync::Arc;
@@ -35,6 +36,7 @@ mod stats;
 #[cfg(test)]
 mod tests;
 mod wire;
+mod workers;
 
 use error::{ApiError, ErrorBody};
 use principal::Principal;
@@ -141,6 +143,8 @@ pub fn api_router(state: ApiState) -> Router {
         (name = "jobs", description = "Enqueue, read (with long-polling), cancel, resurrect"),
         (name = "queues", description = "List, pause, resume, change settings"),
         (name = "stats", description = "Summary numbers"),
+        (name = "workers", description = "The worker protocol: external workers in any language \
+                                           claim jobs, heartbeat them and report outcomes"),
         (name = "meta", description = "This document"),
     ),
     components(schemas(limits::Name, limits::Tag, limits::AnyJson)),
@@ -153,6 +157,7 @@ fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(jobs::resurrect))
         .routes(routes!(progress::report_progress))
         .routes(routes!(queues::update_queue))
+        .routes(routes!(workers::complete))
         .layer(DefaultBodyLimit::max(SINGLE_BODY_LIMIT));
     let batch = OpenApiRouter::new()
         .routes(routes!(jobs::enqueue_batch))
@@ -164,6 +169,11 @@ fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(queues::pause))
         .routes(routes!(queues::resume))
         .routes(routes!(stats::stats))
+        .routes(routes!(workers::claim))
+        .routes(routes!(workers::heartbeat))
+        .routes(routes!(workers::progress))
+        .routes(routes!(workers::fail))
+        .routes(routes!(workers::release))
         .routes(routes!(openapi_json));
     OpenApiRouter::with_openapi(ApiDoc::openapi()).nest(PREFIX, single.merge(batch).merge(rest))
 }

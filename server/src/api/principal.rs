@@ -8,7 +8,7 @@ use axum::http::request::Parts;
 use super::error::ApiError;
 
 /// The console's roles: viewers read everything; operators also enqueue and act (cancel,
-/// resurrect, queue changes).
+/// resurrect, queue changes); workers only claim and report jobs.
 pub use deck_app::Role;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -35,17 +35,27 @@ fn principal(parts: &Parts) -> Result<Principal, ApiError> {
     })
 }
 
-/// Any authenticated caller (viewer or operator).
+/// A caller that reads (viewer or operator).
 pub struct Viewer(pub Principal);
 
 /// A caller with the operator role.
 pub struct Operator(pub Principal);
 
+/// A caller that runs jobs over the worker protocol (worker or operator).
+pub struct JobRunner(pub Principal);
+
 impl<S: Send + Sync> FromRequestParts<S> for Viewer {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
-        principal(parts).map(Viewer)
+        let p = principal(parts)?;
+        if !p.role.may_read() {
+            return Err(ApiError::forbidden(format!(
+                "{} has the worker role: it may claim and report jobs (/workers/…), nothing else",
+                p.name
+            )));
+        }
+        Ok(Viewer(p))
     }
 }
 
@@ -54,12 +64,28 @@ impl<S: Send + Sync> FromRequestParts<S> for Operator {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         let p = principal(parts)?;
-        if p.role < Role::Operator {
+        if !p.role.may_act() {
             return Err(ApiError::forbidden(format!(
-                "{} has the viewer role; this action needs an operator",
-                p.name
+                "{} has the {} role; this action needs an operator",
+                p.name,
+                p.role.as_str()
             )));
         }
         Ok(Operator(p))
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for JobRunner {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let p = principal(parts)?;
+        if !p.role.may_run_jobs() {
+            return Err(ApiError::forbidden(format!(
+                "{} has the viewer role; claiming and reporting jobs needs a worker (or operator)",
+                p.name
+            )));
+        }
+        Ok(JobRunner(p))
     }
 }

@@ -21,6 +21,7 @@ use super::principal::{Principal, Role};
 
 mod document;
 mod doors;
+mod workers;
 use super::{ApiState, Authenticator, api_router as router};
 
 struct Harness {
@@ -1041,6 +1042,12 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("patch", "/api/v1/queues/{name}"),
     ("get", "/api/v1/stats"),
     ("get", "/api/v1/openapi.json"),
+    ("post", "/api/v1/workers/claim"),
+    ("post", "/api/v1/workers/heartbeat"),
+    ("post", "/api/v1/workers/jobs/{id}/progress"),
+    ("post", "/api/v1/workers/jobs/{id}/complete"),
+    ("post", "/api/v1/workers/jobs/{id}/fail"),
+    ("post", "/api/v1/workers/jobs/{id}/release"),
 ];
 
 #[tokio::test]
