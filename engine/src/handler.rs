@@ -570,4 +570,29 @@ mod tests {
         );
         assert_eq!(r.duplicate_keys(), ["queue mail"]);
     }
+
+    #[test]
+    fn an_engine_claims_only_the_types_it_can_run() {
+        let ok = |_ctx: JobContext| async { Ok(None) };
+        assert_eq!(HandlerRegistry::new().claimable_types(), Some(vec![]));
+        let mut exact = HandlerRegistry::new();
+        let raw = |_ctx: JobContext| async { Ok(serde_json::Value::Null) };
+        exact
+            .register_raw("b.two", raw)
+            .register_raw("a.one", raw)
+            .route(Route::Types("c.three".into()), ok);
+        assert_eq!(
+            exact.claimable_types(),
+            Some(vec!["a.one".into(), "b.two".into(), "c.three".into()])
+        );
+        // Anything that may take an unnamed type claims every type.
+        for route in [Route::Types("email.*".into()), Route::Queue("mail".into())] {
+            let mut open = exact.clone();
+            open.route(route, ok);
+            assert_eq!(open.claimable_types(), None);
+        }
+        let mut fallback = exact.clone();
+        fallback.fallback(|_ctx| async { Ok(serde_json::Value::Null) });
+        assert_eq!(fallback.claimable_types(), None);
+    }
 }

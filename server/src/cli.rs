@@ -171,6 +171,9 @@ pub enum BenchCommand {
     Roundtrip(RoundtripArgs),
     /// Drain a backlog while HTTP clients read an endpoint; compare with the idle drain
     Mixed(crate::bench::mixed::MixedArgs),
+    /// Drain a backlog through the worker protocol: external workers claim and complete
+    /// over HTTP on loopback
+    Pull(crate::bench::pull::PullArgs),
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]

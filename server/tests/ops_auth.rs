@@ -121,3 +121,30 @@ async fn without_users_everything_is_open_on_loopback() {
         assert_eq!(status, 200, "{path}: {body}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_token_claims_jobs_and_opens_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!(
+        "{USERS}\n[[auth.users]]\nname = \"py-workers\"\nrole = \"worker\"\ntoken = \"worker-token-0123456789\"\n"
+    );
+    let server = server_with(dir.path(), &config);
+    let bearer = "Bearer worker-token-0123456789";
+    let claim = reqwest::Client::new()
+        .post(format!("http://{}/api/v1/workers/claim", server.addr))
+        .header("authorization", bearer)
+        .header("content-type", "application/json")
+        .body(r#"{"worker": "py-1"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(claim.status().as_u16(), 200);
+    for path in GUARDED.iter().chain(&["/", "/queues", "/api/v1/stats"]) {
+        let (status, _, body) = get(&server, path, Some(bearer)).await;
+        assert!(
+            status == 401 || status == 403,
+            "{path} with a worker token answered {status}: {body}"
+        );
+        assert!(!body.contains("deck_info"), "{path} leaked metrics: {body}");
+    }
+}

@@ -87,7 +87,7 @@ pub fn InstancesPage() -> impl IntoView {
 #[component]
 pub fn InstanceTable(instances: Vec<InstanceInfo>) -> impl IntoView {
     if instances.is_empty() {
-        return view! { <div class="empty"><p>"No live instances: no engine has sent a heartbeat in the last minute. Start one with " <code>"deck serve"</code>"."</p></div> }.into_any();
+        return view! { <div class="empty"><p>"No live instances: no engine or external worker has sent a heartbeat in the last minute. Start one with " <code>"deck serve"</code>"."</p></div> }.into_any();
     }
     let now = Utc::now();
     let rows = instances
@@ -95,9 +95,12 @@ pub fn InstanceTable(instances: Vec<InstanceInfo>) -> impl IntoView {
         .map(|i| {
             let uptime = now.signed_duration_since(i.started_at).num_seconds().max(0) as u64;
             let beat = now.signed_duration_since(i.heartbeat_at).num_seconds();
+            let takes = takes(&i);
             view! {
                 <tr>
                     <td><code>{i.id.clone()}</code></td>
+                    <td>{i.kind.as_str()}</td>
+                    <td>{takes}</td>
                     <td>{i.host.clone()}</td>
                     <td class="num">{i.pid}</td>
                     <td>{i.version.clone()}</td>
@@ -110,11 +113,20 @@ pub fn InstanceTable(instances: Vec<InstanceInfo>) -> impl IntoView {
         .collect_view();
     view! {
         <div class="table-wrap"><table class="dense">
-            <thead><tr><th>"Instance"</th><th>"Host"</th><th class="num">"Pid"</th><th>"Version"</th><th>"Uptime"</th><th class="num">"Workers busy / total"</th><th>"Last heartbeat"</th></tr></thead>
+            <thead><tr><th>"Instance"</th><th>"Kind"</th><th>"Takes"</th><th>"Host"</th><th class="num">"Pid"</th><th>"Version"</th><th>"Uptime"</th><th class="num">"Workers busy / total"</th><th>"Last heartbeat"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table></div>
     }
     .into_any()
+}
+
+/// What an instance takes jobs from: its queues and job types, "all" where it did not say.
+fn takes(i: &InstanceInfo) -> String {
+    let list = |names: &Option<Vec<String>>| match names {
+        Some(names) => names.join(", "),
+        None => "all".to_string(),
+    };
+    format!("queues: {}; types: {}", list(&i.queues), list(&i.job_types))
 }
 
 const AUDIT_PAGE: u32 = 50;

@@ -156,9 +156,10 @@ impl ExternalWorkers {
         let profile = &req.profile;
         self.registry
             .seen(profile, config.rescue.dead_instance_timeout * 2);
-        self.write_row(&profile.name).await;
         let until = Instant::now() + req.wait.min(MAX_CLAIM_WAIT);
         loop {
+            // A long poll keeps the worker's row fresh (written at most every few seconds).
+            self.write_row(&profile.name).await;
             // Listen before looking, so work that arrives during the claim is not missed.
             let new_work = shared.new_work().notified();
             tokio::pin!(new_work);

@@ -195,8 +195,8 @@ pub struct HeartbeatBody {
     #[schema(pattern = r"^ext:[A-Za-z0-9._@-]{1,100}:[0-9a-fA-F]{32}$")]
     pub lease: String,
     /// The ids of the lease's jobs this worker is still running (at most 1,000).
-    #[schema(value_type = Vec<String>, max_items = 1000)]
-    pub jobs: Vec<String>,
+    #[schema(max_items = 1000)]
+    pub jobs: Vec<Uuid>,
 }
 
 /// Why a job must stop.
@@ -220,12 +220,10 @@ pub struct StopJob {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct HeartbeatAnswer {
     /// Still held by the lease; keep running them.
-    #[schema(value_type = Vec<String>)]
     pub alive: Vec<Uuid>,
     /// Stop these now; their outcome is already recorded, report nothing more.
     pub stop: Vec<StopJob>,
     /// No longer held by the lease (rescued, finished elsewhere, purged): drop them.
-    #[schema(value_type = Vec<String>)]
     pub lost: Vec<Uuid>,
 }
 
@@ -258,12 +256,7 @@ pub async fn heartbeat(
         )
         .with_field("jobs"));
     }
-    let ids = body
-        .jobs
-        .iter()
-        .enumerate()
-        .map(|(i, id)| parse_job_id(id).map_err(|e| e.with_field(format!("jobs[{i}]"))))
-        .collect::<ApiResult<Vec<JobId>>>()?;
+    let ids: Vec<JobId> = body.jobs.into_iter().map(JobId).collect();
     let beat = state
         .engine
         .external_workers()

@@ -5,6 +5,7 @@ pub mod console;
 mod drain;
 mod latency;
 pub mod mixed;
+pub mod pull;
 mod roundtrip;
 
 use std::sync::Arc;
@@ -22,6 +23,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Console(args) => console::run(args).await?,
         BenchCommand::Roundtrip(args) => roundtrip::run(args).await?,
         BenchCommand::Mixed(args) => mixed::run(args).await?,
+        BenchCommand::Pull(args) => pull::run(args).await?,
     };
     crate::commands::emit(&format!("{report}\n"))
 }
