@@ -12,7 +12,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use deck_engine::external::{
-    ClaimedJob, ExternalClaim, Lease, MAX_CLAIM, Settled, StopReason, WorkerFailure, WorkerProfile,
+    ClaimedJob, ExternalClaim, Lease, MAX_CLAIM, MAX_CLAIM_WAIT, Settled, StopReason,
+    WorkerFailure, WorkerProfile,
 };
 use deck_engine::{JobId, RetryPolicy};
 use serde::{Deserialize, Serialize};
@@ -25,6 +26,11 @@ use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, parse_job_id};
 use super::principal::JobRunner;
 use super::wire::{integer, optional_integer};
+
+/// Largest `concurrency` a worker may report.
+const MAX_CONCURRENCY: u32 = 10_000;
+/// Longest `retry_after_seconds`: a year.
+const MAX_RETRY_AFTER_SECONDS: u32 = 31_536_000;
 
 // The documented patterns of worker names and leases are the rules of
 // `deck_engine::external::{validate_worker_name, Lease::parse}` (the API tests hold them to it).
@@ -138,6 +144,24 @@ pub async fn claim(
             ),
         )
         .with_field("limit"));
+    }
+    let max_wait = MAX_CLAIM_WAIT.as_secs();
+    if u64::from(body.wait_seconds) > max_wait {
+        return Err(ApiError::bad_request(
+            "invalid_field",
+            format!(
+                "invalid wait_seconds: is {} (wait 0 to {max_wait} seconds; claim again after)",
+                body.wait_seconds
+            ),
+        )
+        .with_field("wait_seconds"));
+    }
+    if body.concurrency.is_some_and(|c| c > MAX_CONCURRENCY) {
+        return Err(ApiError::bad_request(
+            "invalid_field",
+            format!("invalid concurrency: give 0 to {MAX_CONCURRENCY}"),
+        )
+        .with_field("concurrency"));
     }
     let wait = Duration::from_secs(u64::from(body.wait_seconds)).min(state.max_wait);
     let req = ExternalClaim {
@@ -500,6 +524,16 @@ pub async fn fail(
     let id = parse_job_id(&id)?;
     let ApiJson(body) = body?;
     let lease = parse_lease(&body.lease)?;
+    if body
+        .retry_after_seconds
+        .is_some_and(|s| s > MAX_RETRY_AFTER_SECONDS)
+    {
+        return Err(ApiError::bad_request(
+            "invalid_field",
+            format!("invalid retry_after_seconds: give 0 to {MAX_RETRY_AFTER_SECONDS} (a year)"),
+        )
+        .with_field("retry_after_seconds"));
+    }
     let failure = if body.fatal {
         WorkerFailure::Fatal
     } else {
