@@ -163,6 +163,12 @@ pub async fn claim(
         )
         .with_field("concurrency"));
     }
+    // Given means given: an empty host or agent is refused as the document says.
+    for (field, value) in [("host", &body.host), ("agent", &body.agent)] {
+        if let Some(value) = value {
+            deck_engine::validation::validate_name(field, value)?;
+        }
+    }
     let wait = Duration::from_secs(u64::from(body.wait_seconds)).min(state.max_wait);
     let req = ExternalClaim {
         profile: WorkerProfile {

@@ -193,6 +193,7 @@ async fn bad_claims_and_leases_name_the_field() {
         (json!({"worker": "w", "limit": 101}), "limit"),
         (json!({"worker": "w", "wait_seconds": 31}), "wait_seconds"),
         (json!({"worker": "w", "concurrency": 10001}), "concurrency"),
+        (json!({"worker": "w", "host": ""}), "host"),
         (json!({"worker": "w", "types": []}), "types"),
         (
             json!({"worker": "w", "queues": ["ok", " bad"]}),
