@@ -174,7 +174,7 @@ impl ExternalWorkers {
                 return Ok(Claimed {
                     lease: Some(lease),
                     jobs,
-                    heartbeat_every: config.heartbeat_interval,
+                    heartbeat_every: self.heartbeat_every(),
                 });
             }
             let now = Instant::now();
@@ -194,8 +194,18 @@ impl ExternalWorkers {
         Claimed {
             lease: None,
             jobs: Vec::new(),
-            heartbeat_every: self.shared.config().heartbeat_interval,
+            heartbeat_every: self.heartbeat_every(),
         }
+    }
+
+    /// How often workers must heartbeat: the engine's job heartbeat, and often enough that
+    /// a worker's instance row (refreshed by its calls) never looks dead between beats.
+    fn heartbeat_every(&self) -> Duration {
+        let config = self.shared.config();
+        config
+            .heartbeat_interval
+            .min(config.rescue.dead_instance_timeout / 3)
+            .max(Duration::from_secs(1))
     }
 
     async fn claim_once(
@@ -358,7 +368,9 @@ impl ExternalWorkers {
             )
             .job(job.id, &job.queue, &job.job_type)
         });
-        Ok(self.registry.set_progress(lease, id, progress))
+        let held = self.registry.set_progress(lease, id, progress);
+        self.write_row(lease.worker()).await;
+        Ok(held)
     }
 
     /// The attempt succeeded with `result` (JSON text). `None` when the lease does not hold
@@ -459,6 +471,7 @@ impl ExternalWorkers {
             }
         }
         self.registry.drop_jobs(lease, ids);
+        self.write_row(lease.worker()).await;
         if !released.is_empty() {
             self.shared.new_work().notify_waiters();
         }
@@ -477,6 +490,7 @@ impl ExternalWorkers {
             .complete(lease.as_str(), vec![completion.clone()])
             .await?;
         self.registry.drop_jobs(lease, &[held.job.id]);
+        self.write_row(lease.worker()).await;
         if applied.first() != Some(&Applied::Applied) {
             return Ok(None);
         }
@@ -500,6 +514,8 @@ impl ExternalWorkers {
     /// (this process restarted, or another one handed it out) when its row says the lease
     /// holds it. `None`: the lease does not hold it.
     async fn held(&self, lease: &Lease, id: JobId) -> StoreResult<Option<Held>> {
+        // Any report shows the worker alive.
+        self.registry.touch(lease);
         if let Some(h) = self.registry.get(lease, id) {
             return Ok(Some(h));
         }

@@ -137,7 +137,8 @@ impl Registry {
     }
 
     /// The worker's instance row, when it is due to be written (first sight, a changed
-    /// profile, or `every` since the last write); marks it written.
+    /// profile, or `every` since the last write); marks it written. The busy count it shows
+    /// is at most `every` old, so a report never costs a write of its own.
     pub(crate) fn row_due(&self, worker: &str, every: Duration) -> Option<InstanceInfo> {
         let mut map = self.lock();
         let w = map.get_mut(worker)?;
@@ -159,8 +160,6 @@ impl Registry {
         for h in held {
             jobs.insert(h.job.id, h);
         }
-        // The busy count on the row changed.
-        w.row_written = None;
     }
 
     pub(crate) fn get(&self, lease: &Lease, id: JobId) -> Option<Held> {
@@ -186,7 +185,6 @@ impl Registry {
                 w.leases.remove(lease.as_str());
             }
         }
-        w.row_written = None;
     }
 
     /// Latest progress of a held job; false when the lease does not hold it here.

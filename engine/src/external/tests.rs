@@ -20,6 +20,10 @@ struct Fixture {
 impl Fixture {
     /// An engine that runs no jobs itself, so only the external worker takes them.
     async fn new() -> Fixture {
+        Fixture::with(EngineConfig::default()).await
+    }
+
+    async fn with(config: EngineConfig) -> Fixture {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("deck.db");
         let store = store::sqlite::open(path.to_str().unwrap(), &StoreOptions::default())
@@ -28,7 +32,7 @@ impl Fixture {
         let config = EngineConfig {
             run_workers: false,
             rescue_interval: Duration::from_secs(3600),
-            ..EngineConfig::default()
+            ..config
         };
         let engine = Engine::start(store, HandlerRegistry::new(), config)
             .await
@@ -335,4 +339,23 @@ async fn bad_claims_are_refused_with_the_field_to_fix() {
             other => panic!("expected a refusal naming {field}, got {other:?}"),
         }
     }
+}
+
+#[tokio::test]
+async fn workers_heartbeat_often_enough_to_outlive_the_dead_instance_timeout() {
+    // A slow job heartbeat is allowed (the zombie timeout covers two of them), but a worker
+    // beating that slowly would look dead long before: its row lives on its calls.
+    let f = Fixture::with(EngineConfig {
+        heartbeat_interval: Duration::from_secs(60),
+        ..EngineConfig::default()
+    })
+    .await;
+    let claimed = f.claim("w", 1).await;
+    let dead_after = f.engine.config().rescue.dead_instance_timeout;
+    assert_eq!(claimed.heartbeat_every, dead_after / 3);
+    let f = Fixture::new().await;
+    assert_eq!(
+        f.claim("w", 1).await.heartbeat_every,
+        EngineConfig::default().heartbeat_interval
+    );
 }
