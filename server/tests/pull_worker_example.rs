@@ -7,8 +7,6 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -76,30 +74,6 @@ fn start_worker(deck: &Deck, program: &str, example: &str, name: &str) -> Option
             None
         }
     }
-}
-
-/// A minimal HTTP/1.1 POST of a JSON body: status code and body.
-fn http_post(addr: SocketAddr, path: &str, body: &str) -> (u16, String) {
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        stream,
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, body.to_string())
 }
 
 /// A `deck serve` with no handler for the demo types: only the example workers run them.
@@ -228,11 +202,13 @@ async fn worker_runs_jobs(program: &str, example: &str, agent: &str) {
     let slow = deck.enqueue("demo.slow", serde_json::json!({})).await;
     deck.job_until(slow, |j| j.state == JobState::Processing, &worker)
         .await;
-    let (status, body) = http_post(
+    let (status, body) = common::http_post(
         deck.server.addr,
         &format!("/api/v1/jobs/{}/cancel", slow.0),
         "",
-    );
+        Duration::from_secs(10),
+    )
+    .unwrap();
     assert_eq!(status, 202, "{body}");
     let job = deck.finished(slow, &worker).await;
     assert_eq!(

@@ -9,8 +9,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 use std::path::Path;
 use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
@@ -21,27 +20,9 @@ use serde_json::{Value, json};
 
 /// A minimal HTTP/1.1 POST of a JSON body: status code and parsed body.
 fn http_post(addr: SocketAddr, path: &str, body: &Value) -> (u16, Value) {
-    let body = body.to_string();
-    let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2)).unwrap();
-    stream
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    write!(
-        stream,
-        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
-         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-        body.len()
-    )
-    .unwrap();
-    let mut raw = String::new();
-    stream.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let code = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    (code, serde_json::from_str(body).unwrap_or(Value::Null))
+    let (code, body) =
+        common::http_post(addr, path, &body.to_string(), Duration::from_secs(30)).unwrap();
+    (code, serde_json::from_str(&body).unwrap_or(Value::Null))
 }
 
 fn enqueue(server: &Server) -> (u16, Value) {

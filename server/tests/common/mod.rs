@@ -151,12 +151,31 @@ impl Drop for Server {
 
 /// A minimal HTTP/1.1 GET: status code and body.
 pub fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    exchange(addr, &request, Duration::from_secs(10))
+}
+
+/// A minimal HTTP/1.1 POST of a JSON body: status code and body. The read may wait `patience`
+/// (a long-polling endpoint answers late).
+pub fn http_post(
+    addr: SocketAddr,
+    path: &str,
+    body: &str,
+    patience: Duration,
+) -> std::io::Result<(u16, String)> {
+    let request = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\
+         Content-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    exchange(addr, &request, patience)
+}
+
+/// Send one request on a fresh connection and read the whole answer.
+fn exchange(addr: SocketAddr, request: &str, patience: Duration) -> std::io::Result<(u16, String)> {
     let mut stream = TcpStream::connect_timeout(&addr, Duration::from_secs(2))?;
-    stream.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        stream,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
+    stream.set_read_timeout(Some(patience))?;
+    stream.write_all(request.as_bytes())?;
     let mut raw = String::new();
     stream.read_to_string(&mut raw)?;
     let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
