@@ -90,7 +90,7 @@ impl SqliteStore {
             if !applied.is_empty() {
                 tracing::info!(db = %path, versions = ?applied, "applied SQLite schema migrations");
             }
-            // A smaller page cache for the writer: SQLite scans the whole cache's hash table
+            // The writer must stay at 8 MB whatever the default: SQLite scans the whole cache's hash table
             // at a commit after a b-tree split (the split parks a page under a scratch page
             // number beyond the end of the file, which the commit then evicts). With 32 MB
             // that scan was ~5 % of the writer's time; 8 MB drained 2–5 % faster, the pages
