@@ -17,6 +17,15 @@ const BUSY_TIMEOUT: Duration = Duration::from_secs(10);
 /// sorts) are few in kind, so a generous cache keeps all of them.
 const STATEMENT_CACHE: usize = 128;
 
+/// Page cache per connection, in KiB. A store has up to seven connections (writer,
+/// checkpointer, runtime reader, four pooled readers); at 32 MB each `deck serve` grew past
+/// 260 MB of RSS while it drained a million jobs with the console open. The writer gains
+/// too: SQLite scans the whole cache's hash table at a commit after a b-tree split (the
+/// split parks a page under a scratch page number beyond the end of the file, which the
+/// commit then evicts); with 32 MB that scan was ~5 % of the writer's time. Pages beyond
+/// the cache come from the OS page cache, not the disk.
+const PAGE_CACHE_KIB: u32 = 8_000;
+
 /// Map a driver error. Busy and locked mean another connection holds the write lock for
 /// longer than the busy timeout: safe to retry. A full disk, an I/O error or a file turned
 /// read-only are storage faults: they say nothing about the request, and the store's health
@@ -95,15 +104,11 @@ pub(crate) fn open_connection(path: &str, options: &StoreOptions) -> StoreResult
     };
     enable_wal(&conn, path)?;
     // No `wal_autocheckpoint` here: the writer hands its checkpoints to `checkpointer`.
-    // 8 MB of page cache per connection: a store has up to seven (writer, checkpointer,
-    // runtime reader, four pooled readers), and at 32 MB each `deck serve` grew past 260 MB
-    // of RSS while it drained a million jobs with the console open. Pages beyond it come
-    // from the OS page cache, not the disk.
     conn.execute_batch(&format!(
         "PRAGMA synchronous = {synchronous};
          PRAGMA foreign_keys = OFF;
          PRAGMA temp_store = MEMORY;
-         PRAGMA cache_size = -8000;"
+         PRAGMA cache_size = -{PAGE_CACHE_KIB};"
     ))
     .map_err(|e| unavailable(path, e))?;
     Ok(conn)

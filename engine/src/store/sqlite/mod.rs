@@ -90,14 +90,6 @@ impl SqliteStore {
             if !applied.is_empty() {
                 tracing::info!(db = %path, versions = ?applied, "applied SQLite schema migrations");
             }
-            // The writer must stay at 8 MB whatever the default: SQLite scans the whole cache's hash table
-            // at a commit after a b-tree split (the split parks a page under a scratch page
-            // number beyond the end of the file, which the commit then evicts). With 32 MB
-            // that scan was ~5 % of the writer's time; 8 MB drained 2–5 % faster, the pages
-            // it no longer keeps coming from the OS page cache.
-            write_conn
-                .execute_batch("PRAGMA cache_size = -8000")
-                .map_err(|e| unavailable(&path, e))?;
             let reader = open_connection(&path, &options)?;
             let wal_sync = if options.sqlite_synchronous == SqliteSynchronous::Full {
                 // The writer commits without fsync and its sync thread fsyncs the WAL before
