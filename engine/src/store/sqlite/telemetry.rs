@@ -14,7 +14,13 @@ use super::connection::db_err;
 
 const MINUTE_US: i64 = 60_000_000;
 
+/// Counts "in the last minute / 5 minutes" are rolling windows over per-minute buckets: the
+/// current bucket counts in full, the oldest bucket the window reaches into only for the share
+/// of it still inside the window (its events taken as spread evenly). Counting only whole
+/// buckets made the 1-minute rate fall to nothing at every turn of the minute.
 pub(crate) fn summary(conn: &Connection, now: i64) -> StoreResult<Summary> {
+    let minute = minute_of(now);
+    let rest_of_oldest = 1.0 - (now - minute) as f64 / MINUTE_US as f64;
     conn.prepare_cached(
         "SELECT \
              (SELECT count(*) FROM jobs WHERE status = 0 AND scheduled_at <= ?1), \
@@ -23,28 +29,41 @@ pub(crate) fn summary(conn: &Connection, now: i64) -> StoreResult<Summary> {
              (SELECT count(*) FROM jobs WHERE status = 2), \
              (SELECT coalesce(sum(archive_rows), 0) FROM queue_counters), \
              (SELECT coalesce(sum(dlq_rows), 0) FROM queue_counters), \
-             (SELECT coalesce(sum(succeeded), 0) FROM metric_buckets WHERE minute > ?2), \
-             (SELECT coalesce(sum(succeeded), 0) FROM metric_buckets WHERE minute > ?3), \
-             (SELECT coalesce(sum(failed), 0) FROM metric_buckets WHERE minute > ?2), \
-             (SELECT coalesce(sum(failed), 0) FROM metric_buckets WHERE minute > ?3), \
-             (SELECT coalesce(sum(retried), 0) FROM metric_buckets WHERE minute > ?3)",
+             (SELECT CAST(round(coalesce(sum(succeeded * iif(minute = ?2, ?4, 1.0)), 0)) AS INTEGER) \
+                FROM metric_buckets WHERE minute >= ?2), \
+             (SELECT CAST(round(coalesce(sum(succeeded * iif(minute = ?3, ?4, 1.0)), 0)) AS INTEGER) \
+                FROM metric_buckets WHERE minute >= ?3), \
+             (SELECT CAST(round(coalesce(sum(failed * iif(minute = ?2, ?4, 1.0)), 0)) AS INTEGER) \
+                FROM metric_buckets WHERE minute >= ?2), \
+             (SELECT CAST(round(coalesce(sum(failed * iif(minute = ?3, ?4, 1.0)), 0)) AS INTEGER) \
+                FROM metric_buckets WHERE minute >= ?3), \
+             (SELECT CAST(round(coalesce(sum(retried * iif(minute = ?3, ?4, 1.0)), 0)) AS INTEGER) \
+                FROM metric_buckets WHERE minute >= ?3)",
     )
     .map_err(db_err("summary"))?
-    .query_row(params![now, now - MINUTE_US, now - 5 * MINUTE_US], |r| {
-        Ok(Summary {
-            pending: u64_of(r.get(0)?),
-            scheduled: u64_of(r.get(1)?),
-            fetched: u64_of(r.get(2)?),
-            processing: u64_of(r.get(3)?),
-            succeeded: u64_of(r.get(4)?),
-            dlq: u64_of(r.get(5)?),
-            succeeded_1m: u64_of(r.get(6)?),
-            succeeded_5m: u64_of(r.get(7)?),
-            failed_1m: u64_of(r.get(8)?),
-            failed_5m: u64_of(r.get(9)?),
-            retried_5m: u64_of(r.get(10)?),
-        })
-    })
+    .query_row(
+        params![
+            now,
+            minute - MINUTE_US,
+            minute - 5 * MINUTE_US,
+            rest_of_oldest
+        ],
+        |r| {
+            Ok(Summary {
+                pending: u64_of(r.get(0)?),
+                scheduled: u64_of(r.get(1)?),
+                fetched: u64_of(r.get(2)?),
+                processing: u64_of(r.get(3)?),
+                succeeded: u64_of(r.get(4)?),
+                dlq: u64_of(r.get(5)?),
+                succeeded_1m: u64_of(r.get(6)?),
+                succeeded_5m: u64_of(r.get(7)?),
+                failed_1m: u64_of(r.get(8)?),
+                failed_5m: u64_of(r.get(9)?),
+                retried_5m: u64_of(r.get(10)?),
+            })
+        },
+    )
     .map_err(db_err("summary"))
 }
 
@@ -240,4 +259,52 @@ pub(crate) fn top_errors(conn: &Connection, limit: u32) -> StoreResult<Vec<Error
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_buckets(buckets: &[(i64, i64, i64)]) -> Connection {
+        let mut conn = Connection::open_in_memory().unwrap();
+        super::super::schema::migrate(&mut conn, 0).unwrap();
+        for (minute, succeeded, failed) in buckets {
+            conn.execute(
+                "INSERT INTO metric_buckets (queue, minute, succeeded, failed) VALUES ('q', ?1, ?2, ?3)",
+                params![minute, succeeded, failed],
+            )
+            .unwrap();
+        }
+        conn
+    }
+
+    #[test]
+    fn the_last_minute_is_a_rolling_window_over_two_buckets() {
+        let minute = 1_000 * MINUTE_US;
+        // 600 in the previous minute, 60 so far in this one.
+        let conn = with_buckets(&[(minute - MINUTE_US, 600, 0), (minute, 60, 6)]);
+        // A quarter into the minute: three quarters of the previous bucket is still inside.
+        let s = summary(&conn, minute + MINUTE_US / 4).unwrap();
+        assert_eq!(s.succeeded_1m, 60 + 450);
+        assert_eq!(s.failed_1m, 6);
+        // Just after the turn nearly all of the previous minute counts: no drop to 60.
+        let s = summary(&conn, minute + 1_000_000).unwrap();
+        assert_eq!(s.succeeded_1m, 60 + 590);
+        // At the end of the minute only the current bucket is left.
+        let s = summary(&conn, minute + MINUTE_US - 1).unwrap();
+        assert_eq!(s.succeeded_1m, 60);
+    }
+
+    #[test]
+    fn the_last_five_minutes_count_four_whole_buckets_and_part_of_the_fifth() {
+        let minute = 1_000 * MINUTE_US;
+        let buckets: Vec<(i64, i64, i64)> = (0..=6)
+            .map(|back| (minute - back * MINUTE_US, 100, 0))
+            .collect();
+        let conn = with_buckets(&buckets);
+        let s = summary(&conn, minute + MINUTE_US / 2).unwrap();
+        // Current (100) + four previous (400) + half of the fifth (50); the sixth is outside.
+        assert_eq!(s.succeeded_5m, 550);
+        assert_eq!(s.throughput_5m(), 550.0 / 300.0);
+    }
 }

@@ -220,6 +220,26 @@ macro_rules! current_minute {
     };
 }
 
+/// A count over the last 1 or 5 minutes of metric slots, as a rolling window: the oldest
+/// minute the window reaches into counts only for the share of it still inside (its events
+/// taken as spread evenly), so the figure does not fall to nothing when the minute turns.
+/// Needs `@minute` and `@rest_of_oldest`.
+macro_rules! rolling_count {
+    ($column:literal, $minutes:literal) => {
+        concat!(
+            "CAST(ROUND((SELECT ISNULL(SUM(b.",
+            $column,
+            " * CASE WHEN b.bucket_start = DATEADD(MINUTE, -",
+            $minutes,
+            ", @minute) THEN @rest_of_oldest ELSE 1.0 END), 0)
+     FROM [{schema}].[metric_slots] AS b WITH (NOLOCK)
+     WHERE b.bucket_start >= DATEADD(MINUTE, -",
+            $minutes,
+            ", @minute)), 0) AS BIGINT)"
+        )
+    };
+}
+
 /// Overview cards, from the maintained counters. Dirty reads on purpose: approximate numbers
 /// that never block workers.
 pub const SUMMARY: Statement = Statement {
@@ -232,17 +252,26 @@ SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED;
 ",
         queue_figures!(),
         current_minute!(),
-        "SELECT t.pending, t.scheduled, t.fetched, t.processing, t.succeeded, t.dlq,
-    (SELECT ISNULL(SUM(b.succeeded), 0) FROM [{schema}].[metric_slots] AS b WITH (NOLOCK)
-     WHERE b.bucket_start >= @minute) AS succeeded_1m,
-    (SELECT ISNULL(SUM(b.succeeded), 0) FROM [{schema}].[metric_slots] AS b WITH (NOLOCK)
-     WHERE b.bucket_start >= DATEADD(MINUTE, -4, @minute)) AS succeeded_5m,
-    (SELECT ISNULL(SUM(b.failed), 0) FROM [{schema}].[metric_slots] AS b WITH (NOLOCK)
-     WHERE b.bucket_start >= @minute) AS failed_1m,
-    (SELECT ISNULL(SUM(b.failed), 0) FROM [{schema}].[metric_slots] AS b WITH (NOLOCK)
-     WHERE b.bucket_start >= DATEADD(MINUTE, -4, @minute)) AS failed_5m,
-    (SELECT ISNULL(SUM(b.retried), 0) FROM [{schema}].[metric_slots] AS b WITH (NOLOCK)
-     WHERE b.bucket_start >= DATEADD(MINUTE, -4, @minute)) AS retried_5m
+        "DECLARE @rest_of_oldest FLOAT =
+    1.0 - DATEDIFF(MILLISECOND, @minute, SYSUTCDATETIME()) / 60000.0;
+IF @rest_of_oldest < 0 SET @rest_of_oldest = 0;
+IF @rest_of_oldest > 1 SET @rest_of_oldest = 1;
+SELECT t.pending, t.scheduled, t.fetched, t.processing, t.succeeded, t.dlq,
+    ",
+        rolling_count!("succeeded", "1"),
+        " AS succeeded_1m,
+    ",
+        rolling_count!("succeeded", "5"),
+        " AS succeeded_5m,
+    ",
+        rolling_count!("failed", "1"),
+        " AS failed_1m,
+    ",
+        rolling_count!("failed", "5"),
+        " AS failed_5m,
+    ",
+        rolling_count!("retried", "5"),
+        " AS retried_5m
 FROM (
     SELECT ISNULL(SUM(f.due), 0) AS pending,
            ISNULL(SUM(f.pending_rows - f.due), 0) AS scheduled,
