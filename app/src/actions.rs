@@ -225,10 +225,27 @@ pub async fn queue_limits(
 // ------------------------------------------------------------------------------- one job
 
 #[server(prefix = "/fn", endpoint = "job/cancel")]
-pub async fn job_cancel(id: String, back: String) -> Result<(), ServerFnError> {
+pub async fn job_cancel(
+    id: String,
+    confirm: Option<String>,
+    back: String,
+) -> Result<(), ServerFnError> {
     let outcome = async {
         let (console, who) = operator().await?;
         let job = parse_id(&id)?;
+        // Stopping work in flight is asked first (the job page shows the box); a job that has
+        // not started yet can be resurrected from the dead-letter queue, so it is not.
+        let running = console
+            .store()
+            .get_job(job)
+            .await
+            .map_err(|e| e.to_string())?
+            .is_some_and(|j| j.state == deck_engine::JobState::Processing);
+        if running && confirm.as_deref() != Some("yes") {
+            return Err(
+                "The job is running: tick \"stop it while it runs\" to cancel it.".to_string(),
+            );
+        }
         let result = console
             .ops()
             .cancel(&who.name, job)
@@ -504,6 +521,13 @@ pub async fn dlq_bulk(
             ));
         }
         let filter_url = params.filter_query();
+        // Progress counts against what matched when the run started, not against the cap.
+        let matching = console
+            .store()
+            .bulk_preview(deck_engine::Pillar::Dlq, &params.query.filter, 0)
+            .await
+            .map_err(|e| e.to_string())?
+            .matching;
         let run_id = crate::state::random_token();
         console.put_run(crate::state::BulkRun {
             id: run_id.clone(),
@@ -511,6 +535,7 @@ pub async fn dlq_bulk(
             action,
             filter_url: filter_url.clone(),
             cap,
+            matching,
             done: 0,
             finished: false,
             error: None,
@@ -541,10 +566,10 @@ pub async fn dlq_bulk(
 pub async fn settings_save(
     worker_count: String,
     max_attempts: String,
-    base_delay_ms: String,
-    max_delay_ms: String,
-    jitter_ms: String,
-    max_job_age_secs: String,
+    base_delay: String,
+    max_delay: String,
+    jitter: String,
+    max_job_age: String,
     archive_days: String,
     dlq_days: String,
     metrics_days: String,
@@ -561,14 +586,26 @@ pub async fn settings_save(
             })
         };
         let narrow = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
+        let mut durations = Vec::new();
+        let mut duration = |name: &str, v: &str| {
+            crate::format::parse_duration_input(name, v).unwrap_or_else(|e| {
+                durations.push(e);
+                std::time::Duration::ZERO
+            })
+        };
+        let millis = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+        let base_delay_ms = millis(duration("base delay", &base_delay));
+        let max_delay_ms = millis(duration("max delay", &max_delay));
+        let jitter_ms = millis(duration("jitter", &jitter));
+        let max_job_age_secs = duration("max job age", &max_job_age).as_secs();
         let settings = deck_engine::EngineSettings {
             worker_count: narrow(num("workers", &worker_count)),
             retry: deck_engine::RetrySettings {
                 max_attempts: narrow(num("max attempts", &max_attempts)),
-                base_delay_ms: num("base delay", &base_delay_ms),
-                max_delay_ms: num("max delay", &max_delay_ms),
-                jitter_ms: num("jitter", &jitter_ms),
-                max_job_age_secs: num("max job age", &max_job_age_secs),
+                base_delay_ms,
+                max_delay_ms,
+                jitter_ms,
+                max_job_age_secs,
             },
             retention: deck_engine::RetentionSettings {
                 archive_days: narrow(num("archive retention", &archive_days)),
@@ -576,6 +613,7 @@ pub async fn settings_save(
                 metrics_days: narrow(num("metrics retention", &metrics_days)),
             },
         };
+        problems.extend(durations);
         if !problems.is_empty() {
             return Err(format!("Not saved: {}.", problems.join("; ")));
         }

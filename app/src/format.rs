@@ -52,6 +52,30 @@ pub fn seconds(s: u64) -> String {
     }
 }
 
+/// A duration as a settings field shows it and `parse_duration_input` reads it back:
+/// `1h`, `1h 30m`, `500ms`, `0s`.
+pub fn duration_input(d: std::time::Duration) -> String {
+    if d.is_zero() {
+        "0s".into()
+    } else {
+        humantime::format_duration(d).to_string()
+    }
+}
+
+/// A settings duration as an operator writes it (`2s`, `1h 30m`, `500ms`); the error says
+/// what is wrong and what would do.
+pub fn parse_duration_input(field: &str, text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    if !text.is_empty() && text.chars().all(|c| c.is_ascii_digit()) {
+        return Err(format!(
+            "{field} {text:?} needs a unit: write e.g. {text}ms, {text}s or {text}m"
+        ));
+    }
+    humantime::parse_duration(text).map_err(|e| {
+        format!("{field} {text:?} is not a duration ({e}): write e.g. 500ms, 2s, 1h 30m or 7d")
+    })
+}
+
 /// Absolute UTC time to the second.
 pub fn time(t: DateTime<Utc>) -> String {
     t.format("%Y-%m-%d %H:%M:%S").to_string()
@@ -147,5 +171,41 @@ mod tests {
     fn bad_json_is_shown_unchanged() {
         assert_eq!(pretty_json("{not json"), "{not json");
         assert_eq!(pretty_json(r#"{"a":1}"#), "{\n  \"a\": 1\n}");
+    }
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn settings_durations_read_back_what_they_show() {
+        for ms in [
+            0,
+            1,
+            500,
+            1_000,
+            90_000,
+            3_600_000,
+            5_400_000,
+            7 * 86_400_000,
+        ] {
+            let d = Duration::from_millis(ms);
+            let shown = duration_input(d);
+            assert_eq!(parse_duration_input("x", &shown), Ok(d), "{shown}");
+        }
+        assert_eq!(duration_input(Duration::from_millis(3_600_000)), "1h");
+    }
+
+    #[test]
+    fn a_bare_number_or_nonsense_is_refused_with_an_example() {
+        let e = parse_duration_input("base delay", "3600").unwrap_err();
+        assert!(e.contains("needs a unit") && e.contains("3600s"), "{e}");
+        let e = parse_duration_input("base delay", "soon").unwrap_err();
+        assert!(
+            e.contains("is not a duration") && e.contains("1h 30m"),
+            "{e}"
+        );
     }
 }

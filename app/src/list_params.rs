@@ -71,7 +71,7 @@ pub fn href(path: &str, pairs: &[(&'static str, String)]) -> String {
     crate::format::url(path, &pairs)
 }
 
-fn parse_time(value: &str, end_of_day: bool) -> Result<DateTime<Utc>, String> {
+pub(crate) fn parse_time(value: &str, end_of_day: bool) -> Result<DateTime<Utc>, String> {
     let v = value.trim();
     if let Ok(t) = DateTime::parse_from_rfc3339(v) {
         return Ok(t.with_timezone(&Utc));

@@ -112,10 +112,19 @@ pub struct BulkRun {
     pub action: deck_engine::BulkAction,
     pub filter_url: String,
     pub cap: u32,
+    /// Dead letters matching the filter when the run started.
+    pub matching: u64,
     pub done: u64,
     pub finished: bool,
     pub error: Option<String>,
     pub started: chrono::DateTime<Utc>,
+}
+
+impl BulkRun {
+    /// How many jobs this run means to act on: what matched, at most the cap.
+    pub fn target(&self) -> u64 {
+        self.matching.min(u64::from(self.cap))
+    }
 }
 
 struct Inner {

@@ -254,7 +254,11 @@ async fn actions_need_a_csrf_token_and_land_in_the_audit_log() {
     assert!(location.starts_with("/queues?ok="), "{location}");
     assert!(f.store.list_queues().await.unwrap()[0].paused);
 
-    let audit = f.store.list_audit(None, 10).await.unwrap();
+    let audit = f
+        .store
+        .list_audit(&Default::default(), None, 10)
+        .await
+        .unwrap();
     assert_eq!(audit[0].action, "queue.pause");
     assert_eq!(audit[0].actor, "local");
     assert_eq!(audit[0].target, "emails");
@@ -320,7 +324,14 @@ async fn viewers_read_but_cannot_act_and_strangers_are_asked_to_sign_in() {
     )
     .await;
     assert_eq!(status, StatusCode::FOUND);
-    assert_eq!(f.store.list_audit(None, 1).await.unwrap()[0].actor, "ops");
+    assert_eq!(
+        f.store
+            .list_audit(&Default::default(), None, 1)
+            .await
+            .unwrap()[0]
+            .actor,
+        "ops"
+    );
 }
 
 #[tokio::test]
@@ -342,7 +353,11 @@ async fn selected_rows_are_retried_together() {
             Pillar::Hot
         );
     }
-    let audit = f.store.list_audit(None, 1).await.unwrap();
+    let audit = f
+        .store
+        .list_audit(&Default::default(), None, 1)
+        .await
+        .unwrap();
     assert_eq!(
         (audit[0].action.as_str(), audit[0].count),
         ("jobs.bulk_resurrect", 2)
@@ -368,6 +383,46 @@ async fn purge_without_confirmation_changes_nothing() {
     .await;
     assert!(location.contains("ok="), "{location}");
     assert!(f.store.get_job(dead).await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn a_running_job_is_stopped_only_once_the_operator_confirms() {
+    let f = fixture(AuthConfig::default()).await;
+    let id = enqueue(&f.store, "billing", "{}").await;
+    let claimed = f
+        .store
+        .claim_batch(ClaimRequest {
+            worker_id: "w".into(),
+            limit: 1,
+            start: 0,
+            queues: Some(vec!["billing".into()]),
+            types: None,
+        })
+        .await
+        .unwrap();
+    assert_eq!(claimed[0].id, id);
+    f.store.mark_processing("w", &[id]).await.unwrap();
+    let (_, page, _) = get(&f.router, &format!("/jobs/{id}"), None).await;
+    assert!(page.contains("Stop and cancel") && page.contains("stop it while it runs"));
+    let token = csrf(&f.router, None).await;
+    let form = format!("id={id}&back=%2Fjobs");
+    let (_, location) = post(&f.router, "/fn/job/cancel", &form, Some(&token), None).await;
+    assert!(location.contains("err="), "{location}");
+    let job = f.store.get_job(id).await.unwrap().unwrap();
+    assert!(
+        !job.cancel_requested,
+        "nothing requested without the box ticked"
+    );
+    let (_, location) = post(
+        &f.router,
+        "/fn/job/cancel",
+        &format!("{form}&confirm=yes"),
+        Some(&token),
+        None,
+    )
+    .await;
+    assert!(location.contains("ok="), "{location}");
+    assert!(f.store.get_job(id).await.unwrap().unwrap().cancel_requested);
 }
 
 #[tokio::test]

@@ -149,10 +149,14 @@ test("dead letters: bulk by filter with preview, typed confirmation and progress
   await shot(page, "dlq-bulk");
   await page.fill("input[name=cap]", "5");
   await page.fill("input[name=confirm]", "RESURRECT");
-  await page.click(".bulk-run button.danger");
+  // Resurrect is not destructive: not coloured as a danger.
+  assert.equal(await page.locator(".bulk-run button.danger").count(), 0);
+  await page.click(".bulk-run button[type=submit]");
   assert.match(page.url(), /\/dlq\/bulk\/[0-9a-f]{32}/);
   await page.waitForSelector("[data-run-finished=true]", { timeout: 30_000 });
   assert.match(await page.locator(".run-state").innerText(), /done: [1-5] job/);
+  // Progress counts against what matched (at most the cap of 5), not a bigger number.
+  assert.ok(Number(await page.locator("progress").getAttribute("value")) === 100, "a finished run is full");
   await shot(page, "dlq-bulk-run");
 });
 
@@ -161,6 +165,9 @@ test("active jobs: cancel a pending job", async () => {
   await page.locator("table.jobs tbody td.id a").first().click();
   const cancel = page.locator("form[action='/fn/job/cancel'] button");
   if ((await cancel.count()) === 0) return; // it was claimed meanwhile; nothing to cancel
+  // Claimed and started meanwhile: stopping a running job is asked first.
+  const ask = page.locator("form[action='/fn/job/cancel'] input[name=confirm]");
+  if ((await ask.count()) > 0) await ask.check();
   await cancel.click();
   assert.match(await flash(), /cancel|Nothing to cancel/i);
 });
@@ -175,6 +182,17 @@ test("settings are saved and shown back", async () => {
   await page.fill("input[name=worker_count]", "0");
   await page.click("text=Save settings");
   assert.match(await flash(), /Not saved: .*workers must be from 1/);
+  // Durations read and write as an operator writes them.
+  await page.fill("input[name=worker_count]", "7");
+  await page.fill("input[name=base_delay]", "2s");
+  await page.fill("input[name=max_delay]", "1h 30m");
+  await page.click("text=Save settings");
+  assert.match(await flash(), /Settings saved/);
+  assert.equal(await page.inputValue("input[name=base_delay]"), "2s");
+  assert.equal(await page.inputValue("input[name=max_delay]"), "1h 30m");
+  await page.fill("input[name=base_delay]", "2h");
+  await page.click("text=Save settings");
+  assert.match(await flash(), /base delay .* must not be larger than max delay/);
   await shot(page, "settings");
 });
 
@@ -191,7 +209,17 @@ test("audit log records every action with its actor", async () => {
     assert.ok(text.includes(action), `audit has ${action}`);
   }
   assert.match(text, /local/);
+  // A settings change shows the fields it changed, not raw JSON.
+  assert.match(text, /retry\.base_delay_ms: \d+ → 2000/);
+  assert.ok(!text.includes('"before"'), "no raw settings JSON");
   await shot(page, "audit");
+  // Filter by action family: only queue actions are left.
+  await page.selectOption("select[name=action]", "queue");
+  await page.click(".filters button[type=submit]");
+  const actions = await page.locator("table.audit tbody td:nth-child(3)").allInnerTexts();
+  assert.ok(actions.length > 0 && actions.every((a) => a.startsWith("queue.")), actions.join(","));
+  await go("/audit?actor=nobody-at-all");
+  assert.match(await page.locator(".empty").innerText(), /No audit entries match/);
 });
 
 test("forms without the CSRF token or from another origin are refused", async () => {

@@ -905,6 +905,19 @@ pub struct AuditEntry {
     pub detail: Option<String>,
 }
 
+/// Which audit entries to list; every field unset lists them all.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct AuditFilter {
+    /// Exactly this actor.
+    pub actor: Option<String>,
+    /// An action (`queue.pause`) or its family (`queue` matches every `queue.…`).
+    pub action: Option<String>,
+    /// At or after this time.
+    pub from: Option<Timestamp>,
+    /// Before this time.
+    pub to: Option<Timestamp>,
+}
+
 /// An audit entry before the store gives it an id and time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NewAuditEntry {

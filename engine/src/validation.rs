@@ -233,7 +233,7 @@ pub fn validate_settings(settings: &EngineSettings) -> Result<(), ValidationErro
         u64::from(settings.retention.dlq_days),
         u64::from(settings.retention.metrics_days),
     ];
-    let problems: Vec<(&str, String)> = SETTING_RANGES
+    let mut problems: Vec<(&str, String)> = SETTING_RANGES
         .iter()
         .zip(values)
         .filter(|((_, _, least, most), v)| !(*least..=*most).contains(v))
@@ -244,6 +244,16 @@ pub fn validate_settings(settings: &EngineSettings) -> Result<(), ValidationErro
             )
         })
         .collect();
+    // The cap would silently replace every delay, the first included: almost surely a typo.
+    if settings.retry.base_delay_ms > settings.retry.max_delay_ms {
+        problems.push((
+            "retry.base_delay_ms",
+            format!(
+                "base delay ({} ms) must not be larger than max delay ({} ms)",
+                settings.retry.base_delay_ms, settings.retry.max_delay_ms
+            ),
+        ));
+    }
     match problems.first() {
         None => Ok(()),
         Some((field, _)) => Err(ValidationError::new(
@@ -427,6 +437,21 @@ mod tests {
             "{e}"
         );
         assert!(e.problem.contains("dead-letter retention (days)"), "{e}");
+    }
+
+    #[test]
+    fn a_base_delay_above_the_max_delay_is_refused() {
+        let mut s = EngineSettings::default();
+        s.retry.base_delay_ms = 60_000;
+        s.retry.max_delay_ms = 1_000;
+        let e = validate_settings(&s).unwrap_err();
+        assert_eq!(e.field, "retry.base_delay_ms");
+        assert!(
+            e.problem.contains("must not be larger than max delay"),
+            "{e}"
+        );
+        s.retry.max_delay_ms = 60_000;
+        assert!(validate_settings(&s).is_ok());
     }
 
     #[test]

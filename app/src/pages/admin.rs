@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use deck_engine::{AuditEntry, EngineSettings, InstanceInfo};
+use deck_engine::{AuditEntry, AuditFilter, EngineSettings, InstanceInfo};
 use leptos::prelude::*;
 
 use crate::components::layout::{ErrorBox, Layout, OperatorOnly, PostForm};
@@ -30,6 +30,13 @@ pub fn SettingsForm(settings: EngineSettings) -> impl IntoView {
     let field = |label: &'static str, name: &'static str, value: String, help: &'static str| {
         view! { <label>{label}<input type="number" min="0" name=name value=value required=true/><small>{help}</small></label> }
     };
+    // Durations read as an operator writes them ("1h", "500ms"), not as raw milliseconds.
+    let duration = |label: &'static str,
+                    name: &'static str,
+                    value: Duration,
+                    help: &'static str| {
+        view! { <label>{label}<input type="text" name=name value=format::duration_input(value) required=true spellcheck="false" autocomplete="off" pattern=r"\s*\d+\s*[a-zA-Zµ]+(\s*\d+\s*[a-zA-Zµ]+)*\s*"/><small>{help}</small></label> }
+    };
     view! {
         <p class="muted">"Persisted in the database: every instance follows them, and they apply without a restart."</p>
         <PostForm endpoint="settings/save" class="settings">
@@ -40,10 +47,10 @@ pub fn SettingsForm(settings: EngineSettings) -> impl IntoView {
             <fieldset>
                 <legend>"Retries"</legend>
                 {field("Max attempts", "max_attempts", r.max_attempts.to_string(), "Total runs, the first included.")}
-                {field("Base delay (ms)", "base_delay_ms", r.base_delay_ms.to_string(), "Delay before retry n is base × 2^(n−1).")}
-                {field("Max delay (ms)", "max_delay_ms", r.max_delay_ms.to_string(), "Cap on one retry delay.")}
-                {field("Jitter (ms)", "jitter_ms", r.jitter_ms.to_string(), "Up to this much random delay on top.")}
-                {field("Max job age (s)", "max_job_age_secs", r.max_job_age_secs.to_string(), "No retry past this age: RetryLifetimeExpired.")}
+                {duration("Base delay", "base_delay", Duration::from_millis(r.base_delay_ms), "Delay before retry n is base × 2^(n−1), e.g. 500ms, 2s.")}
+                {duration("Max delay", "max_delay", Duration::from_millis(r.max_delay_ms), "Cap on one retry delay, at least the base delay, e.g. 1h.")}
+                {duration("Jitter", "jitter", Duration::from_millis(r.jitter_ms), "Up to this much random delay on top, e.g. 250ms.")}
+                {duration("Max job age", "max_job_age", Duration::from_secs(r.max_job_age_secs), "No retry past this age (RetryLifetimeExpired), e.g. 7d.")}
             </fieldset>
             <fieldset>
                 <legend>"Retention"</legend>
@@ -131,16 +138,68 @@ fn takes(i: &InstanceInfo) -> String {
 
 const AUDIT_PAGE: u32 = 50;
 
+/// The audit page's filter as the query string has it, with what could not be read.
+struct AuditQuery {
+    filter: AuditFilter,
+    before: Option<i64>,
+    /// The filter's own fields, for the form and the pager's links.
+    raw: Vec<(&'static str, String)>,
+    problems: Vec<String>,
+}
+
+fn audit_query() -> AuditQuery {
+    let q = query();
+    let text = |k: &str| {
+        q.get(k)
+            .map(str::trim)
+            .filter(|v| !v.is_empty())
+            .map(str::to_string)
+    };
+    let mut problems = Vec::new();
+    let mut time = |k: &str, end_of_day: bool| {
+        text(k).and_then(|v| {
+            crate::list_params::parse_time(&v, end_of_day)
+                .map_err(|e| problems.push(format!("{k}: {e}")))
+                .ok()
+        })
+    };
+    let filter = AuditFilter {
+        actor: text("actor"),
+        action: text("action"),
+        from: time("from", false),
+        to: time("to", true),
+    };
+    let raw = ["actor", "action", "from", "to"]
+        .into_iter()
+        .map(|k| (k, text(k).unwrap_or_default()))
+        .collect();
+    AuditQuery {
+        filter,
+        before: q.get("before").and_then(|b| b.parse::<i64>().ok()),
+        raw,
+        problems,
+    }
+}
+
 #[component]
 pub fn AuditPage() -> impl IntoView {
     let console = expect_context::<Console>();
-    let before = query().get("before").and_then(|b| b.parse::<i64>().ok());
+    let q = audit_query();
     Suspend::new(async move {
-        let body = match console.store().list_audit(before, AUDIT_PAGE + 1).await {
+        let body = match console
+            .store()
+            .list_audit(&q.filter, q.before, AUDIT_PAGE + 1)
+            .await
+        {
             Ok(mut list) => {
                 let more = list.len() > AUDIT_PAGE as usize;
                 list.truncate(AUDIT_PAGE as usize);
-                view! { <AuditTable entries=list more=more paged=before.is_some()/> }.into_any()
+                let filtered = q.raw.iter().any(|(_, v)| !v.is_empty());
+                view! {
+                    <AuditFilters raw=q.raw.clone() problems=q.problems.clone()/>
+                    <AuditTable entries=list more=more paged=q.before.is_some() raw=q.raw.clone() filtered=filtered/>
+                }
+                .into_any()
             }
             Err(e) => {
                 view! { <ErrorBox message=format!("Cannot read the audit log: {e}")/> }.into_any()
@@ -148,6 +207,47 @@ pub fn AuditPage() -> impl IntoView {
         };
         view! { <Layout title="Audit log".into()>{body}</Layout> }
     })
+}
+
+/// Action families an operator filters by; a full action name works too.
+const AUDIT_FAMILIES: [(&str, &str); 6] = [
+    ("job", "one job (cancel, resurrect, edit, purge)"),
+    ("jobs", "selected jobs"),
+    ("dlq", "dead letters by filter"),
+    ("queue", "queues (pause, limits, hide)"),
+    ("settings", "settings"),
+    ("retention", "pruning history now"),
+];
+
+#[component]
+fn AuditFilters(raw: Vec<(&'static str, String)>, problems: Vec<String>) -> impl IntoView {
+    let value = |k: &str| {
+        raw.iter()
+            .find(|(key, _)| *key == k)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_default()
+    };
+    let action = value("action");
+    let known = AUDIT_FAMILIES.iter().any(|(f, _)| *f == action);
+    view! {
+        {(!problems.is_empty()).then(|| view! { <ErrorBox message=problems.join("; ")/> })}
+        <form method="get" action="/audit" class="filters">
+            <label>"Who"<input type="text" name="actor" value=value("actor") placeholder="exact actor"/></label>
+            <label>"Action"
+                <select name="action">
+                    <option value="">"any"</option>
+                    {AUDIT_FAMILIES.iter().map(|(f, label)| { let sel = *f == action; view! { <option value=*f selected=sel>{format!("{f}.… — {label}")}</option> } }).collect_view()}
+                    {(!known && !action.is_empty()).then(|| view! { <option value=action.clone() selected=true>{action.clone()}</option> })}
+                </select>
+            </label>
+            <label>"From"<input type="date" name="from" value=value("from")/></label>
+            <label>"To"<input type="date" name="to" value=value("to")/></label>
+            <div class="filter-actions">
+                <button type="submit">"Filter"</button>
+                <a href="/audit">"Clear"</a>
+            </div>
+        </form>
+    }
 }
 
 fn target_view(target: &str) -> AnyView {
@@ -168,10 +268,26 @@ fn target_view(target: &str) -> AnyView {
 }
 
 #[component]
-pub fn AuditTable(entries: Vec<AuditEntry>, more: bool, paged: bool) -> impl IntoView {
+pub fn AuditTable(
+    entries: Vec<AuditEntry>,
+    more: bool,
+    paged: bool,
+    raw: Vec<(&'static str, String)>,
+    filtered: bool,
+) -> impl IntoView {
     if entries.is_empty() {
-        return view! { <div class="empty"><p>"No operator actions yet. Every pause, retry, edit, cancel, purge and settings change made here is recorded with who did it."</p></div> }.into_any();
+        if filtered || paged {
+            return view! { <div class="empty"><p>"No audit entries match this filter. " <a href="/audit">"Show every entry"</a></p></div> }.into_any();
+        }
+        return view! { <div class="empty"><p>"No operator actions yet. Every pause, resurrect, edit, cancel, purge and settings change made here is recorded with who did it."</p></div> }.into_any();
     }
+    let page_link = |before: Option<i64>| {
+        let mut pairs: Vec<(&'static str, String)> = raw.clone();
+        if let Some(id) = before {
+            pairs.push(("before", id.to_string()));
+        }
+        crate::list_params::href("/audit", &pairs)
+    };
     let last_id = entries.last().map(|e| e.id);
     let rows = entries
         .into_iter()
@@ -183,7 +299,7 @@ pub fn AuditTable(entries: Vec<AuditEntry>, more: bool, paged: bool) -> impl Int
                     <td><code>{e.action.clone()}</code></td>
                     <td class="target">{target_view(&e.target)}</td>
                     <td class="num">{format::count(e.count)}</td>
-                    <td class="msg"><pre class="detail">{e.detail.clone().unwrap_or_default()}</pre></td>
+                    <td class="msg">{detail_view(&e.action, e.detail.as_deref())}</td>
                 </tr>
             }
         })
@@ -194,9 +310,85 @@ pub fn AuditTable(entries: Vec<AuditEntry>, more: bool, paged: bool) -> impl Int
             <tbody>{rows}</tbody>
         </table></div>
         <nav class="pager">
-            {paged.then(|| view! { <a href="/audit">"« Newest"</a> })}
-            {(more).then(|| last_id.map(|id| view! { <a href=format!("/audit?before={id}")>"Older ›"</a> })).flatten()}
+            {paged.then(|| view! { <a href=page_link(None)>"« Newest"</a> })}
+            {(more).then(|| last_id.map(|id| view! { <a href=page_link(Some(id))>"Older ›"</a> })).flatten()}
         </nav>
     }
     .into_any()
+}
+
+/// An entry's detail as an operator reads it: a settings change as the fields it changed,
+/// anything else as recorded.
+fn detail_view(action: &str, detail: Option<&str>) -> AnyView {
+    let Some(detail) = detail else {
+        return ().into_any();
+    };
+    if action == "settings.save"
+        && let Some(changes) = settings_changes(detail)
+    {
+        if changes.is_empty() {
+            return view! { <span class="muted">"saved unchanged"</span> }.into_any();
+        }
+        return view! {
+            <ul class="changes">
+                {changes.into_iter().map(|(field, before, after)| view! {
+                    <li><code>{field}</code>": "{before}" → "<b>{after}</b></li>
+                }).collect_view()}
+            </ul>
+        }
+        .into_any();
+    }
+    view! { <pre class="detail">{detail.to_string()}</pre> }.into_any()
+}
+
+/// The fields a `{"before": …, "after": …}` settings detail changed, as dotted names.
+fn settings_changes(detail: &str) -> Option<Vec<(String, String, String)>> {
+    let v: serde_json::Value = serde_json::from_str(detail).ok()?;
+    let (before, after) = (v.get("before")?, v.get("after")?);
+    let mut out = Vec::new();
+    diff_fields("", before, after, &mut out);
+    Some(out)
+}
+
+fn diff_fields(
+    prefix: &str,
+    before: &serde_json::Value,
+    after: &serde_json::Value,
+    out: &mut Vec<(String, String, String)>,
+) {
+    match (before, after) {
+        (serde_json::Value::Object(b), serde_json::Value::Object(a)) => {
+            for (key, av) in a {
+                let name = if prefix.is_empty() {
+                    key.clone()
+                } else {
+                    format!("{prefix}.{key}")
+                };
+                diff_fields(
+                    &name,
+                    b.get(key).unwrap_or(&serde_json::Value::Null),
+                    av,
+                    out,
+                );
+            }
+        }
+        (b, a) if b != a => out.push((prefix.to_string(), b.to_string(), a.to_string())),
+        _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_settings_detail_shows_only_the_changed_fields() {
+        let detail = r#"{"before":{"worker_count":10,"retry":{"max_attempts":3,"base_delay_ms":1000}},
+                         "after":{"worker_count":10,"retry":{"max_attempts":5,"base_delay_ms":1000}}}"#;
+        assert_eq!(
+            settings_changes(detail),
+            Some(vec![("retry.max_attempts".into(), "3".into(), "5".into())])
+        );
+        assert_eq!(settings_changes("not json"), None);
+    }
 }

@@ -109,7 +109,7 @@ pub fn BulkForm(
                     }}</p>
                     <label>"At most this many in this run"<input type="number" name="cap" min="1" max=cap_max.to_string() value=cap_default.to_string()/></label>
                     <label>{format!("Type {word} to confirm")}<input type="text" name="confirm" autocomplete="off" required=true pattern=word placeholder=word/></label>
-                    <button class="danger">{format!("{} up to {} job(s)", if action == BulkAction::Purge { "Purge" } else { "Resurrect" }, format::count(runs))}</button>
+                    <button type="submit" class=if action == BulkAction::Purge { "danger" } else { "" }>{format!("{} up to {} job(s)", if action == BulkAction::Purge { "Purge" } else { "Resurrect" }, format::count(runs))}</button>
                 </PostForm>
             </OperatorOnly>
         })}
@@ -130,20 +130,27 @@ pub fn BulkRunPage() -> impl IntoView {
 
 #[component]
 pub fn RunProgress(run: BulkRun) -> impl IntoView {
-    let pct = if run.cap == 0 {
-        100
-    } else {
-        (run.done * 100 / u64::from(run.cap)).min(100)
-    };
+    let planned = run.target();
+    let pct = (run.done * 100)
+        .checked_div(planned)
+        .unwrap_or(100)
+        .min(100);
     let state = if let Some(e) = &run.error {
         format!("stopped after {} job(s): {e}", format::count(run.done))
     } else if run.finished {
         format!("done: {} job(s)", format::count(run.done))
+    } else if run.matching > planned {
+        format!(
+            "running: {} of {} (the cap; {} matched)",
+            format::count(run.done),
+            format::count(planned),
+            format::count(run.matching)
+        )
     } else {
         format!(
-            "running: {} of at most {}",
+            "running: {} of {}",
             format::count(run.done),
-            format::count(run.cap.into())
+            format::count(planned)
         )
     };
     view! {

@@ -142,11 +142,17 @@ fn job_actions(job: &Job, pillar: Pillar, editable: bool) -> impl IntoView + use
     let cancel = matches!(job.state, JobState::Pending | JobState::Fetched | JobState::Processing).then(|| {
         let running = job.state == JobState::Processing;
         let id = id.clone();
+        // Stopping work in flight cannot be taken back, so it is asked first; a job that has
+        // not started only moves to the dead-letter queue, where Resurrect brings it back.
+        let ask = running.then(|| view! {
+            <label><input type="checkbox" name="confirm" value="yes" required=true/>" stop it while it runs"</label>
+        });
         view! {
-            <PostForm endpoint="job/cancel" class="inline">
+            <PostForm endpoint="job/cancel" class=if running { "inline confirm-form" } else { "inline" }>
                 <input type="hidden" name="id" value=id/>
-                <button class="danger" title=if running { "The worker running it (in any instance) stops it at its next heartbeat" } else { "Moves it to the dead-letter queue as Cancelled" }>
-                    {if running { "Cancel (stop the running job)" } else { "Cancel" }}
+                {ask}
+                <button class="danger" title=if running { "The worker running it (in any instance) stops it at its next heartbeat; it then moves to the dead-letter queue as Cancelled" } else { "Moves it to the dead-letter queue as Cancelled; Resurrect brings it back" }>
+                    {if running { "Stop and cancel" } else { "Cancel" }}
                 </button>
             </PostForm>
         }
@@ -156,7 +162,7 @@ fn job_actions(job: &Job, pillar: Pillar, editable: bool) -> impl IntoView + use
         view! {
             <PostForm endpoint="job/resurrect" class="inline">
                 <input type="hidden" name="id" value=id/>
-                <button>"Resurrect (run again)"</button>
+                <button title="Back to pending with fresh attempts; its error history is kept">"Resurrect"</button>
             </PostForm>
         }
     });

@@ -208,7 +208,7 @@ pub fn JobList(
         }
         .into_any(),
         Pillar::Dlq => view! {
-            <button name="action" value="resurrect">"Retry selected"</button>
+            <button name="action" value="resurrect" title="Back to pending with fresh attempts">"Resurrect selected"</button>
             <button name="action" value="purge" class="danger">"Purge selected"</button>
         }
         .into_any(),
@@ -284,7 +284,7 @@ pub fn JobList(
                         <div class="bulk-actions">
                             <span>"With selected:"</span>
                             {bulk_buttons}
-                            <label class="confirm"><input type="checkbox" name="confirm" value="yes"/>" confirm cancel / purge"</label>
+                            <label class="confirm"><input type="checkbox" name="confirm" value="yes"/>{if source == Pillar::Hot { " confirm cancel / purge" } else { " confirm purge" }}</label>
                         </div>
                     </OperatorOnly>
                     {bulk_link}

@@ -176,6 +176,16 @@ pub fn QueueList(
             let lag_max = lag_class(s.lag_max_ms, c.lag_warn_secs, c.lag_crit_secs);
             let (pause_op, pause_label) = if c.paused { ("resume", "Resume") } else { ("pause", "Pause") };
             let (hide_op, hide_label) = if c.hidden { ("show", "Show") } else { ("hide", "Hide") };
+            let hide_help = if c.hidden {
+                "Show the queue on the overview and in this list again"
+            } else {
+                "Take the queue off the overview and this list; its jobs still run, and \"Show hidden queues\" brings it back"
+            };
+            let pause_help = if c.paused {
+                "Workers in every instance claim from this queue again"
+            } else {
+                "Workers in every instance stop claiming from this queue; running jobs finish"
+            };
             view! {
                 <section class="panel queue" class:paused=c.paused id=format!("queue-{name}")>
                     <header class="queue-head">
@@ -185,8 +195,8 @@ pub fn QueueList(
                         <OperatorOnly>
                             <PostForm endpoint="queue/state" class="inline">
                                 <input type="hidden" name="queue" value=name_state/>
-                                <button name="op" value=pause_op class=if c.paused { "" } else { "warn" }>{pause_label}</button>
-                                <button name="op" value=hide_op class="quiet">{hide_label}</button>
+                                <button name="op" value=pause_op class=if c.paused { "" } else { "warn" } title=pause_help>{pause_label}</button>
+                                <button name="op" value=hide_op class="quiet" title=hide_help>{hide_label}</button>
                             </PostForm>
                         </OperatorOnly>
                     </header>

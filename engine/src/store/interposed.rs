@@ -291,9 +291,14 @@ impl<H: Interpose> Store for InterposedStore<H> {
         answer
     }
 
-    async fn list_audit(&self, before_id: Option<i64>, limit: u32) -> StoreResult<Vec<AuditEntry>> {
+    async fn list_audit(
+        &self,
+        filter: &AuditFilter,
+        before_id: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditEntry>> {
         self.hooks.before(StoreCall::ListAudit).await?;
-        let answer = self.inner.list_audit(before_id, limit).await;
+        let answer = self.inner.list_audit(filter, before_id, limit).await;
         self.hooks.after(StoreCall::ListAudit);
         answer
     }

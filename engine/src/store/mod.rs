@@ -18,9 +18,9 @@ use async_trait::async_trait;
 
 use crate::error::StoreResult;
 use crate::model::{
-    Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
-    EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId, NewAuditEntry, Pillar,
-    PruneStep, QueueConfig, QueuePatch, RescueStep, Timestamp,
+    Applied, AuditEntry, AuditFilter, CancelOutcome, ClaimRequest, Completion, EngineSettings,
+    EnqueueOutcome, EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId,
+    NewAuditEntry, Pillar, PruneStep, QueueConfig, QueuePatch, RescueStep, Timestamp,
 };
 use crate::query::{
     BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary, Page,
@@ -198,7 +198,13 @@ pub trait Store: Send + Sync + 'static {
     async fn append_audit(&self, entry: NewAuditEntry) -> StoreResult<AuditEntry>;
 
     /// Newest first; `before_id` pages back.
-    async fn list_audit(&self, before_id: Option<i64>, limit: u32) -> StoreResult<Vec<AuditEntry>>;
+    /// Newest first, `before_id` pages back; only entries `filter` matches.
+    async fn list_audit(
+        &self,
+        filter: &AuditFilter,
+        before_id: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditEntry>>;
 
     // ------------------------------------------------------------------ committed reads
 

@@ -148,7 +148,12 @@ impl Harness {
     }
 
     async fn audit_actions(&self) -> Vec<(String, String, String)> {
-        let entries = self.engine.store().list_audit(None, 100).await.unwrap();
+        let entries = self
+            .engine
+            .store()
+            .list_audit(&Default::default(), None, 100)
+            .await
+            .unwrap();
         entries
             .into_iter()
             .map(|e| (e.actor, e.action, e.target))

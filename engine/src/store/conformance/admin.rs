@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use super::support::*;
 use crate::model::{
-    AuditEntry, EngineSettings, InstanceInfo, InstanceKind, NewAuditEntry, RetentionSettings,
-    RetrySettings,
+    AuditEntry, AuditFilter, EngineSettings, InstanceInfo, InstanceKind, NewAuditEntry,
+    RetentionSettings, RetrySettings,
 };
 
 fn instance(id: &str, busy: u32) -> InstanceInfo {
@@ -145,7 +145,13 @@ pub async fn settings_default_then_round_trip(f: StoreFactory) {
 
 pub async fn audit_appends_and_pages_newest_first(f: StoreFactory) {
     let store = f.store();
-    assert!(store.list_audit(None, 10).await.unwrap().is_empty());
+    assert!(
+        store
+            .list_audit(&Default::default(), None, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
     let mut written = Vec::new();
     for i in 0..5u64 {
         let entry = NewAuditEntry {
@@ -190,21 +196,115 @@ pub async fn audit_appends_and_pages_newest_first(f: StoreFactory) {
             .collect()
     };
     let written = norm(written);
-    let page1 = norm(store.list_audit(None, 2).await.unwrap());
+    let page1 = norm(
+        store
+            .list_audit(&Default::default(), None, 2)
+            .await
+            .unwrap(),
+    );
     assert_eq!(page1, vec![written[4].clone(), written[3].clone()]);
-    let page2 = norm(store.list_audit(Some(page1[1].id), 2).await.unwrap());
+    let page2 = norm(
+        store
+            .list_audit(&Default::default(), Some(page1[1].id), 2)
+            .await
+            .unwrap(),
+    );
     assert_eq!(page2, vec![written[2].clone(), written[1].clone()]);
-    let page3 = norm(store.list_audit(Some(page2[1].id), 2).await.unwrap());
+    let page3 = norm(
+        store
+            .list_audit(&Default::default(), Some(page2[1].id), 2)
+            .await
+            .unwrap(),
+    );
     assert_eq!(page3, vec![written[0].clone()]);
     assert!(
         store
-            .list_audit(Some(written[0].id), 2)
+            .list_audit(&Default::default(), Some(written[0].id), 2)
             .await
             .unwrap()
             .is_empty()
     );
-    assert!(store.list_audit(None, 0).await.unwrap().is_empty());
-    let everything = f.connect().await.list_audit(None, 100).await.unwrap();
+    assert!(
+        store
+            .list_audit(&Default::default(), None, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    let everything = f
+        .connect()
+        .await
+        .list_audit(&Default::default(), None, 100)
+        .await
+        .unwrap();
     assert_eq!(everything.len(), 5);
     assert_counters_match_rows(&*store).await;
+}
+
+pub async fn audit_lists_by_actor_action_and_time(f: StoreFactory) {
+    let store = f.store();
+    let mut at = Vec::new();
+    for (actor, action) in [
+        ("alice", "queue.pause"),
+        ("bob", "queue.resume"),
+        ("alice", "job.purge"),
+        ("bob", "queues.bulk"),
+    ] {
+        let entry = NewAuditEntry {
+            actor: actor.into(),
+            action: action.into(),
+            target: "t".into(),
+            count: 1,
+            detail: None,
+        };
+        at.push(store.append_audit(entry).await.unwrap());
+    }
+    let list = |filter: AuditFilter| {
+        let store = store.clone();
+        async move {
+            let got = store.list_audit(&filter, None, 10).await.unwrap();
+            got.into_iter()
+                .map(|e| format!("{}:{}", e.actor, e.action))
+                .collect::<Vec<_>>()
+        }
+    };
+    let by_actor = list(AuditFilter {
+        actor: Some("alice".into()),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(by_actor, ["alice:job.purge", "alice:queue.pause"]);
+    // A family matches its actions, not another family that starts with the same letters.
+    let family = list(AuditFilter {
+        action: Some("queue".into()),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(family, ["bob:queue.resume", "alice:queue.pause"]);
+    let exact = list(AuditFilter {
+        actor: Some("bob".into()),
+        action: Some("queue.resume".into()),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(exact, ["bob:queue.resume"]);
+    let later = list(AuditFilter {
+        from: Some(at[0].at + chrono::Duration::hours(1)),
+        ..Default::default()
+    })
+    .await;
+    assert!(later.is_empty(), "{later:?}");
+    let window = list(AuditFilter {
+        from: Some(at[0].at - chrono::Duration::hours(1)),
+        to: Some(at[3].at + chrono::Duration::hours(1)),
+        ..Default::default()
+    })
+    .await;
+    assert_eq!(window.len(), 4);
+    let before = list(AuditFilter {
+        to: Some(at[0].at - chrono::Duration::hours(1)),
+        ..Default::default()
+    })
+    .await;
+    assert!(before.is_empty(), "{before:?}");
 }

@@ -5,8 +5,8 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
-    AuditEntry, EngineSettings, FailureReason, InstanceInfo, InstanceKind, NewAuditEntry,
-    PruneTarget, QueueConfig, QueuePatch, RescueKind, RescueStep,
+    AuditEntry, AuditFilter, EngineSettings, FailureReason, InstanceInfo, InstanceKind,
+    NewAuditEntry, PruneTarget, QueueConfig, QueuePatch, RescueKind, RescueStep,
 };
 
 use super::codec::{duration_us, from_us, opt_from_us, to_json, to_us, u64_of};
@@ -370,15 +370,30 @@ pub(crate) fn append_audit(
 
 pub(crate) fn list_audit(
     conn: &Connection,
+    filter: &AuditFilter,
     before_id: Option<i64>,
     limit: u32,
 ) -> StoreResult<Vec<AuditEntry>> {
     conn.prepare_cached(
         "SELECT id, at, actor, action, target, count, detail FROM audit_log \
-         WHERE ?1 IS NULL OR id < ?1 ORDER BY id DESC LIMIT ?2",
+         WHERE (?1 IS NULL OR id < ?1) \
+           AND (?3 IS NULL OR actor = ?3) \
+           AND (?4 IS NULL OR action = ?4 OR substr(action, 1, length(?4) + 1) = ?4 || '.') \
+           AND (?5 IS NULL OR at >= ?5) AND (?6 IS NULL OR at < ?6) \
+         ORDER BY id DESC LIMIT ?2",
     )
     .map_err(db_err("list audit"))?
-    .query_map(params![before_id, i64::from(limit)], audit_from_row)
+    .query_map(
+        params![
+            before_id,
+            i64::from(limit),
+            filter.actor,
+            filter.action,
+            filter.from.map(to_us),
+            filter.to.map(to_us)
+        ],
+        audit_from_row,
+    )
     .map_err(db_err("list audit"))?
     .collect::<Result<_, _>>()
     .map_err(db_err("list audit"))

@@ -32,9 +32,9 @@ use async_trait::async_trait;
 
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
-    Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
-    EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId, NewAuditEntry, Pillar,
-    PruneStep, QueueConfig, QueuePatch, RescueStep, Timestamp,
+    Applied, AuditEntry, AuditFilter, CancelOutcome, ClaimRequest, Completion, EngineSettings,
+    EnqueueOutcome, EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId,
+    NewAuditEntry, Pillar, PruneStep, QueueConfig, QueuePatch, RescueStep, Timestamp,
 };
 use crate::query::{
     BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary, Page,
@@ -450,9 +450,15 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn list_audit(&self, before_id: Option<i64>, limit: u32) -> StoreResult<Vec<AuditEntry>> {
+    async fn list_audit(
+        &self,
+        filter: &AuditFilter,
+        before_id: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditEntry>> {
+        let filter = filter.clone();
         self.readers
-            .read(move |conn| maintenance::list_audit(conn, before_id, limit))
+            .read(move |conn| maintenance::list_audit(conn, &filter, before_id, limit))
             .await
     }
 

@@ -16,10 +16,10 @@ use super::reader;
 use super::rows::{self, count, id_from_hex, ids_json, json_time, opt_str, opt_u32, req_str};
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
-    Applied, AuditEntry, CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueOutcome,
-    EnqueueRequest, FailureReason, HeartbeatReport, HotStatus, InstanceInfo, InstanceKind, Job,
-    JobEdit, JobId, JobState, NewAuditEntry, Pillar, PruneStep, PruneTarget, QueueConfig,
-    QueuePatch, RescueKind, RescueStep, StoreWrittenError, Timestamp, claim_order,
+    Applied, AuditEntry, AuditFilter, CancelOutcome, ClaimRequest, Completion, EngineSettings,
+    EnqueueOutcome, EnqueueRequest, FailureReason, HeartbeatReport, HotStatus, InstanceInfo,
+    InstanceKind, Job, JobEdit, JobId, JobState, NewAuditEntry, Pillar, PruneStep, PruneTarget,
+    QueueConfig, QueuePatch, RescueKind, RescueStep, StoreWrittenError, Timestamp, claim_order,
 };
 use crate::query::{
     BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, MAX_PAGE_SIZE, Page,
@@ -995,14 +995,23 @@ impl Store for SqlServerStore {
         Self::audit(row).map_err(|f| self.fault("append_audit", f))
     }
 
-    async fn list_audit(&self, before_id: Option<i64>, limit: u32) -> StoreResult<Vec<AuditEntry>> {
+    async fn list_audit(
+        &self,
+        filter: &AuditFilter,
+        before_id: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditEntry>> {
         let limit = i64::from(limit.min(MAX_PAGE_SIZE * 2));
+        let actor = filter.actor.as_deref();
+        let action = filter.action.as_deref();
+        let from = filter.from.map(rows::to_sql_time);
+        let to = filter.to.map(rows::to_sql_time);
         let rows = self
             .rows_of(
                 "list_audit",
                 Repeat::Always,
                 &queries::LIST_AUDIT,
-                &[&limit, &before_id],
+                &[&limit, &before_id, &actor, &action, &from, &to],
             )
             .await?;
         self.map_rows("list_audit", &rows, Self::audit)

@@ -105,7 +105,13 @@ impl Doors {
 
     /// The newest audit row, as written (without its id and time).
     async fn last_audit(&self) -> NewAuditEntry {
-        let e = self.engine.store().list_audit(None, 1).await.unwrap()[0].clone();
+        let e = self
+            .engine
+            .store()
+            .list_audit(&Default::default(), None, 1)
+            .await
+            .unwrap()[0]
+            .clone();
         NewAuditEntry {
             actor: e.actor,
             action: e.action,

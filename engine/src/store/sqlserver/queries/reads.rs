@@ -68,7 +68,8 @@ WHERE i.stopped_at IS NULL
 ORDER BY i.heartbeat_at DESC;",
 };
 
-/// @P1 limit, @P2 before id or NULL.
+/// @P1 limit, @P2 before id, @P3 actor, @P4 action or action family, @P5 from, @P6 to
+/// (each NULL for no limit).
 pub const LIST_AUDIT: Statement = Statement {
     name: "list_audit",
     class: Class::Committed,
@@ -76,8 +77,13 @@ pub const LIST_AUDIT: Statement = Statement {
     sql: "SET NOCOUNT ON;
 SELECT TOP (@P1) a.id, a.[at], a.actor, a.[action], a.target, a.[count], a.detail
 FROM [{schema}].[audit_log] AS a
-WHERE @P2 IS NULL OR a.id < @P2
-ORDER BY a.id DESC;",
+WHERE (@P2 IS NULL OR a.id < @P2)
+  AND (@P3 IS NULL OR a.actor = @P3)
+  AND (@P4 IS NULL OR a.[action] = @P4 OR LEFT(a.[action], LEN(@P4) + 1) = @P4 + N'.')
+  AND (@P5 IS NULL OR a.[at] >= @P5)
+  AND (@P6 IS NULL OR a.[at] < @P6)
+ORDER BY a.id DESC
+OPTION (RECOMPILE);",
 };
 
 /// The three pillars as one row shape, `pillar` telling them apart (0 hot, 1 archive, 2
