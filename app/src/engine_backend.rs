@@ -87,6 +87,10 @@ impl ConsoleBackend for EngineBackend {
         }
     }
 
+    fn running_jobs(&self) -> Vec<deck_engine::RunningJobInfo> {
+        self.engine.snapshot().running
+    }
+
     fn drain_events(&self) -> Vec<ConsoleEvent> {
         let mut guard = self.events.lock().unwrap_or_else(|p| p.into_inner());
         let rx = guard.get_or_insert_with(|| self.engine.subscribe_events());

@@ -240,3 +240,72 @@ fn the_edit_form_cannot_be_broken_out_of_and_gives_the_payload_back_unchanged() 
         );
     }
 }
+
+fn running_job(now: chrono::DateTime<Utc>) -> Job {
+    Job {
+        id: JobId::new(),
+        queue: "reports".into(),
+        job_type: "build".into(),
+        payload: "{}".into(),
+        tags: vec![],
+        priority: 0,
+        idempotency_key: None,
+        correlation_id: None,
+        created_by: None,
+        created_at: now - Duration::seconds(95),
+        scheduled_at: now - Duration::seconds(95),
+        started_at: Some(now - Duration::seconds(90)),
+        heartbeat_at: Some(now),
+        finished_at: None,
+        expires_at: None,
+        attempt: 1,
+        max_attempts: None,
+        state: JobState::Processing,
+        worker_id: Some("w-1".into()),
+        cancel_requested: false,
+        errors: vec![],
+        result: None,
+        continuation: None,
+        original_payload: None,
+    }
+}
+
+#[test]
+fn a_running_job_shows_its_progress_wait_and_running_time() {
+    let now = Utc::now();
+    let job = running_job(now);
+    let progress = deck_engine::Progress {
+        percent: 40,
+        message: "page <2> of 5".into(),
+        at: now,
+    };
+    let out = html(move || {
+        view! { <JobView job=job editing=false draft=None progress=Some(progress)/> }.into_any()
+    });
+    assert!(out.contains(r#"<progress max="100" value="40""#), "{out}");
+    assert!(
+        out.contains("40%") && out.contains("page &lt;2&gt; of 5"),
+        "{out}"
+    );
+    assert!(out.contains("Waited") && out.contains("5.0 s"), "{out}");
+    assert!(
+        out.contains("Running for") && out.contains("1 m 30 s"),
+        "{out}"
+    );
+}
+
+#[test]
+fn a_finished_job_shows_how_long_it_ran_and_no_progress() {
+    let now = Utc::now();
+    let job = Job {
+        state: JobState::Succeeded,
+        finished_at: Some(now - Duration::seconds(30)),
+        ..running_job(now)
+    };
+    let out = html(move || view! { <JobView job=job editing=false draft=None/> }.into_any());
+    assert!(out.contains("Ran") && out.contains("1 m 0 s"), "{out}");
+    assert!(
+        !out.contains("Running for") && !out.contains("<progress"),
+        "{out}"
+    );
+}

@@ -34,6 +34,11 @@ pub trait ConsoleBackend: Send + Sync + 'static {
     /// Recent events (engine and operator actions) since the last call, for the event
     /// console.
     fn drain_events(&self) -> Vec<ConsoleEvent>;
+
+    /// The jobs this process is running now, with their latest progress report.
+    fn running_jobs(&self) -> Vec<deck_engine::RunningJobInfo> {
+        Vec::new()
+    }
 }
 
 /// A console over a bare store: no runtime in this process.
@@ -176,6 +181,15 @@ impl Console {
     }
 
     /// The one door for writes: validated, applied, announced and audited as from the API.
+    /// Progress of the jobs running in this process, by id.
+    pub fn running_progress(&self) -> HashMap<JobId, deck_engine::Progress> {
+        self.backend()
+            .running_jobs()
+            .into_iter()
+            .filter_map(|r| r.progress.map(|p| (r.id, p)))
+            .collect()
+    }
+
     pub fn ops(&self) -> &Operations {
         self.0.backend.operations()
     }

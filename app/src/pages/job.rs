@@ -25,12 +25,13 @@ pub fn JobPage() -> impl IntoView {
             }
         };
         let job = console.store().get_job(id).await;
+        let progress = console.running_progress().remove(&id);
         let section = match &job {
             Ok(Some(job)) if job.pillar() == Pillar::Dlq => "/jobs?source=dlq",
             _ => "/jobs",
         };
         let body = match job {
-            Ok(Some(job)) => view! { <JobView job=job editing=editing draft=draft/> }.into_any(),
+            Ok(Some(job)) => view! { <JobView job=job editing=editing draft=draft progress=progress/> }.into_any(),
             Ok(None) => view! {
                 <div class="empty"><p>{format!("No job {id} in the active jobs, the archive or the dead-letter queue. It may have been purged or pruned by retention.")}</p>
                 <a href="/jobs">"Back to jobs"</a></div>
@@ -53,7 +54,14 @@ fn state_text(state: JobState) -> (String, &'static str) {
 }
 
 #[component]
-pub fn JobView(job: Job, editing: bool, draft: Option<(String, Draft)>) -> impl IntoView {
+pub fn JobView(
+    job: Job,
+    editing: bool,
+    draft: Option<(String, Draft)>,
+    /// The latest progress report, when this process runs the job.
+    #[prop(default = None)]
+    progress: Option<deck_engine::Progress>,
+) -> impl IntoView {
     let now = Utc::now();
     let id = job.id.to_string();
     let (state, state_class) = state_text(job.state);
@@ -70,6 +78,9 @@ pub fn JobView(job: Job, editing: bool, draft: Option<(String, Draft)>) -> impl 
         <dl class="meta">
             <dt>"Id"</dt><dd><code>{id.clone()}</code></dd>
             <dt>"State"</dt><dd><span class=state_class>{state}</span>{job.cancel_requested.then(|| view! { " " <span class="badge warn">"cancel requested"</span> })}</dd>
+            {(job.state == JobState::Processing).then(|| view! {
+                <dt>"Progress"</dt><dd>{progress_view(progress.as_ref(), now)}</dd>
+            })}
             <dt>"Queue"</dt><dd><a href=format!("/queues?q={}", format::enc(&job.queue))>{job.queue.clone()}</a></dd>
             <dt>"Type"</dt><dd><code>{job.job_type.clone()}</code></dd>
             <dt>"Priority"</dt><dd>{job.priority}</dd>
@@ -88,6 +99,7 @@ pub fn JobView(job: Job, editing: bool, draft: Option<(String, Draft)>) -> impl 
             <li><b>"Started"</b>{opt(job.started_at)}</li>
             <li><b>"Heartbeat"</b>{opt(job.heartbeat_at)}</li>
             <li><b>"Finished"</b>{opt(job.finished_at)}</li>
+            {durations(&job, now)}
             {job.expires_at.map(|e| view! { <li><b>"Expires"</b>{opt(Some(e))}</li> })}
         </ol>
     };
@@ -282,4 +294,40 @@ fn DiffPanel(job: Job, draft_id: String, draft: Draft) -> impl IntoView {
             </PostForm>
         </section>
     }
+}
+
+/// Progress as the job page and the lists show it: a bar, the percent and the message.
+pub fn progress_view(
+    progress: Option<&deck_engine::Progress>,
+    now: chrono::DateTime<Utc>,
+) -> AnyView {
+    match progress {
+        Some(p) => {
+            let label = format!("{}% {}", p.percent, p.message);
+            view! {
+                <span class="progress" title=format!("reported {}", format::ago(p.at, now))>
+                    <progress max="100" value=p.percent.to_string() aria-label=label.clone()></progress>
+                    " "<b>{format!("{}%", p.percent)}</b>" "{p.message.clone()}
+                </span>
+            }
+            .into_any()
+        }
+        None => view! { <span class="muted">"no progress reported (yet, or by a job running in another instance)"</span> }.into_any(),
+    }
+}
+
+/// How long the job waited to start and ran (or has been running).
+fn durations(job: &Job, now: chrono::DateTime<Utc>) -> impl IntoView + use<> {
+    let between = |a: chrono::DateTime<Utc>, b: chrono::DateTime<Utc>| {
+        format::millis(u64::try_from((b - a).num_milliseconds()).unwrap_or(0))
+    };
+    let waited = job.started_at.map(|s| {
+        view! { <li><b>"Waited"</b><span title="created → started">{between(job.created_at, s)}</span></li> }
+    });
+    let ran = match (job.started_at, job.finished_at) {
+        (Some(s), Some(f)) => Some(view! { <li><b>"Ran"</b><span title="started → finished (the last attempt)">{between(s, f)}</span></li> }.into_any()),
+        (Some(s), None) if job.state == JobState::Processing => Some(view! { <li><b>"Running for"</b><span>{between(s, now)}</span></li> }.into_any()),
+        _ => None,
+    };
+    view! { {waited}{ran} }
 }

@@ -1,6 +1,8 @@
+use std::collections::HashMap;
+
 use chrono::Utc;
 use deck_engine::{
-    FailureReason, HotStatus, JobState, JobSummary, Page, Pillar, SortColumn, SortDirection,
+    FailureReason, HotStatus, JobId, JobState, JobSummary, Page, Pillar, SortColumn, SortDirection,
 };
 use leptos::prelude::*;
 
@@ -25,9 +27,14 @@ pub fn JobsPage() -> impl IntoView {
             Pillar::Archive => "Archive",
             Pillar::Dlq => "Dead letters",
         };
+        let progress = if params.source() == Pillar::Hot {
+            console.running_progress()
+        } else {
+            HashMap::new()
+        };
         let body = match page {
             Ok(page) => {
-                view! { <JobList params=params.clone() page=page queue_names=queue_names/> }
+                view! { <JobList params=params.clone() page=page queue_names=queue_names progress=progress/> }
                     .into_any()
             }
             Err(e) => view! { <ErrorBox message=format!("Cannot list jobs: {e}")/> }.into_any(),
@@ -52,6 +59,9 @@ pub fn JobList(
     params: ListParams,
     page: Page<JobSummary>,
     queue_names: Vec<String>,
+    /// Progress of the running jobs this process runs.
+    #[prop(optional)]
+    progress: HashMap<JobId, deck_engine::Progress>,
 ) -> impl IntoView {
     let source = params.source();
     let now = Utc::now();
@@ -133,11 +143,17 @@ pub fn JobList(
                     <td class="id"><a href=format!("/jobs/{id}") title=id.clone()><code>{short_id(&id)}</code></a></td>
                     <td>{j.queue.clone()}</td>
                     <td><code>{j.job_type.clone()}</code></td>
-                    <td>{state_badge(j.state)}</td>
+                    <td>{state_badge(j.state)}{progress.get(&j.id).map(|p| view! {
+                        " "<span class="progress small" title=p.message.clone()>
+                            <progress max="100" value=p.percent.to_string() aria-label=format!("{}% {}", p.percent, p.message)></progress>
+                            {format!(" {}%", p.percent)}
+                        </span>
+                    })}</td>
                     <td class="num">{j.priority}</td>
                     <td class="num">{j.attempt}</td>
                     <td class="when" title=format::time(j.created_at)>{format::ago(j.created_at, now)}</td>
                     <td class="when" title=format::time(when)>{format::ago(when, now)}</td>
+                    {(source != Pillar::Hot).then(|| view! { <td class="num">{ran_for(j)}</td> })}
                     <td class="msg">{j.last_error.clone().unwrap_or_default()}</td>
                     <td class="tags">{j.tags.iter().map(|t| view! { <span class="tag">{t.clone()}</span> }).collect_view()}</td>
                 </tr>
@@ -272,6 +288,7 @@ pub fn JobList(
                                 <th class="num">{sort_link(SortColumn::Attempt, "Att.")}</th>
                                 <th>{sort_link(SortColumn::CreatedAt, "Created")}</th>
                                 <th>{if source == Pillar::Hot { sort_link(SortColumn::ScheduledAt, "Due") } else { sort_link(SortColumn::FinishedAt, "Finished") }}</th>
+                                {(source != Pillar::Hot).then(|| view! { <th class="num" title="Run time of the last attempt: started → finished">"Ran"</th> })}
                                 <th>"Last error"</th>
                                 <th>"Tags"</th>
                             </tr>
@@ -292,5 +309,15 @@ pub fn JobList(
                 </div>
             </PostForm>
         })}
+    }
+}
+
+/// The last attempt's run time, started → finished; blank for a job that never started.
+fn ran_for(j: &JobSummary) -> String {
+    match (j.started_at, j.finished_at) {
+        (Some(s), Some(f)) => {
+            format::millis(u64::try_from((f - s).num_milliseconds()).unwrap_or(0))
+        }
+        _ => String::new(),
     }
 }
