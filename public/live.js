@@ -1,26 +1,98 @@
 // Live refresh for The Deck (progressive enhancement: every page works without it).
-// The server renders each live panel with the same component as the page and pushes
-// them over SSE once per tick; this swaps the fresh HTML in.
+// The overview's panels are rendered by the server once per tick and pushed over SSE
+// (/live). Job lists, a job and the queues page are rendered by the server as a reload
+// would, pushed when they change (/live/page), and their data-live-page regions swapped in
+// unless the operator is working in them. The pause switch stops both until resumed.
 (function () {
   "use strict";
   if (!window.EventSource) return;
   var dot = document.querySelector("[data-live-status]");
-  function status(on) { if (dot) { dot.className = "live-dot " + (on ? "on" : "off"); dot.title = on ? "Live" : "Reconnecting…"; } }
-  if (!document.querySelector("[data-live]")) return;
-  var source = new EventSource("/live");
-  source.onopen = function () { status(true); };
-  source.onerror = function () { status(false); };
-  source.addEventListener("tick", function (e) {
+  var toggle = document.querySelector("[data-live-toggle]");
+  var PAUSED = "deck-live-paused";
+  var source = null;
+
+  function status(state) {
+    if (!dot) return;
+    dot.className = "live-dot " + state;
+    dot.title = state === "on" ? "Live" : state === "paused" ? "Live updates paused" : "Reconnecting…";
+  }
+
+  // Trusted: rendered (and escaped) by the server's components.
+  function fragment(html) {
+    var t = document.createElement("template");
+    t.innerHTML = html.trim();
+    return t.content.firstElementChild;
+  }
+
+  // The operator is working in a region: focus inside it, a ticked box, an open details.
+  function busy(el) {
+    var active = document.activeElement;
+    if (active && active !== document.body && el.contains(active)) return true;
+    if (el.querySelector("input[type=checkbox]:checked, details[open]")) return true;
+    return false;
+  }
+
+  function overview(e) {
     var panels;
     try { panels = JSON.parse(e.data); } catch (_) { return; }
-    status(true);
+    status("on");
     Object.keys(panels).forEach(function (key) {
       var el = document.querySelector('[data-live="' + key + '"]');
       if (!el) return;
-      // Trusted: rendered (and escaped) by the server's components.
-      var t = document.createElement("template");
-      t.innerHTML = panels[key].trim();
-      if (t.content.firstElementChild) el.replaceWith(t.content.firstElementChild);
+      var fresh = fragment(panels[key]);
+      if (fresh) el.replaceWith(fresh);
     });
-  });
+  }
+
+  function page(e) {
+    status("on");
+    var doc = new DOMParser().parseFromString(e.data, "text/html");
+    doc.querySelectorAll("[data-live-page]").forEach(function (fresh) {
+      var key = fresh.getAttribute("data-live-page");
+      var el = document.querySelector('[data-live-page="' + key + '"]');
+      if (!el || busy(el) || el.innerHTML === fresh.innerHTML) return;
+      el.replaceWith(document.importNode(fresh, true));
+    });
+  }
+
+  function connect() {
+    if (document.querySelector("[data-live]")) {
+      source = new EventSource("/live");
+      source.addEventListener("tick", overview);
+    } else if (document.querySelector("[data-live-page]")) {
+      source = new EventSource("/live/page?path=" + encodeURIComponent(location.pathname + location.search));
+      source.addEventListener("page", page);
+      source.addEventListener("gone", function () { status("off"); });
+    } else {
+      return;
+    }
+    source.onopen = function () { status("on"); };
+    source.onerror = function () { status("off"); };
+  }
+
+  function paused() {
+    try { return sessionStorage.getItem(PAUSED) === "1"; } catch (_) { return false; }
+  }
+
+  function setPaused(on) {
+    try { sessionStorage.setItem(PAUSED, on ? "1" : "0"); } catch (_) {}
+    if (on) {
+      if (source) { source.close(); source = null; }
+      status("paused");
+    } else if (!source) {
+      connect();
+    }
+    if (toggle) {
+      toggle.textContent = on ? "Resume live" : "Pause live";
+      toggle.setAttribute("aria-pressed", on ? "true" : "false");
+    }
+  }
+
+  var live = document.querySelector("[data-live], [data-live-page]");
+  if (!live) return;
+  if (toggle) {
+    toggle.hidden = false;
+    toggle.addEventListener("click", function () { setPaused(!paused()); });
+  }
+  setPaused(paused());
 })();

@@ -13,6 +13,7 @@ pub mod engine_backend;
 pub mod format;
 pub mod list_params;
 pub mod live;
+pub mod live_pages;
 pub mod page_cache;
 pub mod pages;
 pub mod request;
@@ -156,11 +157,17 @@ pub fn console_router(console: Console, auth: AuthConfig) -> Router {
             page_cache::serve,
         ));
 
+    let live_pages = live_pages::LivePages::new(pages.clone(), console.options().tick);
     let frames = Arc::new(tokio::sync::watch::channel(None).0);
     live::spawn_ticker(console, &frames);
     let live_routes = Router::new()
         .route("/live", get(live::stream))
-        .with_state(live::LiveState { frames });
+        .with_state(live::LiveState { frames })
+        .merge(
+            Router::new()
+                .route("/live/page", get(live_pages::stream))
+                .with_state(live_pages),
+        );
 
     Router::new()
         .merge(pages)

@@ -172,6 +172,55 @@ test("active jobs: cancel a pending job", async () => {
   assert.match(await flash(), /cancel|Nothing to cancel/i);
 });
 
+test("a job page and the archive list go live without a reload, and pause holds them", async () => {
+  const res = await fetch(deck.base + "/api/v1/jobs", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ queue: "e2e-live", type: "demo.echo", payload: { live: true }, delay_ms: 4000 }),
+  });
+  assert.equal(res.status, 201);
+  const { id } = await res.json();
+  await go(`/jobs/${id}`);
+  assert.match(await page.locator("[data-live-page=meta] .badge").first().innerText(), /pending/);
+  await page.evaluate(() => { window.__sameDocument = true; });
+  // The job becomes due, runs and succeeds; the page shows it while it stays the same page.
+  await page.waitForFunction(
+    () => /succeeded/.test(document.querySelector("[data-live-page=meta]")?.innerText || ""),
+    null,
+    { timeout: 30_000 },
+  );
+  assert.equal(await page.evaluate(() => window.__sameDocument), true, "no reload happened");
+  assert.match(await page.locator("[data-live-page=timeline]").innerText(), /Ran/);
+
+  // Paused: the toggle stops the stream until resumed (remembered for the tab).
+  await go("/jobs?source=archive&queue=e2e-live");
+  const toggle = page.locator("[data-live-toggle]");
+  await toggle.waitFor({ state: "visible" });
+  await toggle.click();
+  assert.equal(await toggle.getAttribute("aria-pressed"), "true");
+  assert.match(await page.locator("[data-live-status]").getAttribute("class"), /paused/);
+  await page.reload();
+  assert.equal(await page.locator("[data-live-toggle]").getAttribute("aria-pressed"), "true", "pause survives a reload");
+  await page.locator("[data-live-toggle]").click();
+  assert.equal(await page.locator("[data-live-toggle]").getAttribute("aria-pressed"), "false");
+
+  // A new archived job shows up in the list in view without a reload.
+  await page.evaluate(() => { window.__sameDocument = true; });
+  const before = await page.locator("[data-live-page=rows] tbody tr").count();
+  const again = await fetch(deck.base + "/api/v1/jobs", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ queue: "e2e-live", type: "demo.echo", payload: { live: 2 } }),
+  });
+  assert.equal(again.status, 201);
+  await page.waitForFunction(
+    (n) => document.querySelectorAll("[data-live-page=rows] tbody tr").length > n,
+    before,
+    { timeout: 30_000 },
+  );
+  assert.equal(await page.evaluate(() => window.__sameDocument), true, "no reload happened");
+});
+
 test("settings are saved and shown back", async () => {
   await go("/settings");
   await page.fill("input[name=worker_count]", "7");

@@ -65,6 +65,8 @@ pub fn Layout(
             <nav class="nav">{links}</nav>
             <div class="who">
                 <span class="live-dot" title="Live updates" data-live-status=""></span>
+                // Shown by live.js (without JavaScript nothing is live, so nothing to pause).
+                <button type="button" class="quiet live-toggle" data-live-toggle="" aria-pressed="false" hidden=true>"Pause live"</button>
                 <span class="user" title=format!("Signed in as {} ({})", s.identity.name, s.identity.role.as_str())>
                     {s.identity.name.clone()} <small>{s.identity.role.as_str()}</small>
                 </span>

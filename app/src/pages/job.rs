@@ -117,6 +117,10 @@ pub fn JobView(
     };
 
     let actions = job_actions(&job, pillar, editable);
+    // Live while only looked at: an edit in progress is never swapped out from under the
+    // operator.
+    let watching = !editing && draft.is_none();
+    let live = move |key: &'static str| watching.then_some(key);
     let edit_panel =
         if let Some((draft_id, d)) = draft.clone().filter(|(_, d)| d.error.is_none() && !editing) {
             view! { <DiffPanel job=job.clone() draft_id=draft_id draft=d/> }.into_any()
@@ -133,11 +137,11 @@ pub fn JobView(
         </div>
         {edit_panel}
         <div class="grid-2">
-            <section class="panel">{meta}</section>
-            <section class="panel"><h2>"Timeline"</h2>{timeline}<OperatorOnly>{actions}</OperatorOnly></section>
+            <section class="panel" data-live-page=live("meta")>{meta}</section>
+            <section class="panel" data-live-page=live("timeline")><h2>"Timeline"</h2>{timeline}<OperatorOnly>{actions}</OperatorOnly></section>
         </div>
-        <section class="panel"><h2>"Attempt errors"</h2>{errors}</section>
-        <div class="grid-2">
+        <section class="panel" data-live-page=live("errors")><h2>"Attempt errors"</h2>{errors}</section>
+        <div class="grid-2" data-live-page=live("body")>
             <section class="panel"><h2>"Payload"</h2><pre class="json">{pretty_json(&job.payload)}</pre>
                 {job.original_payload.clone().filter(|o| *o != job.payload).map(|o| view! { <details><summary>"Original payload (before edits)"</summary><pre class="json">{pretty_json(&o)}</pre></details> })}
             </section>

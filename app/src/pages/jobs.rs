@@ -275,7 +275,7 @@ pub fn JobList(
         {(!empty).then(|| view! {
             <PostForm endpoint="jobs/bulk" class="bulk">
                 <input type="hidden" name="source" value=source.as_str()/>
-                <div class="table-wrap">
+                <div class="table-wrap" data-live-page="rows">
                     <table class="dense jobs">
                         <thead>
                             <tr>

@@ -200,7 +200,7 @@ pub fn QueueList(
                             </PostForm>
                         </OperatorOnly>
                     </header>
-                    <div class="stats">
+                    <div class="stats" data-live-page=format!("stats-{name}")>
                         <a href=url("/jobs", &[("source", "active"), ("queue", &name), ("status", "pending")])><b>{format::count(s.pending)}</b>" pending"</a>
                         <span><b>{format::count(s.scheduled)}</b>" scheduled"</span>
                         <span><b>{format::count(s.fetched)}</b>" buffered"</span>
