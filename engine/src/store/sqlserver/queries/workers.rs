@@ -384,7 +384,7 @@ SELECT m.queue, -1,
        CASE WHEN c.kind = 'd' THEN ",
         fingerprint_of!("c.fp_head", "m.job_type"),
         " END,
-       CASE WHEN c.kind = 'd' THEN JSON_VALUE(c.error, '$.kind') END,
+       CASE WHEN c.kind = 'd' THEN LEFT(JSON_VALUE(c.error, '$.kind'), 64) END,
        CASE WHEN c.kind = 'd' THEN m.job_type END,
        CASE WHEN c.kind = 'd' THEN ISNULL(LEFT(c.message, 400), N'') END
 FROM @moved AS m JOIN @c AS c ON c.id = m.id;
