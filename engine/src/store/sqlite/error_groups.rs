@@ -76,31 +76,41 @@ pub(crate) fn bump_error_groups(
 /// Rust, so the SQL script cannot do it). The kind is the one the last attempt error
 /// recorded, the message the stored last error: what a live move hashes too.
 pub(crate) fn backfill_fingerprints(conn: &Connection) -> StoreResult<()> {
-    type Row = (String, i64, String, String, String);
-    let rows: Vec<Row> = conn
+    // In rowid pages, so a large DLQ is never held in memory at once.
+    const PAGE: i64 = 1_000;
+    type Row = (i64, i64, String, String, String);
+    let mut page = conn
         .prepare(
-            "SELECT id, reason, job_type, coalesce(last_error, ''), \
+            "SELECT rowid, reason, job_type, coalesce(last_error, ''), \
                  coalesce(errors ->> '$[#-1].kind', '') \
-             FROM dlq WHERE fingerprint IS NULL",
+             FROM dlq WHERE rowid > ?1 ORDER BY rowid LIMIT ?2",
         )
-        .map_err(db_err("backfill fingerprints"))?
-        .query_map([], |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
-        })
-        .map_err(db_err("backfill fingerprints"))?
-        .collect::<Result<_, _>>()
         .map_err(db_err("backfill fingerprints"))?;
     let mut set = conn
-        .prepare("UPDATE dlq SET fingerprint = ?1 WHERE id = ?2")
+        .prepare("UPDATE dlq SET fingerprint = ?1 WHERE rowid = ?2")
         .map_err(db_err("backfill fingerprints"))?;
-    for (id, reason, job_type, message, kind) in &rows {
-        // A reason this build does not know stays without a group (and out of the counts).
-        let Some(reason) = FailureReason::from_code(*reason) else {
-            continue;
-        };
-        let fingerprint = FingerprintHead::new(reason, kind, message).for_job_type(job_type);
-        set.execute(params![fingerprint.as_str(), id])
+    let mut after = 0_i64;
+    loop {
+        let rows: Vec<Row> = page
+            .query_map(params![after, PAGE], |r| {
+                Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?))
+            })
+            .map_err(db_err("backfill fingerprints"))?
+            .collect::<Result<_, _>>()
             .map_err(db_err("backfill fingerprints"))?;
+        for (rowid, reason, job_type, message, kind) in &rows {
+            after = *rowid;
+            // A reason this build does not know stays without a group (and out of the counts).
+            let Some(reason) = FailureReason::from_code(*reason) else {
+                continue;
+            };
+            let fingerprint = FingerprintHead::new(reason, kind, message).for_job_type(job_type);
+            set.execute(params![fingerprint.as_str(), rowid])
+                .map_err(db_err("backfill fingerprints"))?;
+        }
+        if (rows.len() as i64) < PAGE {
+            break;
+        }
     }
     conn.execute("DELETE FROM dlq_error_groups", [])
         .map_err(db_err("backfill fingerprints"))?;

@@ -215,4 +215,28 @@ mod tests {
         // Running it again applies nothing and changes nothing.
         assert!(migrate(&mut conn, 0).unwrap().is_empty());
     }
+
+    #[test]
+    fn the_backfill_pages_through_a_large_dlq() {
+        let mut conn = version_4_with_dead_letters();
+        conn.execute(
+            "INSERT INTO dlq (id, queue, job_type, priority, tags, reason, attempt, created_at, \
+                 scheduled_at, finished_at, error_prefix, last_error, payload) \
+             WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 2500) \
+             SELECT 'bulk-' || i, 'q', 'bulk', 0, '', 1, 1, 0, 0, i, 'x', \
+                 'row ' || i || ' failed', '{}' FROM n",
+            [],
+        )
+        .unwrap();
+        migrate(&mut conn, 0).unwrap();
+        let (missing, counted): (i64, i64) = conn
+            .query_row(
+                "SELECT (SELECT count(*) FROM dlq WHERE fingerprint IS NULL), \
+                        (SELECT count FROM dlq_error_groups WHERE job_type = 'bulk')",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .unwrap();
+        assert_eq!((missing, counted), (0, 2500), "every page, one group");
+    }
 }
