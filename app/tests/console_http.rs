@@ -658,6 +658,11 @@ async fn an_error_group_is_purged_through_the_bulk_flow() {
     .await;
     assert_eq!(status, StatusCode::OK);
     assert!(preview.contains(r#"class="big">3<"#), "{preview}");
+    assert!(
+        preview.contains("Error group: ")
+            && preview.contains("mailbox cy@example.net does not exist"),
+        "the bulk page names the group: {preview}"
+    );
     let (_, list, _) = get(&f.router, &format!("/jobs?source=dlq&group={fp}"), None).await;
     for id in &members {
         assert!(list.contains(&id.to_string()), "{id} is listed");
