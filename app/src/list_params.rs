@@ -3,15 +3,15 @@
 
 use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use deck_engine::{
-    Cursor, FailureReason, HotStatus, JobFilter, JobQuery, JobSort, MAX_PAGE_SIZE, PagePosition,
-    Pillar, SortColumn, SortDirection,
+    Cursor, FailureReason, Fingerprint, HotStatus, JobFilter, JobQuery, JobSort, MAX_PAGE_SIZE,
+    PagePosition, Pillar, SortColumn, SortDirection,
 };
 
 use crate::request::Query;
 
 /// The filter keys, in the order links carry them.
-const FILTER_KEYS: [&str; 9] = [
-    "queue", "type", "status", "reason", "tag", "q", "on", "from", "to",
+const FILTER_KEYS: [&str; 10] = [
+    "queue", "type", "status", "reason", "group", "tag", "q", "on", "from", "to",
 ];
 
 #[derive(Debug, Clone)]
@@ -145,6 +145,17 @@ pub fn parse(q: &Query, default_page_size: u32) -> ListParams {
             raw.retain(|(k, _)| *k != "reason");
         }
     }
+    if let Some(g) = q.get("group").filter(|g| !g.trim().is_empty()) {
+        if source == Pillar::Dlq {
+            match g.parse::<Fingerprint>() {
+                Ok(fp) => filter.error_group = Some(fp),
+                Err(e) => problems.push(e.to_string()),
+            }
+        } else {
+            problems.push("error group applies to dead letters only; ignored".into());
+            raw.retain(|(k, _)| *k != "group");
+        }
+    }
     let on_finished = q.get("on") == Some("finished") && source != Pillar::Hot;
     let from = q.get("from").map(|v| parse_time(v, false));
     let to = q.get("to").map(|v| parse_time(v, true));
@@ -261,6 +272,29 @@ mod tests {
         assert_eq!(p.problems.len(), 3, "{:?}", p.problems);
         assert_eq!(p.query.filter.status, None);
         assert_eq!(p.query.sort.column, SortColumn::CreatedAt);
+    }
+
+    #[test]
+    fn an_error_group_selects_dead_letters_and_survives_into_links() {
+        let p = parse(
+            &Query::parse("source=dlq&group=00AB12cd34EF5678&queue=mail"),
+            50,
+        );
+        assert!(p.problems.is_empty(), "{:?}", p.problems);
+        assert_eq!(
+            p.query.filter.error_group.as_ref().map(|f| f.as_str()),
+            Some("00ab12cd34ef5678")
+        );
+        assert_eq!(
+            p.filter_query(),
+            "source=dlq&queue=mail&group=00AB12cd34EF5678"
+        );
+        let bad = parse(&Query::parse("source=dlq&group=nope"), 50);
+        assert_eq!(bad.problems.len(), 1, "{:?}", bad.problems);
+        assert_eq!(bad.query.filter.error_group, None);
+        let active = parse(&Query::parse("source=active&group=00ab12cd34ef5678"), 50);
+        assert_eq!(active.problems.len(), 1);
+        assert_eq!(active.filter_query(), "source=active");
     }
 
     #[test]

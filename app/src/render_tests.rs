@@ -74,19 +74,54 @@ fn lag_is_coloured_against_the_queue_threshold() {
 #[test]
 fn error_text_is_escaped_everywhere() {
     let groups = vec![ErrorGroup {
+        fingerprint: "0123456789abcdef".parse().unwrap(),
         reason: FailureReason::Fatal,
-        message_prefix: "<script>alert(1)</script>".into(),
+        kind: "<b>kind</b>".into(),
+        job_type: "<i>type</i>".into(),
+        sample: "<script>alert(1)</script>".into(),
         count: 2,
         last_seen: Utc::now(),
     }];
     let now = Utc::now();
     let out = html(move || view! { <ErrorGroups groups=groups now=now/> }.into_any());
     assert!(!out.contains("<script>alert"), "{out}");
-    assert!(out.contains("&lt;script&gt;"), "{out}");
     assert!(
-        out.contains("reason=Fatal"),
-        "links to the filtered DLQ list: {out}"
+        !out.contains("<b>kind") && !out.contains("<i>type"),
+        "{out}"
     );
+    assert!(out.contains("&lt;script&gt;"), "{out}");
+}
+
+#[test]
+fn error_groups_show_their_parts_and_link_to_the_bulk_flow() {
+    let groups = vec![ErrorGroup {
+        fingerprint: "0123456789abcdef".parse().unwrap(),
+        reason: FailureReason::Failed,
+        kind: "transient".into(),
+        job_type: "email.send".into(),
+        sample: "mailbox ann@example.com does not exist".into(),
+        count: 90,
+        last_seen: Utc::now(),
+    }];
+    let now = Utc::now();
+    let out = html(move || view! { <ErrorGroups groups=groups now=now/> }.into_any());
+    for part in [
+        "mailbox ann@example.com does not exist",
+        "transient",
+        "email.send",
+        ">90<",
+        "Failed",
+    ] {
+        assert!(out.contains(part), "{part}: {out}");
+    }
+    for link in [
+        "/jobs?source=dlq&amp;group=0123456789abcdef",
+        "/dlq/bulk?source=dlq&amp;group=0123456789abcdef&amp;action=resurrect",
+        "/dlq/bulk?source=dlq&amp;group=0123456789abcdef&amp;action=purge",
+    ] {
+        assert!(out.contains(link), "{link}: {out}");
+    }
+    assert!(out.contains("Resurrect group") && out.contains("Purge group"));
 }
 
 #[test]

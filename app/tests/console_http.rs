@@ -682,3 +682,83 @@ async fn the_kept_queues_page_shows_a_settings_change_at_once() {
         "another query is another page"
     );
 }
+
+/// The overview's error group of three "mailbox … does not exist" failures links to the
+/// bulk flow with the group preselected; purging it there goes through the preview, the
+/// typed word and a run, and touches only the group's dead letters.
+#[tokio::test]
+async fn an_error_group_is_purged_through_the_bulk_flow() {
+    let f = fixture(AuthConfig::default()).await;
+    let mut members = Vec::new();
+    for who in ["ann@example.com", "bob@example.org", "cy@example.net"] {
+        let message = format!("mailbox {who} does not exist");
+        members.push(dead_letter(&f.store, "mail", &message).await);
+    }
+    let bystander = dead_letter(&f.store, "mail", "smtp relay refused the connection").await;
+    let groups = f.store.top_errors(10).await.unwrap();
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    let group = groups.iter().find(|g| g.count == 3).unwrap();
+    let fp = group.fingerprint.to_string();
+
+    let (_, overview, _) = get(&f.router, "/", None).await;
+    let purge_link = format!("/dlq/bulk?source=dlq&amp;group={fp}&amp;action=purge");
+    assert!(overview.contains(&purge_link), "{overview}");
+    assert!(overview.contains("mailbox cy@example.net does not exist"));
+
+    let (status, preview, _) = get(
+        &f.router,
+        &format!("/dlq/bulk?source=dlq&group={fp}&action=purge"),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(preview.contains(r#"class="big">3<"#), "{preview}");
+    assert!(
+        preview.contains("Error group: ")
+            && preview.contains("mailbox cy@example.net does not exist"),
+        "the bulk page names the group: {preview}"
+    );
+    let (_, list, _) = get(&f.router, &format!("/jobs?source=dlq&group={fp}"), None).await;
+    for id in &members {
+        assert!(list.contains(&id.to_string()), "{id} is listed");
+    }
+    assert!(!list.contains(&bystander.to_string()));
+
+    let token = csrf(&f.router, None).await;
+    let filter = serde_urlencoded::to_string([("source", "dlq"), ("group", fp.as_str())]).unwrap();
+    let form = serde_urlencoded::to_string([
+        ("filter", filter.as_str()),
+        ("action", "purge"),
+        ("cap", ""),
+        ("confirm", "PURGE"),
+        ("back", "/dlq/bulk"),
+    ])
+    .unwrap();
+    let (status, run) = post(&f.router, "/fn/dlq/bulk", &form, Some(&token), None).await;
+    assert_eq!(status, StatusCode::FOUND);
+    assert!(run.starts_with("/dlq/bulk/"), "{run}");
+    let run_page = run.split('?').next().unwrap_or_default().to_string();
+    // The run is a task on this runtime: each page load lets it make progress.
+    let mut finished = false;
+    for _ in 0..200 {
+        let (_, page, _) = get(&f.router, &run_page, None).await;
+        if page.contains(r#"data-run-finished="true""#) {
+            assert!(page.contains("done: 3 job(s)"), "{page}");
+            finished = true;
+            break;
+        }
+        tokio::task::yield_now().await;
+    }
+    assert!(finished, "the bulk run finishes");
+    for id in &members {
+        assert!(f.store.get_job(*id).await.unwrap().is_none(), "{id} purged");
+    }
+    assert!(f.store.get_job(bystander).await.unwrap().is_some());
+    let groups = f.store.top_errors(10).await.unwrap();
+    assert_eq!(groups.len(), 1, "the purged group is gone: {groups:?}");
+    let audit = f.store.list_audit(None, 1).await.unwrap();
+    assert_eq!(
+        (audit[0].action.as_str(), audit[0].count),
+        ("dlq.bulk_purge", 3)
+    );
+}

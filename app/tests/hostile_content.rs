@@ -495,8 +495,11 @@ fn live_fragments_rendered_directly_run_nothing() {
             execution_timeout_secs: None,
         }],
         errors: vec![ErrorGroup {
+            fingerprint: "0123456789abcdef".parse().unwrap(),
             reason: FailureReason::Fatal,
-            message_prefix: hostile("error"),
+            kind: hostile("error kind"),
+            job_type: hostile("error type"),
+            sample: hostile("error"),
             count: 1,
             last_seen: now,
         }],

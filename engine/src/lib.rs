@@ -8,6 +8,7 @@ pub mod config;
 pub mod engine;
 pub mod error;
 pub mod external;
+pub mod fingerprint;
 pub mod handler;
 pub mod model;
 pub mod ops;
@@ -21,6 +22,7 @@ pub use channel::WaitOutcome;
 pub use config::{ConfigError, ConfigProblem, EngineConfig};
 pub use engine::{EMBEDDED_ACTOR, Engine, EngineError, ShutdownReport};
 pub use error::{StoreError, StoreResult};
+pub use fingerprint::{Fingerprint, FingerprintHead, ParseFingerprintError, fingerprint};
 pub use handler::{
     HandlerError, HandlerOutcome, HandlerRegistry, JobContext, Middleware, Next, Route,
 };

@@ -9,6 +9,7 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
+use crate::fingerprint::Fingerprint;
 use crate::model::{
     FailureReason, HotStatus, Job, JobId, JobState, ParseEnumError, Pillar, Timestamp,
 };
@@ -22,6 +23,8 @@ pub struct JobFilter {
     pub status: Option<HotStatus>,
     /// Only for the DLQ source.
     pub reason: Option<FailureReason>,
+    /// Only for the DLQ source: the dead letters of one error group (`ErrorGroup`).
+    pub error_group: Option<Fingerprint>,
     /// Jobs carrying exactly this tag.
     pub tag: Option<String>,
     /// Case-insensitive substring over id, type, tags and last error.

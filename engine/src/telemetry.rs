@@ -3,6 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::fingerprint::Fingerprint;
 use crate::model::{FailureReason, Timestamp};
 
 /// Whole-system counts for the overview cards.
@@ -86,15 +87,22 @@ pub struct ThroughputBucket {
     pub duration_max_ms: u64,
 }
 
-/// A group of DLQ jobs failing the same way.
+/// A group of DLQ jobs failing the same way: one error fingerprint (reason, error kind, job
+/// type and the message with its variable parts masked; see [`crate::fingerprint`]).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct ErrorGroup {
+    /// The group's key; `JobFilter::error_group` selects its dead letters.
+    pub fingerprint: Fingerprint,
     pub reason: FailureReason,
-    /// The first characters of the error message (the grouping key with the reason).
-    pub message_prefix: String,
+    /// The error kind of the failures ("transient", "fatal", "zombie", ...).
+    pub kind: String,
+    pub job_type: String,
+    /// The full message (up to the stored length) of the group's latest dead letter.
+    pub sample: String,
     pub count: u64,
     pub last_seen: Timestamp,
 }
 
-/// Length of `ErrorGroup::message_prefix`, in characters.
+/// Length of the DLQ rows' `error_prefix` column (the groups' key before fingerprints), in
+/// characters.
 pub const ERROR_PREFIX_CHARS: usize = 80;

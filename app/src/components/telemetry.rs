@@ -187,7 +187,9 @@ pub fn QueuesTable(queues: Vec<QueueStats>, #[prop(optional)] live: bool) -> imp
     .into_any()
 }
 
-/// The largest groups of dead letters; each links to the DLQ list filtered to it.
+/// The largest groups of dead letters, one per error fingerprint (the same failure with
+/// different ids, addresses or numbers). Each shows a full sample message and links to its
+/// dead letters and to the bulk flow (preview, typed confirmation, cap) preselected to it.
 #[component]
 pub fn ErrorGroups(
     groups: Vec<ErrorGroup>,
@@ -206,13 +208,24 @@ pub fn ErrorGroups(
         .into_iter()
         .map(|g| {
             let reason = g.reason.as_str();
-            let href = url("/jobs", &[("source", "dlq"), ("reason", reason), ("q", g.message_prefix.trim())]);
+            let fp = g.fingerprint.to_string();
+            let list = url("/jobs", &[("source", "dlq"), ("group", &fp)]);
+            let bulk = |action: &str| url("/dlq/bulk", &[("source", "dlq"), ("group", &fp), ("action", action)]);
+            let sample = if g.sample.is_empty() { "(no message)".to_string() } else { g.sample.clone() };
+            let kind = if g.kind.is_empty() { "—".to_string() } else { g.kind.clone() };
             view! {
-                <tr>
+                <tr data-group=fp.clone()>
                     <td><span class=format!("reason r-{}", reason.to_ascii_lowercase())>{reason}</span></td>
-                    <td class="msg"><a href=href>{if g.message_prefix.is_empty() { "(no message)".to_string() } else { g.message_prefix.clone() }}</a></td>
+                    <td>{kind}</td>
+                    <td><code>{g.job_type.clone()}</code></td>
+                    <td class="msg"><a href=list.clone() title=format!("error group {fp}")>{sample}</a></td>
                     <td class="num">{format::count(g.count)}</td>
                     <td class="when" title=format::time(g.last_seen)>{format::ago(g.last_seen, now)}</td>
+                    <td class="actions">
+                        <a href=list>"Dead letters"</a>" · "
+                        <a href=bulk("resurrect")>"Resurrect group"</a>" · "
+                        <a href=bulk("purge")>"Purge group"</a>
+                    </td>
                 </tr>
             }
         })
@@ -220,7 +233,7 @@ pub fn ErrorGroups(
     view! {
         <div class="table-wrap" data-live=live.then_some("errors")>
             <table class="dense">
-                <thead><tr><th>"Reason"</th><th>"Error"</th><th class="num">"Jobs"</th><th>"Last seen"</th></tr></thead>
+                <thead><tr><th>"Reason"</th><th>"Kind"</th><th>"Type"</th><th>"Error (latest)"</th><th class="num">"Jobs"</th><th>"Last seen"</th><th>"Act on the group"</th></tr></thead>
                 <tbody>{rows}</tbody>
             </table>
         </div>

@@ -1,7 +1,7 @@
 //! Bulk actions over a DLQ filter: preview, typed confirmation, a cap per run, progress.
 
 use chrono::Utc;
-use deck_engine::{BulkAction, BulkPreview, Pillar};
+use deck_engine::{BulkAction, BulkPreview, ErrorGroup, Pillar};
 use leptos::prelude::*;
 
 use crate::components::layout::{ErrorBox, Layout, OperatorOnly, PostForm};
@@ -11,6 +11,8 @@ use crate::request::{path, query};
 use crate::state::{BulkRun, Console};
 
 const SAMPLE: u32 = 10;
+/// How many of the largest error groups are searched for the one a filter names.
+const GROUPS_SEARCHED: u32 = 1_000;
 
 /// The word an operator types to confirm a bulk action.
 pub fn confirm_word(action: BulkAction) -> &'static str {
@@ -34,8 +36,19 @@ pub fn BulkPage() -> impl IntoView {
     let cap_default = console.options().bulk_cap_default;
     let cap_max = console.options().bulk_cap_max;
     Suspend::new(async move {
+        // An error group's fingerprint says nothing to a person: name the group as the
+        // overview does. Telemetry read; a group that just emptied is simply not described.
+        let group = match &params.query.filter.error_group {
+            Some(fp) => console
+                .store()
+                .top_errors(GROUPS_SEARCHED)
+                .await
+                .ok()
+                .and_then(|gs| gs.into_iter().find(|g| g.fingerprint == *fp)),
+            None => None,
+        };
         let body = match console.store().bulk_preview(Pillar::Dlq, &params.query.filter, SAMPLE).await {
-            Ok(preview) => view! { <BulkForm params=params.clone() preview=preview action=action cap_default=cap_default cap_max=cap_max/> }.into_any(),
+            Ok(preview) => view! { <BulkForm params=params.clone() preview=preview action=action cap_default=cap_default cap_max=cap_max group=group/> }.into_any(),
             Err(e) => view! { <ErrorBox message=format!("Cannot preview: {e}")/> }.into_any(),
         };
         view! { <Layout title="Dead letters: bulk by filter".into()>{body}</Layout> }
@@ -49,8 +62,19 @@ pub fn BulkForm(
     action: BulkAction,
     cap_default: u32,
     cap_max: u32,
+    group: Option<ErrorGroup>,
 ) -> impl IntoView {
     let filter_query = params.filter_query();
+    let group_line = group.map(|g| {
+        view! {
+            <p class="error-group">"Error group: "
+                <span class=format!("reason r-{}", g.reason.as_str().to_ascii_lowercase())>{g.reason.as_str()}</span>
+                " · " {g.kind.clone()} " · " <code>{g.job_type.clone()}</code>
+                " · " {format!("{} dead letters", format::count(g.count))}
+                <br/><span class="msg">{g.sample.clone()}</span>
+            </p>
+        }
+    });
     let described = if params.query.filter.is_empty() {
         "every dead letter (no filter)".to_string()
     } else {
@@ -88,6 +112,7 @@ pub fn BulkForm(
         <nav class="tabs">{tab(BulkAction::Resurrect, "Resurrect")}{tab(BulkAction::Purge, "Purge")}</nav>
         <section class="panel">
             <p>"Filter: " <b>{described}</b> " · " <a href=format!("/jobs?{filter_query}")>"change it in the list"</a></p>
+            {group_line}
             <p class="big">{format::count(preview.matching)}" matching dead letters"</p>
             {(preview.matching == 0).then(|| view! { <div class="empty"><p>"Nothing matches: there is nothing to do."</p></div> })}
             {(preview.matching > 0).then(|| view! {

@@ -254,6 +254,9 @@ pub fn JobList(
                     </select>
                 </label>
             })}
+            {(source == Pillar::Dlq).then(|| view! {
+                <label>"Error group"<input type="text" name="group" value=params.raw("group").to_string() placeholder="fingerprint" size="16" maxlength="16" pattern="[0-9A-Fa-f]{16}"/></label>
+            })}
             <label>"Tag"<input type="text" name="tag" value=params.raw("tag").to_string() placeholder="exact tag"/></label>
             <label class="grow">"Search"<input type="search" name="q" value=params.raw("q").to_string() placeholder="id, type, tag or error text"/></label>
             {(source != Pillar::Hot).then(|| view! {

@@ -27,7 +27,7 @@ struct Snapshot {
     jobs: Vec<Job>,
     summary: Summary,
     buckets: (u64, u64, u64),
-    errors: Vec<(FailureReason, String, u64)>,
+    errors: Vec<(FailureReason, crate::fingerprint::Fingerprint, String, u64)>,
 }
 
 async fn snapshot(store: &dyn Store) -> Snapshot {
@@ -57,7 +57,7 @@ async fn snapshot(store: &dyn Store) -> Snapshot {
             .await
             .unwrap()
             .into_iter()
-            .map(|g| (g.reason, g.message_prefix, g.count))
+            .map(|g| (g.reason, g.fingerprint, g.sample, g.count))
             .collect(),
     }
 }

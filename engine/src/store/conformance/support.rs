@@ -463,6 +463,15 @@ pub async fn assert_counters_match_rows(store: &dyn Store) {
         by_reason, rows_by_reason,
         "error groups add up to the DLQ rows per reason"
     );
+    // Each group's count is its rows: the fingerprint on the rows and the groups agree.
+    for g in groups.iter().filter(|g| g.count > 0) {
+        let filter = JobFilter {
+            error_group: Some(g.fingerprint.clone()),
+            ..JobFilter::default()
+        };
+        let rows = list_all(store, Pillar::Dlq, filter).await;
+        assert_eq!(rows.len() as u64, g.count, "rows of error group {g:?}");
+    }
 }
 
 /// A count over "the last minute" comes from per-minute buckets, so work finished just

@@ -3,8 +3,11 @@
 use chrono::{Timelike, Utc};
 
 use super::support::*;
+use crate::fingerprint::FINGERPRINT_MESSAGE_CHARS;
+use crate::model::Pillar;
 use crate::model::{Completion, EnqueueRequest, FailureReason, QueuePatch};
-use crate::telemetry::{ERROR_PREFIX_CHARS, Summary};
+use crate::query::{BulkAction, BulkFilterStep, JobFilter};
+use crate::telemetry::Summary;
 
 pub async fn summary_counts_each_state(f: StoreFactory) {
     let store = f.store();
@@ -268,56 +271,212 @@ pub async fn throughput_buckets_fill_missing_minutes(f: StoreFactory) {
     assert_counters_match_rows(&*store).await;
 }
 
-pub async fn top_errors_groups_by_reason_and_prefix(f: StoreFactory) {
+pub async fn top_errors_group_by_fingerprint(f: StoreFactory) {
     let store = f.store();
     assert!(store.top_errors(10).await.unwrap().is_empty());
-    let common = "x".repeat(ERROR_PREFIX_CHARS);
+    // Same reason, kind and type, messages differing only in values: one group.
     for i in 0..3 {
         dead_job(
             &*store,
             req("q", "t"),
             FailureReason::Failed,
-            &format!("{common} tail {i}"),
+            &format!("order {i} rejected by 'shop-{i}'"),
         )
         .await;
     }
+    // Another reason, another job type, another wording: three more groups.
     dead_job(
         &*store,
         req("q", "t"),
         FailureReason::Fatal,
-        &format!("{common} tail 0"),
+        "order 0 rejected by 'shop-0'",
+    )
+    .await;
+    dead_job(
+        &*store,
+        req("q", "other"),
+        FailureReason::Failed,
+        "order 7 rejected by 'x'",
     )
     .await;
     dead_job(&*store, req("q", "t"), FailureReason::Fatal, "bad payload").await;
     dead_job(&*store, req("q", "t"), FailureReason::Fatal, "bad payload").await;
 
     let groups = store.top_errors(10).await.unwrap();
-    let summary: Vec<(FailureReason, &str, u64)> = groups
+    let mut summary: Vec<(FailureReason, &str, &str, u64)> = groups
         .iter()
-        .map(|g| (g.reason, g.message_prefix.as_str(), g.count))
+        .map(|g| (g.reason, g.job_type.as_str(), g.kind.as_str(), g.count))
         .collect();
+    // Groups of one come newest first; which of the last two that is is not the point here.
+    summary[2..].sort_by_key(|g| (g.0.code(), g.1.to_string()));
     assert_eq!(
         summary,
         vec![
-            (FailureReason::Failed, common.as_str(), 3),
-            (FailureReason::Fatal, "bad payload", 2),
-            (FailureReason::Fatal, common.as_str(), 1),
+            (FailureReason::Failed, "t", "transient", 3),
+            (FailureReason::Fatal, "t", "transient", 2),
+            (FailureReason::Failed, "other", "transient", 1),
+            (FailureReason::Fatal, "t", "transient", 1),
         ],
-        "largest groups first, keyed by reason and the first {ERROR_PREFIX_CHARS} characters"
+        "largest groups first; reason and job type split groups, values do not"
     );
+    assert!(
+        groups[0].sample.starts_with("order ") && groups[0].sample.contains("rejected by 'shop-"),
+        "a full message of the group: {:?}",
+        groups[0].sample
+    );
+    assert_eq!(groups[1].sample, "bad payload");
     for g in &groups {
         assert!(since(g.last_seen) < secs(60) && since(g.last_seen) > secs(-60));
+        // The fingerprint is the one the engine computes for the group's failures.
+        assert_eq!(
+            g.fingerprint,
+            crate::fingerprint::fingerprint(g.reason, &g.kind, &g.job_type, &g.sample),
+            "{g:?}"
+        );
     }
     assert_eq!(store.top_errors(1).await.unwrap().len(), 1);
 
-    // The prefix is counted in characters, not bytes.
-    let accents = "é".repeat(ERROR_PREFIX_CHARS + 20);
+    // The sample keeps the stored length of a message, counted in characters, not bytes.
+    let accents = "é".repeat(FINGERPRINT_MESSAGE_CHARS + 20);
     dead_job(&*store, req("q", "t"), FailureReason::Timeout, &accents).await;
     let groups = store.top_errors(10).await.unwrap();
     let group = groups
         .iter()
         .find(|g| g.reason == FailureReason::Timeout)
         .unwrap();
-    assert_eq!(group.message_prefix, "é".repeat(ERROR_PREFIX_CHARS));
+    assert_eq!(group.sample, "é".repeat(FINGERPRINT_MESSAGE_CHARS));
+    assert_counters_match_rows(&*store).await;
+}
+
+/// Ninety "mailbox … does not exist" failures are one group of ninety, its dead letters a
+/// filter away; resurrecting and purging them by that filter counts the group down to gone.
+pub async fn ninety_mailbox_failures_are_one_group_until_they_leave(f: StoreFactory) {
+    let store = f.store();
+    let n = 90;
+    enqueue_n(&*store, "mail", "email.send", n).await;
+    let ids = start(&*store, "w1", n as u32).await;
+    let completions: Vec<Completion> = ids
+        .iter()
+        .enumerate()
+        .map(|(i, id)| {
+            dead(
+                *id,
+                FailureReason::Failed,
+                &format!(
+                    "mailbox user{i}@example{}.com does not exist (code {})",
+                    i % 7,
+                    550 + i
+                ),
+            )
+        })
+        .collect();
+    let applied = store.complete("w1", completions).await.unwrap();
+    assert!(applied.iter().all(|a| a.is_applied()));
+    // Someone else's failure, to prove the filter selects one group only.
+    let other = dead_job(
+        &*store,
+        req("mail", "email.send"),
+        FailureReason::Fatal,
+        "smtp down",
+    )
+    .await;
+
+    let groups = store.top_errors(10).await.unwrap();
+    assert_eq!(groups.len(), 2, "{groups:?}");
+    let group = groups[0].clone();
+    assert_eq!(group.count, n as u64);
+    assert_eq!(
+        (group.reason, group.job_type.as_str()),
+        (FailureReason::Failed, "email.send")
+    );
+    assert_eq!(group.kind, "transient");
+    assert!(
+        group.sample.starts_with("mailbox user") && group.sample.ends_with(")"),
+        "a full message, not a mask: {:?}",
+        group.sample
+    );
+    let by_group = JobFilter {
+        error_group: Some(group.fingerprint.clone()),
+        ..JobFilter::default()
+    };
+    let mut members = ids_in(&*store, Pillar::Dlq, by_group.clone()).await;
+    members.sort();
+    let mut expected = ids.clone();
+    expected.sort();
+    assert_eq!(
+        members, expected,
+        "the filter selects exactly the group's dead letters"
+    );
+    let preview = store.bulk_preview(Pillar::Dlq, &by_group, 5).await.unwrap();
+    assert_eq!((preview.matching, preview.sample.len()), (n as u64, 5));
+
+    // Resurrect the first 40 through the filter, as the bulk flow does.
+    let step = store
+        .bulk_filter_step(BulkFilterStep {
+            action: BulkAction::Resurrect,
+            source: Pillar::Dlq,
+            filter: &by_group,
+            after: None,
+            limit: 40,
+        })
+        .await
+        .unwrap();
+    assert_eq!((step.selected, step.affected), (40, 40));
+    let groups = store.top_errors(10).await.unwrap();
+    let left = groups
+        .iter()
+        .find(|g| g.fingerprint == group.fingerprint)
+        .unwrap();
+    assert_eq!(left.count, 50, "resurrected rows leave the group");
+    assert_counters_match_rows(&*store).await;
+
+    // Purge the rest through the filter.
+    let step = store
+        .bulk_filter_step(BulkFilterStep {
+            action: BulkAction::Purge,
+            source: Pillar::Dlq,
+            filter: &by_group,
+            after: None,
+            limit: 1000,
+        })
+        .await
+        .unwrap();
+    assert_eq!((step.selected, step.affected), (50, 50));
+    let groups = store.top_errors(10).await.unwrap();
+    assert!(
+        groups.iter().all(|g| g.fingerprint != group.fingerprint),
+        "an emptied group is not listed: {groups:?}"
+    );
+    assert_eq!(groups.len(), 1);
+    assert_eq!(groups[0].count, 1);
+    assert_eq!(
+        state(&*store, other).await,
+        Some(crate::model::JobState::Dead(FailureReason::Fatal))
+    );
+    assert!(ids_in(&*store, Pillar::Dlq, by_group).await.is_empty());
+
+    // The resurrected jobs fail again the same way: back into the same group.
+    let again = start(&*store, "w2", 40).await;
+    let completions: Vec<Completion> = again
+        .iter()
+        .map(|id| {
+            dead(
+                *id,
+                FailureReason::Failed,
+                "mailbox zed@example.org does not exist (code 1)",
+            )
+        })
+        .collect();
+    store.complete("w2", completions).await.unwrap();
+    let groups = store.top_errors(10).await.unwrap();
+    let back = groups
+        .iter()
+        .find(|g| g.fingerprint == group.fingerprint)
+        .unwrap();
+    assert_eq!(back.count, 40);
+    assert_eq!(
+        back.sample, "mailbox zed@example.org does not exist (code 1)",
+        "the latest message"
+    );
     assert_counters_match_rows(&*store).await;
 }

@@ -219,7 +219,7 @@ pub async fn dead_letter_moves_the_job_to_the_dlq(f: StoreFactory) {
     let groups = store.top_errors(10).await.unwrap();
     assert_eq!(groups.len(), 1);
     assert_eq!(groups[0].reason, FailureReason::Fatal);
-    assert_eq!(groups[0].message_prefix, "bad payload: no id");
+    assert_eq!(groups[0].sample, "bad payload: no id");
     assert_eq!(groups[0].count, 1);
     assert!(!complete_one(&*store, "w1", succeeded(id, None)).await);
     assert_counters_match_rows(&*store).await;

@@ -9,6 +9,7 @@
 mod checkpointer;
 mod codec;
 mod connection;
+mod error_groups;
 mod file_identity;
 mod maintenance;
 mod moves;

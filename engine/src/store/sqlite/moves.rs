@@ -1,5 +1,5 @@
 //! Moves between pillars and the bookkeeping that must share their transaction: per-queue
-//! counters, per-minute metric buckets, DLQ error groups and continuations.
+//! counters, per-minute metric buckets, DLQ error groups (error_groups.rs) and continuations.
 
 use std::collections::HashMap;
 
@@ -8,10 +8,12 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, params};
 
 use crate::error::StoreResult;
+use crate::fingerprint::FingerprintHead;
 use crate::model::{Continuation, EnqueueRequest, FailureReason, JobId};
 
 use super::codec::{from_us, minute_of};
 use super::connection::db_err;
+use super::error_groups::{GroupDelta, bump_error_groups, sample_of};
 use super::producers::{NewJob, ensure_queues, insert_jobs};
 
 /// Per (queue, minute) deltas, written with one upsert per queue.
@@ -77,40 +79,6 @@ pub(crate) fn bump_counters(
         if *archive != 0 || *dlq != 0 {
             stmt.execute(params![queue, archive, dlq])
                 .map_err(db_err("update counters"))?;
-        }
-    }
-    Ok(())
-}
-
-/// Count DLQ rows into (or, negative, out of) their error groups.
-pub(crate) fn bump_error_groups(
-    conn: &Connection,
-    now: i64,
-    deltas: &HashMap<(i64, String), i64>,
-) -> StoreResult<()> {
-    let mut add = conn
-        .prepare_cached(
-            "INSERT INTO dlq_error_groups (reason, prefix, count, last_seen) VALUES (?1, ?2, ?3, ?4) \
-             ON CONFLICT (reason, prefix) DO UPDATE SET count = count + excluded.count, \
-                 last_seen = CASE WHEN excluded.count > 0 THEN max(last_seen, excluded.last_seen) \
-                                  ELSE last_seen END",
-        )
-        .map_err(db_err("update error groups"))?;
-    let mut drop_empty = conn
-        .prepare_cached(
-            "DELETE FROM dlq_error_groups WHERE reason = ?1 AND prefix = ?2 AND count <= 0",
-        )
-        .map_err(db_err("update error groups"))?;
-    for ((reason, prefix), delta) in deltas {
-        if *delta == 0 {
-            continue;
-        }
-        add.execute(params![reason, prefix, delta, now])
-            .map_err(db_err("update error groups"))?;
-        if *delta < 0 {
-            drop_empty
-                .execute(params![reason, prefix])
-                .map_err(db_err("update error groups"))?;
         }
     }
     Ok(())
@@ -222,17 +190,26 @@ pub(crate) fn move_to_dlq(
                       'at', ?6, 'kind', ?7, 'message', ?4)) END, \
              original_payload, payload \
          FROM jobs WHERE {where_sql} \
-         RETURNING id, queue, error_prefix, last_error, continuation, correlation_id"
+         RETURNING id, queue, job_type, last_error, continuation, correlation_id"
     );
     let at = from_us(now).to_rfc3339_opts(SecondsFormat::Micros, true);
-    let (json, message, kind) = match error {
+    let (json, message, kind, group_kind) = match error {
         DeadError::Given { json, message } => (
             Value::Text(json.to_string()),
             message.to_string(),
             Value::Null,
+            given_kind(json),
         ),
-        DeadError::Store { kind, message } => (Value::Null, message, Value::Text(kind.into())),
+        DeadError::Store { kind, message } => (
+            Value::Null,
+            message,
+            Value::Text(kind.into()),
+            kind.to_string(),
+        ),
     };
+    // One message (and kind) for every row of the move: only the job type differs.
+    let head = FingerprintHead::new(reason, &group_kind, &message);
+    let sample = sample_of(&message);
     let mut values: Vec<Value> = vec![
         Value::Integer(reason.code()),
         Value::Integer(now),
@@ -276,15 +253,34 @@ pub(crate) fn move_to_dlq(
 
     let mut counters: HashMap<String, (i64, i64)> = HashMap::new();
     let mut metrics: HashMap<String, MetricDelta> = HashMap::new();
-    let mut groups: HashMap<(i64, String), i64> = HashMap::new();
+    let mut groups: HashMap<String, GroupDelta> = HashMap::new();
+    let mut by_type: HashMap<&str, String> = HashMap::new();
+    let mut set_fingerprint = conn
+        .prepare_cached("UPDATE dlq SET fingerprint = ?1 WHERE id = ?2")
+        .map_err(db_err("move to DLQ"))?;
     let mut finished = Vec::new();
-    for (id, queue, prefix, last_error, continuation, correlation_id) in &moved {
+    for (id, queue, job_type, last_error, continuation, correlation_id) in &moved {
         counters.entry(queue.clone()).or_default().1 += 1;
         let m = metrics.entry(queue.clone()).or_default();
         m.failed += 1;
         m.duration_sum_ms += duration_ms;
         m.duration_max_ms = m.duration_max_ms.max(duration_ms);
-        *groups.entry((reason.code(), prefix.clone())).or_default() += 1;
+        let fingerprint = by_type
+            .entry(job_type.as_str())
+            .or_insert_with(|| head.for_job_type(job_type).to_string());
+        set_fingerprint
+            .execute(params![fingerprint.as_str(), id])
+            .map_err(db_err("move to DLQ"))?;
+        groups
+            .entry(fingerprint.clone())
+            .or_insert_with(|| GroupDelta {
+                reason: reason.code(),
+                kind: group_kind.clone(),
+                job_type: job_type.clone(),
+                sample: sample.clone(),
+                delta: 0,
+            })
+            .delta += 1;
         if continuation.is_some() {
             finished.push(Finished {
                 id: id.clone(),
@@ -304,6 +300,14 @@ pub(crate) fn move_to_dlq(
     Ok(moved.into_iter().map(|m| m.0).collect())
 }
 
+/// The kind a worker's attempt error names (its JSON is the store's own `AttemptError`).
+fn given_kind(json: &str) -> String {
+    serde_json::from_str::<serde_json::Value>(json)
+        .ok()
+        .and_then(|v| v.get("kind").and_then(|k| k.as_str()).map(str::to_string))
+        .unwrap_or_default()
+}
+
 pub(crate) fn delete_hot(conn: &Connection, ids: &[&str]) -> StoreResult<()> {
     let json = serde_json::to_string(ids).unwrap_or_else(|_| "[]".into());
     conn.prepare_cached("DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1))")
@@ -321,21 +325,23 @@ pub(crate) fn delete_dlq(
     where_params: &[Value],
     now: i64,
 ) -> StoreResult<u64> {
-    let sql = format!("DELETE FROM dlq WHERE {where_sql} RETURNING queue, reason, error_prefix");
-    let rows: Vec<(String, i64, String)> = conn
+    let sql = format!("DELETE FROM dlq WHERE {where_sql} RETURNING queue, fingerprint");
+    let rows: Vec<(String, Option<String>)> = conn
         .prepare_cached(&sql)
         .map_err(db_err("delete DLQ rows"))?
         .query_map(rusqlite::params_from_iter(where_params), |r| {
-            Ok((r.get(0)?, r.get(1)?, r.get(2)?))
+            Ok((r.get(0)?, r.get(1)?))
         })
         .map_err(db_err("delete DLQ rows"))?
         .collect::<Result<_, _>>()
         .map_err(db_err("delete DLQ rows"))?;
     let mut counters: HashMap<String, (i64, i64)> = HashMap::new();
-    let mut groups: HashMap<(i64, String), i64> = HashMap::new();
-    for (queue, reason, prefix) in &rows {
+    let mut groups: HashMap<String, GroupDelta> = HashMap::new();
+    for (queue, fingerprint) in &rows {
         counters.entry(queue.clone()).or_default().1 -= 1;
-        *groups.entry((*reason, prefix.clone())).or_default() -= 1;
+        if let Some(fingerprint) = fingerprint {
+            groups.entry(fingerprint.clone()).or_default().delta -= 1;
+        }
     }
     bump_counters(conn, &counters)?;
     bump_error_groups(conn, now, &groups)?;

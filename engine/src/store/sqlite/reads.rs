@@ -121,6 +121,14 @@ fn filter_sql_for(pillar: Pillar, f: &JobFilter, by_created: bool) -> (String, V
         });
         values.push(Value::Integer(r.code()));
     }
+    if let (Pillar::Dlq, Some(fp)) = (pillar, &f.error_group) {
+        conds.push(if walk_created {
+            "+fingerprint = ?"
+        } else {
+            "fingerprint = ?"
+        });
+        values.push(Value::Text(fp.to_string()));
+    }
     if let Some(tag) = &f.tag {
         conds.push("instr(tags, ?) > 0");
         values.push(Value::Text(format!(",{tag},")));

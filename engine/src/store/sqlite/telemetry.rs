@@ -232,31 +232,44 @@ pub(crate) fn throughput(
 pub(crate) fn top_errors(conn: &Connection, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
     let mut stmt = conn
         .prepare_cached(
-            "SELECT reason, prefix, count, last_seen FROM dlq_error_groups \
+            "SELECT fingerprint, reason, kind, job_type, sample, count, last_seen \
+             FROM dlq_error_groups \
              WHERE count > 0 ORDER BY count DESC, last_seen DESC LIMIT ?1",
         )
         .map_err(db_err("top errors"))?;
+    type Row = (String, i64, String, String, String, i64, i64);
     let rows = stmt
-        .query_map([i64::from(limit)], |r| {
+        .query_map([i64::from(limit)], |r| -> rusqlite::Result<Row> {
             Ok((
-                r.get::<_, i64>(0)?,
-                r.get::<_, String>(1)?,
-                r.get::<_, i64>(2)?,
-                r.get::<_, i64>(3)?,
+                r.get(0)?,
+                r.get(1)?,
+                r.get(2)?,
+                r.get(3)?,
+                r.get(4)?,
+                r.get(5)?,
+                r.get(6)?,
             ))
         })
         .map_err(db_err("top errors"))?;
     let mut out = Vec::new();
     for row in rows {
-        let (reason, prefix, count, last_seen) = row.map_err(db_err("top errors"))?;
-        if let Some(reason) = FailureReason::from_code(reason) {
-            out.push(ErrorGroup {
-                reason,
-                message_prefix: prefix,
-                count: u64_of(count),
-                last_seen: from_us(last_seen),
-            });
-        }
+        let (fingerprint, reason, kind, job_type, sample, count, last_seen) =
+            row.map_err(db_err("top errors"))?;
+        // Rows this build cannot read (another version's reason or key) are left out.
+        let (Some(reason), Ok(fingerprint)) =
+            (FailureReason::from_code(reason), fingerprint.parse())
+        else {
+            continue;
+        };
+        out.push(ErrorGroup {
+            fingerprint,
+            reason,
+            kind,
+            job_type,
+            sample,
+            count: u64_of(count),
+            last_seen: from_us(last_seen),
+        });
     }
     Ok(out)
 }

@@ -217,10 +217,7 @@ async fn retry_then_dead_letter_keeps_every_error_and_groups_it() {
     assert_eq!(messages, ["boom 1", "boom 2"]);
     let groups = s.top_errors(10).await.unwrap();
     assert_eq!(groups.len(), 1);
-    assert_eq!(
-        (groups[0].message_prefix.as_str(), groups[0].count),
-        ("boom 2", 1)
-    );
+    assert_eq!((groups[0].sample.as_str(), groups[0].count), ("boom 2", 1));
 
     assert_eq!(s.resurrect(id, None).await.unwrap(), Applied::Applied);
     assert!(s.top_errors(10).await.unwrap().is_empty());

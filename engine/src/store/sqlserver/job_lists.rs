@@ -190,6 +190,13 @@ pub fn filter_predicates(built: &mut Built, pillar: Pillar, filter: &JobFilter) 
     {
         parts.push(format!("reason = {}", reason.code()));
     }
+    if pillar == Pillar::Dlq
+        && let Some(fingerprint) = &filter.error_group
+    {
+        // Seeks IX_jobs_dlq_fingerprint; the column is CHAR(16) BIN2, the value lowercase hex.
+        let p = built.bind(Param::Text(fingerprint.to_string()));
+        parts.push(format!("fingerprint = {p}"));
+    }
     if let Some(tag) = &filter.tag {
         let p = built.bind(Param::Text(tag.clone()));
         // Tags are exact, like queue names, whatever the database collation.
@@ -359,6 +366,7 @@ pub fn all_shapes(schema: &SchemaName) -> Vec<(Reads, String)> {
         job_type: Some("t".into()),
         status: Some(HotStatus::Pending),
         reason: Some(FailureReason::Fatal),
+        error_group: "0123456789abcdef".parse().ok(),
         tag: Some("x".into()),
         text: Some("boom".into()),
         created_from: Some(chrono::Utc::now()),

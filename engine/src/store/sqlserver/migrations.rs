@@ -40,6 +40,12 @@ pub const MIGRATIONS: &[Migration] = &[
         file: "0003_instance_scope.sql",
         sql: include_str!("../../../../migrations/sqlserver/0003_instance_scope.sql"),
     },
+    Migration {
+        version: 4,
+        name: "error_fingerprints",
+        file: "0004_error_fingerprints.sql",
+        sql: include_str!("../../../../migrations/sqlserver/0004_error_fingerprints.sql"),
+    },
 ];
 
 pub fn latest_version() -> i32 {
@@ -513,7 +519,7 @@ mod tests {
             "queues",
             "queue_counter_slots",
             "metric_slots",
-            "error_group_slots",
+            "error_fingerprint_slots",
             "settings",
             "instances",
             "audit_log",
@@ -563,8 +569,20 @@ mod tests {
                 .indexes
                 .contains(&("jobs_dlq".to_string(), "IX_jobs_dlq_reason".to_string()))
         );
+        // Added by 0004 on a column an ALTER TABLE of the same migration adds.
+        assert!(shape.indexes.contains(&(
+            "jobs_dlq".to_string(),
+            "IX_jobs_dlq_fingerprint".to_string()
+        )));
+        assert!(shape.tables["jobs_dlq"].contains_key("fingerprint"));
+        assert_eq!(shape.tables["error_fingerprint_slots"].len(), 8);
         // Later migrations drop what they replace.
-        for gone in ["queue_counters", "metric_buckets", "error_groups"] {
+        for gone in [
+            "queue_counters",
+            "metric_buckets",
+            "error_groups",
+            "error_group_slots",
+        ] {
             assert!(!shape.tables.contains_key(gone), "{gone}");
             assert!(shape.indexes.iter().all(|(t, _)| t != gone), "{gone}");
         }
@@ -602,11 +620,11 @@ mod tests {
                 .map(|(t, c)| (t.to_string(), c.to_string()))
                 .collect(),
             compatibility_level: 150,
-            applied_versions: vec![1, 2, 3],
+            applied_versions: vec![1, 2, 3, 4],
         };
         check(&deck(), &state).unwrap();
 
-        state.shape.tables.remove("error_group_slots");
+        state.shape.tables.remove("error_fingerprint_slots");
         state
             .shape
             .tables
@@ -630,7 +648,7 @@ mod tests {
         state.shape.routines.remove("enqueue");
         let err = check(&deck(), &state).unwrap_err().to_string();
         assert!(
-            err.contains("table [deck].[error_group_slots] is missing"),
+            err.contains("table [deck].[error_fingerprint_slots] is missing"),
             "{err}"
         );
         assert!(

@@ -223,7 +223,15 @@ pub const THROUGHPUT_COLUMNS: &[&str] = &[
     "duration_sum_ms",
     "duration_max_ms",
 ];
-pub const TOP_ERRORS_COLUMNS: &[&str] = &["reason", "message_prefix", "dlq_rows", "last_seen"];
+pub const TOP_ERRORS_COLUMNS: &[&str] = &[
+    "fingerprint",
+    "reason",
+    "error_kind",
+    "job_type",
+    "sample",
+    "dlq_rows",
+    "last_seen",
+];
 /// The answer of `[enqueue_batch]` and `[enqueue]`: the job's id as UUID text, whether it was
 /// written (0: an active job already held the idempotency key), the request's 0-based index.
 pub const ENQUEUE_COLUMNS: &[&str] = &["id", "created", "ord"];
@@ -434,6 +442,7 @@ macro_rules! moved_decl {
     original_payload NVARCHAR(MAX)  COLLATE DATABASE_DEFAULT NULL,
     status           TINYINT        NULL,
     reason           TINYINT        NULL,
+    fingerprint      CHAR(16)       COLLATE Latin1_General_100_BIN2 NULL,
     seq              BIGINT         NULL
 );
 "
@@ -458,7 +467,10 @@ DECLARE @ledger TABLE (
     retried          INT           NOT NULL DEFAULT 0,
     duration_ms      BIGINT        NULL,
     reason           TINYINT       NULL,
-    message_prefix   NVARCHAR(80)  COLLATE DATABASE_DEFAULT NULL
+    fingerprint      CHAR(16)      COLLATE Latin1_General_100_BIN2 NULL,
+    error_kind       NVARCHAR(64)  COLLATE DATABASE_DEFAULT NULL,
+    job_type         NVARCHAR(255) COLLATE DATABASE_DEFAULT NULL,
+    sample           NVARCHAR(400) COLLATE DATABASE_DEFAULT NULL
 );
 "
     };
@@ -632,33 +644,57 @@ WHERE NOT EXISTS (
     };
 }
 
-/// Apply `@ledger` to this session's slot of the DLQ error groups. Groups whose slots sum to
-/// zero are left for the pruner to delete (`PRUNE_ERROR_GROUPS`): one slot alone cannot tell.
+/// The fingerprint of a dead letter from the engine's head (`FingerprintHead`, computed in
+/// Rust from reason, kind and the normalised message) and the row's job type: the first 8
+/// bytes of SHA-256 over the UTF-16LE text (what `CAST(NVARCHAR AS VARBINARY)` gives), as
+/// 16 lowercase hex digits — the same value `FingerprintHead::for_job_type` computes.
+macro_rules! fingerprint_of {
+    ($head:literal, $job_type:literal) => {
+        concat!(
+            "LOWER(CONVERT(CHAR(16), CONVERT(BINARY(8), HASHBYTES('SHA2_256', CAST(",
+            $head,
+            " + ",
+            $job_type,
+            " AS VARBINARY(MAX)))), 2))"
+        )
+    };
+}
+
+/// Apply `@ledger` to this session's slot of the DLQ error groups (by fingerprint). Groups
+/// whose slots sum to zero are left for the pruner to delete (`PRUNE_ERROR_GROUPS`): one slot
+/// alone cannot tell. Rows counted out carry no kind or sample; a slot they create gets empty
+/// text, which the read skips (MAX over the slots).
 macro_rules! error_groups_apply {
     () => {
         "
-DECLARE @groups TABLE (reason TINYINT NOT NULL,
-                       message_prefix NVARCHAR(80) COLLATE DATABASE_DEFAULT NOT NULL,
-                       delta BIGINT NOT NULL, PRIMARY KEY (reason, message_prefix));
-INSERT INTO @groups (reason, message_prefix, delta)
-SELECT reason, ISNULL(message_prefix, N''), SUM(dlq_delta)
-FROM @ledger WHERE reason IS NOT NULL
-GROUP BY reason, ISNULL(message_prefix, N'')
+DECLARE @groups TABLE (fingerprint CHAR(16) COLLATE Latin1_General_100_BIN2 NOT NULL PRIMARY KEY,
+                       reason TINYINT NOT NULL,
+                       error_kind NVARCHAR(64) COLLATE DATABASE_DEFAULT NULL,
+                       job_type NVARCHAR(255) COLLATE DATABASE_DEFAULT NULL,
+                       sample NVARCHAR(400) COLLATE DATABASE_DEFAULT NULL,
+                       delta BIGINT NOT NULL);
+INSERT INTO @groups (fingerprint, reason, error_kind, job_type, sample, delta)
+SELECT fingerprint, MAX(reason), MAX(error_kind), MAX(job_type), MAX(sample), SUM(dlq_delta)
+FROM @ledger WHERE reason IS NOT NULL AND fingerprint IS NOT NULL
+GROUP BY fingerprint
 HAVING SUM(dlq_delta) <> 0;
 
 UPDATE g
 SET g.dlq_rows = g.dlq_rows + x.delta,
-    g.last_seen = CASE WHEN x.delta > 0 THEN @now ELSE g.last_seen END
-FROM [{schema}].[error_group_slots] AS g WITH (UPDLOCK, HOLDLOCK)
-JOIN @groups AS x ON x.reason = g.reason AND x.message_prefix = g.message_prefix AND g.slot = @slot;
+    g.last_seen = CASE WHEN x.delta > 0 THEN @now ELSE g.last_seen END,
+    g.sample = CASE WHEN x.delta > 0 AND x.sample IS NOT NULL THEN x.sample ELSE g.sample END
+FROM [{schema}].[error_fingerprint_slots] AS g WITH (UPDLOCK, HOLDLOCK)
+JOIN @groups AS x ON x.fingerprint = g.fingerprint AND g.slot = @slot;
 
-INSERT INTO [{schema}].[error_group_slots] (reason, message_prefix, slot, dlq_rows, last_seen)
-SELECT x.reason, x.message_prefix, @slot, x.delta,
+INSERT INTO [{schema}].[error_fingerprint_slots]
+    (fingerprint, slot, reason, error_kind, job_type, sample, dlq_rows, last_seen)
+SELECT x.fingerprint, @slot, x.reason, ISNULL(x.error_kind, N''), ISNULL(x.job_type, N''),
+       ISNULL(x.sample, N''), x.delta,
        CASE WHEN x.delta > 0 THEN @now ELSE CAST('2000-01-01' AS DATETIME2(6)) END
 FROM @groups AS x
 WHERE NOT EXISTS (
-    SELECT 1 FROM [{schema}].[error_group_slots] AS g WITH (UPDLOCK, HOLDLOCK)
-    WHERE g.reason = x.reason AND g.message_prefix = x.message_prefix AND g.slot = @slot);
+    SELECT 1 FROM [{schema}].[error_fingerprint_slots] AS g WITH (UPDLOCK, HOLDLOCK)
+    WHERE g.fingerprint = x.fingerprint AND g.slot = @slot);
 "
     };
 }
@@ -671,16 +707,17 @@ macro_rules! ledger_apply {
 }
 
 /// Insert `@moved` into the DLQ with reason `@dead_reason` and an appended attempt error
-/// (`@dead_kind`, `@dead_message`), plus the ledger (each row leaves its hot state) and the
-/// continuation rows for them.
+/// (`@dead_kind`, `@dead_message`; `@dead_head` is their fingerprint head), plus the ledger
+/// (each row leaves its hot state) and the continuation rows for them.
 macro_rules! moved_to_dlq_with_generated_error {
     () => {
-        "
+        concat!(
+            "
 INSERT INTO [{schema}].[jobs_dlq]
     (id, queue, job_type, payload, tags, priority, idempotency_key, correlation_id, created_by,
      created_at, scheduled_at, started_at, heartbeat_at, finished_at, expires_at, attempt,
      max_attempts, worker_id, errors, last_error, continuation, original_payload, reason,
-     duration_ms)
+     duration_ms, fingerprint)
 SELECT m.id, m.queue, m.job_type, m.payload, m.tags, m.priority, m.idempotency_key,
        m.correlation_id, m.created_by, m.created_at, m.scheduled_at, m.started_at,
        m.heartbeat_at, @now, m.expires_at, m.attempt, m.max_attempts, m.worker_id,
@@ -691,22 +728,29 @@ SELECT m.id, m.queue, m.job_type, m.payload, m.tags, m.priority, m.idempotency_k
            + N',\"message\":\"' + STRING_ESCAPE(@dead_message, 'json') + N'\"}')),
        LEFT(@dead_message, 400), m.continuation, m.original_payload, @dead_reason,
        CASE WHEN m.started_at IS NULL THEN NULL
-            ELSE DATEDIFF_BIG(MILLISECOND, m.started_at, @now) END
+            ELSE DATEDIFF_BIG(MILLISECOND, m.started_at, @now) END,
+       ",
+            fingerprint_of!("@dead_head", "m.job_type"),
+            "
 FROM @moved AS m;
 
 INSERT INTO @ledger (queue, pending_delta, fetched_delta, processing_delta, dlq_delta, failed,
-                     reason, message_prefix)
+                     reason, fingerprint, error_kind, job_type, sample)
 SELECT m.queue,
        CASE WHEN m.status = 0 THEN -1 ELSE 0 END,
        CASE WHEN m.status = 1 THEN -1 ELSE 0 END,
        CASE WHEN m.status = 2 THEN -1 ELSE 0 END,
-       1, 1, @dead_reason, LEFT(@dead_message, 80)
+       1, 1, @dead_reason, ",
+            fingerprint_of!("@dead_head", "m.job_type"),
+            ",
+       @dead_kind, m.job_type, LEFT(@dead_message, 400)
 FROM @moved AS m;
 
 INSERT INTO @finished (id, succeeded, reason, error, result, correlation_id, continuation)
 SELECT m.id, 0, @dead_reason, @dead_message, NULL, m.correlation_id, m.continuation
 FROM @moved AS m WHERE m.continuation IS NOT NULL;
 "
+        )
     };
 }
 

@@ -15,6 +15,7 @@ use super::queries::{self, MAX_ROWS_PER_STATEMENT, Reads, Statement};
 use super::reader;
 use super::rows::{self, count, id_from_hex, ids_json, json_time, opt_str, opt_u32, req_str};
 use crate::error::{StoreError, StoreResult};
+use crate::fingerprint::FingerprintHead;
 use crate::model::{
     Applied, AuditEntry, AuditFilter, CancelOutcome, ClaimRequest, Completion, EngineSettings,
     EnqueueOutcome, EnqueueRequest, FailureReason, HeartbeatReport, HotStatus, InstanceInfo,
@@ -41,6 +42,13 @@ const fn written(reason: FailureReason) -> StoreWrittenError {
         Some(w) => w,
         None => panic!("a reason the store writes has its text"),
     }
+}
+
+/// The fingerprint head of an error the store writes (its statements add the job type).
+fn written_head(reason: FailureReason, written: StoreWrittenError) -> String {
+    FingerprintHead::new(reason, written.kind, written.message)
+        .as_str()
+        .to_string()
 }
 
 /// Hand the connection to an attempt and take it back with the result (see `pool::run`).
@@ -82,6 +90,8 @@ struct CompletionRow {
     reason: Option<i64>,
     error: Option<String>,
     message: Option<String>,
+    /// Dead letters only: the fingerprint head the statement finishes with the job type.
+    fp_head: Option<String>,
     retry_at: Option<String>,
 }
 
@@ -237,6 +247,7 @@ impl SqlServerStore {
 
     async fn cancel_ids(&self, ids: &[JobId]) -> StoreResult<(u64, u64)> {
         let (mut cancelled, mut requested) = (0, 0);
+        let cancelled_head = written_head(FailureReason::Cancelled, CANCELLED);
         for chunk in ids.chunks(OPERATOR_CHUNK) {
             let json = ids_json(chunk);
             let rows = self
@@ -244,7 +255,7 @@ impl SqlServerStore {
                     "cancel",
                     Repeat::IfNotApplied,
                     &queries::CANCEL,
-                    &[&json, &CANCELLED.kind, &CANCELLED.message],
+                    &[&json, &CANCELLED.kind, &CANCELLED.message, &cancelled_head],
                 )
                 .await?;
             if let Some(row) = rows.first() {
@@ -569,6 +580,7 @@ impl Store for SqlServerStore {
                     reason: None,
                     error: None,
                     message: None,
+                    fp_head: None,
                     retry_at: None,
                 },
                 Completion::Retry {
@@ -583,6 +595,7 @@ impl Store for SqlServerStore {
                     reason: None,
                     error: Some(to_json(error)?),
                     message: Some(error.message.clone()),
+                    fp_head: None,
                     retry_at: Some(json_time(*retry_at)),
                 },
                 Completion::DeadLetter {
@@ -598,6 +611,11 @@ impl Store for SqlServerStore {
                     reason: Some(reason.code()),
                     error: Some(to_json(error)?),
                     message: Some(error.message.clone()),
+                    fp_head: Some(
+                        FingerprintHead::new(*reason, &error.kind, &error.message)
+                            .as_str()
+                            .to_string(),
+                    ),
                     retry_at: None,
                 },
                 Completion::Released { id } => CompletionRow {
@@ -608,6 +626,7 @@ impl Store for SqlServerStore {
                     reason: None,
                     error: None,
                     message: None,
+                    fp_head: None,
                     retry_at: None,
                 },
             });
@@ -865,6 +884,8 @@ impl Store for SqlServerStore {
         let dead = secs(policy.dead_instance_timeout);
         let fetched = secs(policy.fetched_timeout);
         let zombie = secs(policy.default_zombie_timeout);
+        let zombie_head = written_head(FailureReason::Zombie, ZOMBIE);
+        let expired_head = written_head(FailureReason::Expired, EXPIRED);
         let (statement, column, params): (&Statement, _, Vec<&dyn tiberius::ToSql>) = match kind {
             RescueKind::StaleClaims => (
                 &queries::RESCUE_FETCHED,
@@ -874,12 +895,19 @@ impl Store for SqlServerStore {
             RescueKind::Zombies => (
                 &queries::RESCUE_ZOMBIES,
                 "zombies",
-                vec![&zombie, &dead, &batch, &ZOMBIE.kind, &ZOMBIE.message],
+                vec![
+                    &zombie,
+                    &dead,
+                    &batch,
+                    &ZOMBIE.kind,
+                    &ZOMBIE.message,
+                    &zombie_head,
+                ],
             ),
             RescueKind::Expired => (
                 &queries::RESCUE_EXPIRED,
                 "expired",
-                vec![&batch, &EXPIRED.kind, &EXPIRED.message],
+                vec![&batch, &EXPIRED.kind, &EXPIRED.message, &expired_head],
             ),
             RescueKind::DeadInstances => (&queries::RESCUE_INSTANCES, "deleted", vec![&batch]),
         };
@@ -1203,10 +1231,16 @@ impl Store for SqlServerStore {
             .await?;
         self.map_rows("top_errors", &rows, |r| {
             let code = rows::req_int(r, "reason")?;
+            let fingerprint = req_str(r, "fingerprint")?;
             Ok(ErrorGroup {
+                fingerprint: fingerprint.trim().parse().map_err(|_| {
+                    rows::corrupt(format!("error group fingerprint {fingerprint:?}"))
+                })?,
                 reason: crate::model::FailureReason::from_code(code)
                     .ok_or_else(|| rows::corrupt(format!("unknown failure reason {code}")))?,
-                message_prefix: req_str(r, "message_prefix")?,
+                kind: req_str(r, "error_kind")?,
+                job_type: req_str(r, "job_type")?,
+                sample: req_str(r, "sample")?,
                 count: count(r, "dlq_rows")?,
                 last_seen: rows::req_time(r, "last_seen")?,
             })

@@ -95,7 +95,7 @@ fn moves_delete_first_and_keep_the_books_in_the_same_transaction() {
         for book in [
             "[queue_counter_slots]",
             "[metric_slots]",
-            "[error_group_slots]",
+            "[error_fingerprint_slots]",
         ] {
             assert!(s.sql.contains(book), "{} does not update {book}", s.name);
         }
@@ -200,6 +200,51 @@ fn print_every_statement() {
             s.class,
             s.reads,
             s.sql.replace("{schema}", "deck")
+        );
+    }
+}
+
+/// Every statement that writes a dead letter stamps its fingerprint and counts it into its
+/// group by that fingerprint; every statement that removes one counts it out by the row's.
+#[test]
+fn dead_letters_carry_their_fingerprint_into_and_out_of_the_groups() {
+    for s in [
+        &queries::COMPLETE,
+        &queries::CANCEL,
+        &queries::RESCUE_ZOMBIES,
+        &queries::RESCUE_EXPIRED,
+    ] {
+        let insert = s.sql.find("INSERT INTO [{schema}].[jobs_dlq]").unwrap();
+        assert!(
+            s.sql[insert..].contains("duration_ms, fingerprint)"),
+            "{}: the DLQ row gets a fingerprint",
+            s.name
+        );
+        assert!(
+            s.sql
+                .contains("CONVERT(BINARY(8), HASHBYTES('SHA2_256', CAST("),
+            "{}: finished in SQL like FingerprintHead::for_job_type",
+            s.name
+        );
+        assert!(s.sql.contains("[error_fingerprint_slots]"), "{}", s.name);
+    }
+    for s in [
+        &queries::RESURRECT,
+        &queries::PURGE_DLQ,
+        &queries::PRUNE_DLQ,
+    ] {
+        assert!(
+            s.sql.contains("deleted.fingerprint"),
+            "{}: counts out by the row's fingerprint",
+            s.name
+        );
+        assert!(s.sql.contains("[error_fingerprint_slots]"), "{}", s.name);
+    }
+    for s in queries::ALL {
+        assert!(
+            !s.sql.contains("message_prefix") && !s.sql.contains("[error_group_slots]"),
+            "{} still groups by prefix",
+            s.name
         );
     }
 }

@@ -72,7 +72,8 @@ SELECT COUNT_BIG(*) AS released FROM @released;"
 };
 
 /// @P1 default zombie timeout (s), @P2 dead-instance timeout (s), @P3 batch size, @P4 and
-/// @P5 the error kind and message (`FailureReason::Zombie.store_written()`).
+/// @P5 the error kind and message (`FailureReason::Zombie.store_written()`), @P6 their
+/// fingerprint head.
 /// Processing rows whose heartbeat expired (per-queue zombie timeout, else the default) or
 /// whose instance is gone → DLQ `Zombie`; never retried automatically, because their side
 /// effects may have happened. Per queue a seek on the processing-only index
@@ -88,6 +89,7 @@ DECLARE @batch INT = @P3;
 DECLARE @dead_reason TINYINT = 5;
 DECLARE @dead_kind NVARCHAR(20) = @P4;
 DECLARE @dead_message NVARCHAR(400) = @P5;
+DECLARE @dead_head NVARCHAR(MAX) = @P6;
 ",
         ledger_decl!(),
         finished_decl!(),
@@ -128,7 +130,7 @@ SELECT COUNT_BIG(*) AS zombies FROM @moved;"
 };
 
 /// @P1 batch size, @P2 and @P3 the error kind and message
-/// (`FailureReason::Expired.store_written()`). Pending jobs whose `expires_at` passed before they started → DLQ
+/// (`FailureReason::Expired.store_written()`), @P4 their fingerprint head. Pending jobs whose `expires_at` passed before they started → DLQ
 /// `Expired`: a seek on the expiry index (pending rows that carry an expiry).
 pub const RESCUE_EXPIRED: Statement = Statement {
     name: "rescue_expired",
@@ -139,6 +141,7 @@ pub const RESCUE_EXPIRED: Statement = Statement {
 DECLARE @dead_reason TINYINT = 8;
 DECLARE @dead_kind NVARCHAR(20) = @P2;
 DECLARE @dead_message NVARCHAR(400) = @P3;
+DECLARE @dead_head NVARCHAR(MAX) = @P4;
 ",
         ledger_decl!(),
         finished_decl!(),
@@ -206,8 +209,8 @@ DECLARE @batch INT = @P2;
         ledger_decl!(),
         "
 DELETE TOP (@batch) d
-OUTPUT deleted.queue, -1, deleted.reason, ISNULL(LEFT(deleted.last_error, 80), N'')
-  INTO @ledger (queue, dlq_delta, reason, message_prefix)
+OUTPUT deleted.queue, -1, deleted.reason, deleted.fingerprint, deleted.job_type
+  INTO @ledger (queue, dlq_delta, reason, fingerprint, job_type)
 FROM [{schema}].[jobs_dlq] AS d
 WHERE d.finished_at < @cutoff;
 ",
@@ -234,18 +237,19 @@ pub const PRUNE_ERROR_GROUPS: Statement = Statement {
     name: "prune_error_groups",
     class: Class::Transition,
     reads: Reads::Rows(&["deleted"]),
-    sql: tx!("DECLARE @gone TABLE (reason TINYINT NOT NULL,
-                      message_prefix NVARCHAR(80) COLLATE DATABASE_DEFAULT NOT NULL,
-                      PRIMARY KEY (reason, message_prefix));
-INSERT INTO @gone (reason, message_prefix)
-SELECT g.reason, g.message_prefix
-FROM [{schema}].[error_group_slots] AS g WITH (UPDLOCK, HOLDLOCK)
-GROUP BY g.reason, g.message_prefix
+    sql: tx!(
+        "DECLARE @gone TABLE (fingerprint CHAR(16) COLLATE Latin1_General_100_BIN2 NOT NULL
+                          PRIMARY KEY);
+INSERT INTO @gone (fingerprint)
+SELECT g.fingerprint
+FROM [{schema}].[error_fingerprint_slots] AS g WITH (UPDLOCK, HOLDLOCK)
+GROUP BY g.fingerprint
 HAVING SUM(g.dlq_rows) = 0;
 DELETE g
-FROM [{schema}].[error_group_slots] AS g
-JOIN @gone AS x ON x.reason = g.reason AND x.message_prefix = g.message_prefix;
-SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
+FROM [{schema}].[error_fingerprint_slots] AS g
+JOIN @gone AS x ON x.fingerprint = g.fingerprint;
+SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"
+    ),
 };
 
 pub const PRUNE_AUDIT: Statement = Statement {

@@ -5,7 +5,7 @@
 use super::{AUDIT_COLUMNS, Class, QUEUE_COLUMNS, Reads, Statement};
 
 /// @P1 JSON ids, @P2 and @P3 the error kind and message
-/// (`FailureReason::Cancelled.store_written()`). Pending or fetched → DLQ `Cancelled` now; processing → `cancel_requested`.
+/// (`FailureReason::Cancelled.store_written()`), @P4 their fingerprint head. Pending or fetched → DLQ `Cancelled` now; processing → `cancel_requested`.
 /// Answers (cancelled, requested).
 pub const CANCEL: Statement = Statement {
     name: "cancel",
@@ -16,6 +16,7 @@ pub const CANCEL: Statement = Statement {
 DECLARE @dead_reason TINYINT = 4;
 DECLARE @dead_kind NVARCHAR(20) = @P2;
 DECLARE @dead_message NVARCHAR(400) = @P3;
+DECLARE @dead_head NVARCHAR(MAX) = @P4;
 ",
         ledger_decl!(),
         finished_decl!(),
@@ -76,9 +77,9 @@ INSERT INTO @need_queues (name) SELECT @queue WHERE @queue IS NOT NULL;
 DELETE d
 OUTPUT ",
         deleted_common_columns!(),
-        ", deleted.reason, deleted.seq INTO @moved (",
+        ", deleted.reason, deleted.fingerprint, deleted.seq INTO @moved (",
         common_columns!(),
-        ", reason, seq)
+        ", reason, fingerprint, seq)
 FROM [{schema}].[jobs_dlq] AS d WITH (ROWLOCK, FORCESEEK)
 JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
   ON i.id = d.id;
@@ -103,8 +104,8 @@ FROM @moved AS m
 JOIN (SELECT id, ROW_NUMBER() OVER (PARTITION BY idempotency_key ORDER BY seq) AS key_rank
       FROM @moved) AS k ON k.id = m.id;
 
-INSERT INTO @ledger (queue, dlq_delta, reason, message_prefix)
-SELECT m.queue, -1, m.reason, ISNULL(LEFT(m.last_error, 80), N'') FROM @moved AS m;
+INSERT INTO @ledger (queue, dlq_delta, reason, fingerprint, job_type)
+SELECT m.queue, -1, m.reason, m.fingerprint, m.job_type FROM @moved AS m;
 INSERT INTO @ledger (queue, pending_delta)
 SELECT ISNULL(@queue, m.queue), 1 FROM @moved AS m;
 ",
@@ -131,7 +132,7 @@ DECLARE @priority INT = @P4;
 DECLARE @queue NVARCHAR(255) = @P5;
 ",
         ledger_decl!(),
-        "DECLARE @old_queue NVARCHAR(255), @reason TINYINT, @prefix NVARCHAR(80);
+        "DECLARE @old_queue NVARCHAR(255), @reason TINYINT, @fingerprint CHAR(16);
 DECLARE @where NVARCHAR(10) = NULL;
 DECLARE @edited TABLE (old_queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL,
                        new_queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
@@ -163,7 +164,7 @@ BEGIN
 END
 ELSE
 BEGIN
-    SELECT @old_queue = d.queue, @reason = d.reason, @prefix = ISNULL(LEFT(d.last_error, 80), N'')
+    SELECT @old_queue = d.queue, @reason = d.reason, @fingerprint = d.fingerprint
     FROM [{schema}].[jobs_dlq] AS d WITH (UPDLOCK, ROWLOCK, FORCESEEK)
     WHERE d.id = @id;
 
@@ -181,8 +182,8 @@ BEGIN
         SET @where = N'dlq';
         -- Moving a dead job to another queue moves it between that queue's counters.
         IF @queue IS NOT NULL AND @queue COLLATE Latin1_General_100_BIN2 <> @old_queue
-            INSERT INTO @ledger (queue, dlq_delta, reason, message_prefix)
-            VALUES (@old_queue, -1, @reason, @prefix), (@queue, 1, @reason, @prefix);
+            INSERT INTO @ledger (queue, dlq_delta, reason, fingerprint)
+            VALUES (@old_queue, -1, @reason, @fingerprint), (@queue, 1, @reason, @fingerprint);
     END
 END
 ",
@@ -252,8 +253,8 @@ pub const PURGE_DLQ: Statement = Statement {
         ledger_decl!(),
         "
 DELETE d
-OUTPUT deleted.queue, -1, deleted.reason, ISNULL(LEFT(deleted.last_error, 80), N'')
-  INTO @ledger (queue, dlq_delta, reason, message_prefix)
+OUTPUT deleted.queue, -1, deleted.reason, deleted.fingerprint, deleted.job_type
+  INTO @ledger (queue, dlq_delta, reason, fingerprint, job_type)
 FROM [{schema}].[jobs_dlq] AS d WITH (ROWLOCK, FORCESEEK)
 JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
   ON i.id = d.id;

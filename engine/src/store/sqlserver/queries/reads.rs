@@ -352,16 +352,18 @@ ORDER BY b.bucket_start;"
 };
 
 /// @P1 limit. The largest DLQ error groups (dirty read of the maintained groups, summed over
-/// their slots).
+/// their slots; kind, job type and sample are the same text in every slot but the empty one
+/// a count-out may create, which MAX skips).
 pub const TOP_ERRORS: Statement = Statement {
     name: "top_errors",
     class: Class::Telemetry,
     reads: Reads::Rows(TOP_ERRORS_COLUMNS),
     sql: "SET NOCOUNT ON;
-SELECT TOP (@P1) g.reason, g.message_prefix, SUM(g.dlq_rows) AS dlq_rows,
+SELECT TOP (@P1) g.fingerprint, MAX(g.reason) AS reason, MAX(g.error_kind) AS error_kind,
+       MAX(g.job_type) AS job_type, MAX(g.sample) AS sample, SUM(g.dlq_rows) AS dlq_rows,
        MAX(g.last_seen) AS last_seen
-FROM [{schema}].[error_group_slots] AS g WITH (NOLOCK)
-GROUP BY g.reason, g.message_prefix
+FROM [{schema}].[error_fingerprint_slots] AS g WITH (NOLOCK)
+GROUP BY g.fingerprint
 HAVING SUM(g.dlq_rows) > 0
 ORDER BY SUM(g.dlq_rows) DESC, MAX(g.last_seen) DESC;",
 };

@@ -266,6 +266,7 @@ DECLARE @completions NVARCHAR(MAX) = @P2;
     reason      TINYINT       NULL,
     error       NVARCHAR(MAX) COLLATE DATABASE_DEFAULT NULL,
     message     NVARCHAR(MAX) COLLATE DATABASE_DEFAULT NULL,
+    fp_head     NVARCHAR(MAX) COLLATE DATABASE_DEFAULT NULL,
     retry_at    DATETIME2(6)  NULL,
     PRIMARY KEY (slice, id),
     UNIQUE (id)
@@ -275,9 +276,9 @@ DECLARE @retried TABLE (id BINARY(16) NOT NULL PRIMARY KEY,
 DECLARE @unrun TABLE (id BINARY(16) NOT NULL PRIMARY KEY,
                       queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
 
-INSERT INTO @c (slice, id, kind, result, duration_ms, reason, error, message, retry_at)
+INSERT INTO @c (slice, id, kind, result, duration_ms, reason, error, message, fp_head, retry_at)
 SELECT (ROW_NUMBER() OVER (ORDER BY (SELECT NULL)) - 1) / 1000, CONVERT(BINARY(16), j.id, 2),
-       j.kind, j.result, j.duration_ms, j.reason, j.error, j.message, j.retry_at
+       j.kind, j.result, j.duration_ms, j.reason, j.error, j.message, j.fp_head, j.retry_at
 FROM OPENJSON(@completions) WITH (
     id          CHAR(32)      '$.id',
     kind        CHAR(1)       '$.kind',
@@ -286,6 +287,7 @@ FROM OPENJSON(@completions) WITH (
     reason      TINYINT       '$.reason',
     error       NVARCHAR(MAX) '$.error',
     message     NVARCHAR(MAX) '$.message',
+    fp_head     NVARCHAR(MAX) '$.fp_head',
     retry_at    DATETIME2(6)  '$.retry_at'
 ) AS j;
 DECLARE @slice INT = 0;
@@ -340,12 +342,15 @@ BEGIN
         (id, queue, job_type, payload, tags, priority, idempotency_key, correlation_id,
          created_by, created_at, scheduled_at, started_at, heartbeat_at, finished_at,
          expires_at, attempt, max_attempts, worker_id, errors, last_error, continuation,
-         original_payload, reason, duration_ms)
+         original_payload, reason, duration_ms, fingerprint)
     SELECT m.id, m.queue, m.job_type, m.payload, m.tags, m.priority, m.idempotency_key,
            m.correlation_id, m.created_by, m.created_at, m.scheduled_at, m.started_at,
            m.heartbeat_at, @now, m.expires_at, m.attempt, m.max_attempts, m.worker_id,
            JSON_MODIFY(ISNULL(m.errors, N'[]'), 'append $', JSON_QUERY(c.error)),
-           LEFT(c.message, 400), m.continuation, m.original_payload, c.reason, c.duration_ms
+           LEFT(c.message, 400), m.continuation, m.original_payload, c.reason, c.duration_ms,
+           ",
+        fingerprint_of!("c.fp_head", "m.job_type"),
+        "
     FROM @moved AS m JOIN @c AS c ON c.slice = @slice AND c.id = m.id AND c.kind = 'd';
 
     INSERT INTO @finished (id, succeeded, reason, error, result, correlation_id, continuation)
@@ -368,7 +373,7 @@ INSERT INTO @ledger (queue, pending_delta, processing_delta)
 SELECT u.queue, 1, -1 FROM @unrun AS u;
 
 INSERT INTO @ledger (queue, processing_delta, archive_delta, dlq_delta, succeeded, failed,
-                     duration_ms, reason, message_prefix)
+                     duration_ms, reason, fingerprint, error_kind, job_type, sample)
 SELECT m.queue, -1,
        CASE WHEN c.kind = 's' THEN 1 ELSE 0 END,
        CASE WHEN c.kind = 'd' THEN 1 ELSE 0 END,
@@ -376,7 +381,12 @@ SELECT m.queue, -1,
        CASE WHEN c.kind = 'd' THEN 1 ELSE 0 END,
        c.duration_ms,
        CASE WHEN c.kind = 'd' THEN c.reason END,
-       CASE WHEN c.kind = 'd' THEN ISNULL(LEFT(c.message, 80), N'') END
+       CASE WHEN c.kind = 'd' THEN ",
+        fingerprint_of!("c.fp_head", "m.job_type"),
+        " END,
+       CASE WHEN c.kind = 'd' THEN LEFT(JSON_VALUE(c.error, '$.kind'), 64) END,
+       CASE WHEN c.kind = 'd' THEN m.job_type END,
+       CASE WHEN c.kind = 'd' THEN ISNULL(LEFT(c.message, 400), N'') END
 FROM @moved AS m JOIN @c AS c ON c.id = m.id;
 ",
         ledger_apply!(),
