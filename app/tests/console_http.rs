@@ -756,7 +756,11 @@ async fn an_error_group_is_purged_through_the_bulk_flow() {
     assert!(f.store.get_job(bystander).await.unwrap().is_some());
     let groups = f.store.top_errors(10).await.unwrap();
     assert_eq!(groups.len(), 1, "the purged group is gone: {groups:?}");
-    let audit = f.store.list_audit(None, 1).await.unwrap();
+    let audit = f
+        .store
+        .list_audit(&Default::default(), None, 1)
+        .await
+        .unwrap();
     assert_eq!(
         (audit[0].action.as_str(), audit[0].count),
         ("dlq.bulk_purge", 3)
