@@ -20,7 +20,16 @@
       // Trusted: rendered (and escaped) by the server's components.
       var t = document.createElement("template");
       t.innerHTML = panels[key].trim();
-      if (t.content.firstElementChild) el.replaceWith(t.content.firstElementChild);
+      var next = t.content.firstElementChild;
+      if (!next) return;
+      // A scrolling panel (the event list, a wide table) keeps its scroll position, and
+      // keyboard focus when it had it, across the swap.
+      var focused = document.activeElement === el;
+      var top = el.scrollTop, left = el.scrollLeft;
+      el.replaceWith(next);
+      next.scrollTop = top;
+      next.scrollLeft = left;
+      if (focused && next.tabIndex >= 0) next.focus({ preventScroll: true });
     });
   });
 })();
