@@ -219,11 +219,17 @@ test("the theme follows the system until one is chosen with the switch", async (
   await useTheme({ colorScheme: "dark", cookie: null });
   await go("/");
   assert.equal(await shownTheme(), "carbon");
+  assert.equal(await page.locator(".theme-switch:visible").count(), 1);
   await page.locator(".theme-switch:visible").click();
   assert.equal(await page.getAttribute("html", "data-theme"), "blueprint");
   assert.equal(await shownTheme(), "blueprint");
   await page.locator(".theme-switch:visible").click();
   assert.equal(await page.getAttribute("html", "data-theme"), "carbon");
+  assert.equal(await shownTheme(), "carbon");
+  // Whatever the state, exactly one switch shows, and it leads to the other theme.
+  assert.equal(await page.locator(".theme-switch:visible").count(), 1);
+  await page.locator(".theme-switch:visible").click();
+  assert.equal(await page.getAttribute("html", "data-theme"), "blueprint");
   await useTheme({ colorScheme: "light", cookie: null });
   await go("/");
   assert.equal(await shownTheme(), "blueprint");
