@@ -24,10 +24,22 @@
     return t.content.firstElementChild;
   }
 
-  // The operator is working in a region: focus inside it, a ticked box, an open details.
+  // A scrolling panel (the event list, a wide table) keeps its scroll position, and
+  // keyboard focus when it had it, across the swap.
+  function swap(el, next) {
+    var focused = document.activeElement === el;
+    var top = el.scrollTop, left = el.scrollLeft;
+    el.replaceWith(next);
+    next.scrollTop = top;
+    next.scrollLeft = left;
+    if (focused && next.tabIndex >= 0) next.focus({ preventScroll: true });
+  }
+
+  // The operator is working in a region: focus on something inside it, a ticked box, an
+  // open details. (Focus on the region itself is kept by swap.)
   function busy(el) {
     var active = document.activeElement;
-    if (active && active !== document.body && el.contains(active)) return true;
+    if (active && active !== el && el.contains(active)) return true;
     if (el.querySelector("input[type=checkbox]:checked, details[open]")) return true;
     return false;
   }
@@ -40,7 +52,7 @@
       var el = document.querySelector('[data-live="' + key + '"]');
       if (!el) return;
       var fresh = fragment(panels[key]);
-      if (fresh) el.replaceWith(fresh);
+      if (fresh) swap(el, fresh);
     });
   }
 
@@ -51,7 +63,7 @@
       var key = fresh.getAttribute("data-live-page");
       var el = document.querySelector('[data-live-page="' + key + '"]');
       if (!el || busy(el) || el.innerHTML === fresh.innerHTML) return;
-      el.replaceWith(document.importNode(fresh, true));
+      swap(el, document.importNode(fresh, true));
     });
   }
 

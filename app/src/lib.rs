@@ -106,7 +106,10 @@ fn NotFound() -> impl IntoView {
     }
     view! {
         <components::layout::Layout title="Not found".into()>
-            <div class="empty"><p>"No page here. Start from the " <a href="/">"overview"</a> "."</p></div>
+            <div class="empty">
+                <p>"There is no page at " <code>{request::path()}</code> "."</p>
+                <p><a href="/">"Back to the overview"</a></p>
+            </div>
         </components::layout::Layout>
     }
 }
@@ -151,7 +154,17 @@ pub fn console_router(console: Console, auth: AuthConfig) -> Router {
                 move || shell(options.clone())
             },
         )
-        .with_state(options)
+        .with_state(options.clone())
+        // Any other path: the console's own not-found page (the router's fallback view,
+        // answered 404), not an empty body. `/api/v1/…` keeps the API's JSON error: its
+        // router has a catch-all route of its own.
+        .fallback(leptos_axum::render_app_to_stream_with_context(
+            {
+                let context = console.clone();
+                move || provide_context(context.clone())
+            },
+            move || shell(options.clone()),
+        ))
         .layer(axum::middleware::from_fn_with_state(
             page_cache::PageCache::new(console.clone()),
             page_cache::serve,

@@ -26,7 +26,7 @@ use crate::auth::Role;
 use crate::live::OverviewFrame;
 use crate::pages::queues::QueuesData;
 use crate::request::Query;
-use crate::session::{self, Session, THEME_COOKIE};
+use crate::session::Session;
 use crate::state::{Console, random_token};
 use crate::telemetry_view::Telemetry;
 
@@ -41,7 +41,8 @@ const MAX_QUERY_BYTES: usize = 256;
 struct Viewer {
     name: String,
     role: Role,
-    carbon: bool,
+    /// The chosen theme, `None` following the system's: each renders differently.
+    theme: Option<&'static str>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -204,7 +205,7 @@ pub async fn serve(State(cache): State<PageCache>, mut req: Request, next: Next)
         viewer: Viewer {
             name: session.identity.name.clone(),
             role: session.identity.role,
-            carbon: session::cookie(req.headers(), THEME_COOKIE) == Some("carbon"),
+            theme: crate::request::theme_in(req.headers()),
         },
     };
     if let Some(rendered) = cache.kept(&key, &basis) {

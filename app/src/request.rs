@@ -83,12 +83,16 @@ pub fn session() -> Session {
         })
 }
 
-pub fn theme() -> &'static str {
-    match parts()
-        .as_ref()
-        .and_then(|p| cookie(&p.headers, THEME_COOKIE))
-    {
-        Some("carbon") => "carbon",
-        _ => "blueprint",
+/// The theme chosen with the switch, or `None` to follow the system's light or dark setting.
+pub fn theme() -> Option<&'static str> {
+    parts().and_then(|p| theme_in(&p.headers))
+}
+
+/// The theme a request's cookie chose (see [`theme`]).
+pub fn theme_in(headers: &axum::http::HeaderMap) -> Option<&'static str> {
+    match cookie(headers, THEME_COOKIE) {
+        Some("carbon") => Some("carbon"),
+        Some("blueprint") => Some("blueprint"),
+        _ => None,
     }
 }

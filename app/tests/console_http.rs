@@ -193,13 +193,19 @@ async fn every_page_renders_with_real_data() {
         preview.contains(r#"class="big">1<"#),
         "one job matches: {preview}"
     );
-    let (status, _, _) = get(&f.router, "/no/such/page", None).await;
+    let (status, missing, _) = get(&f.router, "/no/such/page", None).await;
     assert_eq!(status, StatusCode::NOT_FOUND);
+    assert!(
+        missing.contains("<title>Not found · The Deck</title>")
+            && missing.contains("There is no page at <code>/no/such/page</code>")
+            && missing.contains(r#"<a href="/">Back to the overview</a>"#),
+        "the console's own not-found page: {missing}"
+    );
 }
 
 /// The label of the nav link marked as the current page.
 fn current_nav(body: &str) -> Option<&str> {
-    let nav = &body[body.find("<nav class=\"nav\">")?..];
+    let nav = &body[body.find("class=\"nav\"")?..];
     let nav = &nav[..nav.find("</nav>")?];
     let at = nav.find("aria-current=\"page\"")?;
     let label = &nav[at..];

@@ -90,7 +90,6 @@ async fn every_kind_of_response_carries_the_security_headers() {
             403,
             "action without a CSRF token",
         ),
-        ("GET", "/no/such/path", 404, "unknown path"),
         ("GET", "/live", 200, "live stream"),
     ] {
         let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
@@ -107,6 +106,27 @@ async fn every_kind_of_response_carries_the_security_headers() {
             &format!("{what} ({path})"),
         );
     }
+
+    // A path nobody serves gets the console's not-found page: a page, with its own nonce.
+    let res = client
+        .get(format!("{base}/no/such/path"))
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 404, "unknown path");
+    let headers = res.headers().clone();
+    let html = res.text().await.unwrap();
+    let nonce = html
+        .split("<script nonce=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .expect("the not-found page is a console page");
+    assert_headers(
+        &headers,
+        &page_policy(nonce),
+        "unknown path (/no/such/path)",
+    );
 
     // Refused by the request bounds before any handler runs: still carries the headers.
     let res = client

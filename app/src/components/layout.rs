@@ -2,6 +2,7 @@
 //! messages after an action, and the form wrapper every action uses.
 
 use leptos::prelude::*;
+use leptos_meta::Title;
 
 use crate::format::enc;
 use crate::request::{current_url, path, query, session, theme};
@@ -28,22 +29,19 @@ fn url_is_in(here: &str, source_dlq: bool, href: &str) -> bool {
 }
 
 /// `section`: the nav entry (its href) this page belongs to, when the URL does not say (a
-/// dead job's page is under `/jobs/…` but belongs to the dead letters).
+/// dead job's page is under `/jobs/…` but belongs to the dead letters). `doc_title`: the
+/// document's title when it says more than the heading (`Job 3f2a…`); the heading otherwise.
 #[component]
 pub fn Layout(
     title: String,
     #[prop(optional)] section: Option<&'static str>,
+    #[prop(optional, into)] doc_title: Option<String>,
     children: Children,
 ) -> impl IntoView {
     let here = path();
     let q = query();
     let source_dlq = q.get("source") == Some("dlq");
     let s = session();
-    let other = if theme() == "carbon" {
-        "blueprint"
-    } else {
-        "carbon"
-    };
     let links = NAV
         .iter()
         .map(|(href, label)| {
@@ -54,15 +52,38 @@ pub fn Layout(
             view! { <a href=*href class:active=active aria-current=active.then_some("page")>{*label}</a> }
         })
         .collect_view();
+    let back = enc(&current_url());
+    let switch = move |to: &'static str| {
+        let label = if to == "carbon" {
+            "◐ carbon"
+        } else {
+            "◑ blueprint"
+        };
+        view! {
+            <a class=format!("theme-switch to-{to}") href=format!("/theme?set={to}&back={back}") title=format!("Switch to the {to} theme")>
+                {label}
+            </a>
+        }
+    };
+    // Following the system's setting, the server cannot know which theme shows: both
+    // switches are sent and the stylesheet shows the one for the other theme.
+    let switches = match theme() {
+        Some("carbon") => switch("blueprint").into_any(),
+        Some(_) => switch("carbon").into_any(),
+        None => view! { {switch("carbon")}{switch("blueprint")} }.into_any(),
+    };
+    let doc_title = format!("{} · The Deck", doc_title.as_deref().unwrap_or(&title));
     let flash_ok = q.get("ok").map(str::to_string);
     let flash_err = q.get("err").map(str::to_string);
     view! {
+        <Title text=doc_title/>
+        <a class="skip-link" href="#content">"Skip to content"</a>
         <header class="top">
             <a class="brand" href="/" title="The Deck">
                 <svg viewBox="0 0 24 24" width="22" height="22" aria-hidden="true"><rect x="3" y="4" width="18" height="4" rx="1"></rect><rect x="3" y="10" width="18" height="4" rx="1"></rect><rect x="3" y="16" width="18" height="4" rx="1"></rect></svg>
                 <span>"The Deck"</span>
             </a>
-            <nav class="nav">{links}</nav>
+            <nav class="nav" aria-label="Main">{links}</nav>
             <div class="who">
                 <span class="live-dot" title="Live updates" data-live-status=""></span>
                 // Shown by live.js (without JavaScript nothing is live, so nothing to pause).
@@ -70,12 +91,10 @@ pub fn Layout(
                 <span class="user" title=format!("Signed in as {} ({})", s.identity.name, s.identity.role.as_str())>
                     {s.identity.name.clone()} <small>{s.identity.role.as_str()}</small>
                 </span>
-                <a class="theme-switch" href=format!("/theme?set={other}&back={}", enc(&current_url())) title=format!("Switch to the {other} theme")>
-                    {if other == "carbon" { "◐ carbon" } else { "◑ blueprint" }}
-                </a>
+                {switches}
             </div>
         </header>
-        <main class="page">
+        <main class="page" id="content" tabindex="-1">
             <h1>{title}</h1>
             {flash_ok.map(|m| view! { <div class="flash ok" role="status">{m}</div> })}
             {flash_err.map(|m| view! { <div class="flash err" role="alert">{m}</div> })}

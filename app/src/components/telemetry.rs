@@ -170,7 +170,7 @@ pub fn QueuesTable(queues: Vec<QueueStats>, #[prop(optional)] live: bool) -> imp
         })
         .collect_view();
     view! {
-        <div class="table-wrap" data-live=live.then_some("queues")>
+        <div class="table-wrap" data-live=live.then_some("queues") tabindex="0" role="region" aria-label="Queues">
             <table class="dense">
                 <thead>
                     <tr>
@@ -231,7 +231,7 @@ pub fn ErrorGroups(
         })
         .collect_view();
     view! {
-        <div class="table-wrap" data-live=live.then_some("errors")>
+        <div class="table-wrap" data-live=live.then_some("errors") tabindex="0" role="region" aria-label="Top dead-letter errors">
             <table class="dense">
                 <thead><tr><th>"Reason"</th><th>"Kind"</th><th>"Type"</th><th>"Error (latest)"</th><th class="num">"Jobs"</th><th>"Last seen"</th><th>"Act on the group"</th></tr></thead>
                 <tbody>{rows}</tbody>
@@ -270,7 +270,7 @@ pub fn Breakers(breakers: Vec<BreakerView>, #[prop(optional)] live: bool) -> imp
         })
         .collect_view();
     view! {
-        <div class="table-wrap" data-live=live.then_some("breakers")>
+        <div class="table-wrap" data-live=live.then_some("breakers") tabindex="0" role="region" aria-label="Circuit breakers">
             <table class="dense">
                 <thead><tr><th>"Job type"</th><th>"State"</th><th class="num">"Recent failures"</th><th class="num">"Half-open in"</th></tr></thead>
                 <tbody>{rows}</tbody>
@@ -299,7 +299,7 @@ pub fn EventConsole(events: Vec<ConsoleEvent>, #[prop(optional)] live: bool) -> 
             .collect_view()
             .into_any()
     };
-    view! { <ol class="events" data-live=live.then_some("events")>{lines}</ol> }
+    view! { <ol class="events" data-live=live.then_some("events") tabindex="0" aria-label="Live events">{lines}</ol> }
 }
 
 #[cfg(test)]

@@ -119,7 +119,7 @@ pub fn InstanceTable(instances: Vec<InstanceInfo>) -> impl IntoView {
         })
         .collect_view();
     view! {
-        <div class="table-wrap"><table class="dense">
+        <div class="table-wrap" tabindex="0" role="region" aria-label="Instances"><table class="dense">
             <thead><tr><th>"Instance"</th><th>"Kind"</th><th>"Takes"</th><th>"Host"</th><th class="num">"Pid"</th><th>"Version"</th><th>"Uptime"</th><th class="num">"Workers busy / total"</th><th>"Last heartbeat"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table></div>
@@ -305,11 +305,11 @@ pub fn AuditTable(
         })
         .collect_view();
     view! {
-        <div class="table-wrap"><table class="dense audit">
+        <div class="table-wrap" tabindex="0" role="region" aria-label="Audit log"><table class="dense audit">
             <thead><tr><th>"When (UTC)"</th><th>"Who"</th><th>"Action"</th><th>"Target"</th><th class="num">"Count"</th><th>"Detail"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table></div>
-        <nav class="pager">
+        <nav class="pager" aria-label="Pages">
             {paged.then(|| view! { <a href=page_link(None)>"« Newest"</a> })}
             {(more).then(|| last_id.map(|id| view! { <a href=page_link(Some(id))>"Older ›"</a> })).flatten()}
         </nav>

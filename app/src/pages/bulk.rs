@@ -109,7 +109,7 @@ pub fn BulkForm(
     let word = confirm_word(action);
     let runs = preview.matching.min(u64::from(cap_default));
     view! {
-        <nav class="tabs">{tab(BulkAction::Resurrect, "Resurrect")}{tab(BulkAction::Purge, "Purge")}</nav>
+        <nav class="tabs" aria-label="Bulk action">{tab(BulkAction::Resurrect, "Resurrect")}{tab(BulkAction::Purge, "Purge")}</nav>
         <section class="panel">
             <p>"Filter: " <b>{described}</b> " · " <a href=format!("/jobs?{filter_query}")>"change it in the list"</a></p>
             {group_line}
@@ -117,7 +117,7 @@ pub fn BulkForm(
             {(preview.matching == 0).then(|| view! { <div class="empty"><p>"Nothing matches: there is nothing to do."</p></div> })}
             {(preview.matching > 0).then(|| view! {
                 <h2>{format!("Sample (newest {})", preview.sample.len())}</h2>
-                <div class="table-wrap"><table class="dense">
+                <div class="table-wrap" tabindex="0" role="region" aria-label="Sample"><table class="dense">
                     <thead><tr><th>"Id"</th><th>"Queue"</th><th>"Type"</th><th>"State"</th><th>"Finished"</th><th>"Last error"</th></tr></thead>
                     <tbody>{sample}</tbody>
                 </table></div>

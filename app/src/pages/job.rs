@@ -39,7 +39,9 @@ pub fn JobPage() -> impl IntoView {
             .into_any(),
             Err(e) => view! { <ErrorBox message=format!("Cannot read job {id}: {e}")/> }.into_any(),
         };
-        view! { <Layout title="Job".into() section=section>{body}</Layout> }.into_any()
+        let doc_title = format!("Job {}", format::short_id(&id.to_string()));
+        view! { <Layout title="Job".into() section=section doc_title=doc_title>{body}</Layout> }
+            .into_any()
     })
 }
 
@@ -113,7 +115,7 @@ pub fn JobView(
                 <tr><td class="num">{e.attempt}</td><td class="when">{format::time(e.at)}</td><td><span class="badge">{e.kind.clone()}</span></td><td><pre class="err-text">{e.message.clone()}</pre></td></tr>
             })
             .collect_view();
-        view! { <div class="table-wrap"><table class="dense"><thead><tr><th class="num">"Attempt"</th><th>"At"</th><th>"Kind"</th><th>"Error"</th></tr></thead><tbody>{rows}</tbody></table></div> }.into_any()
+        view! { <div class="table-wrap" tabindex="0" role="region" aria-label="Attempts"><table class="dense"><thead><tr><th class="num">"Attempt"</th><th>"At"</th><th>"Kind"</th><th>"Error"</th></tr></thead><tbody>{rows}</tbody></table></div> }.into_any()
     };
 
     let actions = job_actions(&job, pillar, editable);

@@ -39,8 +39,28 @@ pub fn JobsPage() -> impl IntoView {
             }
             Err(e) => view! { <ErrorBox message=format!("Cannot list jobs: {e}")/> }.into_any(),
         };
-        view! { <Layout title=title.to_string()>{body}</Layout> }
+        view! { <Layout title=title.to_string() doc_title=list_title(title, &params)>{body}</Layout> }
     })
+}
+
+/// The document title of a list: its source and the filters that pick a state or a queue,
+/// so each state's list has a title of its own (`Active jobs: pending, queue emails`).
+fn list_title(source: &str, params: &ListParams) -> String {
+    let picks: Vec<String> = [params.raw("status"), params.raw("reason")]
+        .into_iter()
+        .filter(|v| !v.is_empty())
+        .map(str::to_string)
+        .chain(
+            Some(params.raw("queue"))
+                .filter(|q| !q.is_empty())
+                .map(|q| format!("queue {q}")),
+        )
+        .collect();
+    if picks.is_empty() {
+        source.to_string()
+    } else {
+        format!("{source}: {}", picks.join(", "))
+    }
 }
 
 fn state_badge(state: JobState) -> impl IntoView {
@@ -182,7 +202,7 @@ pub fn JobList(
             if enabled {
                 view! { <a href=href("/jobs", &pairs)>{label}</a> }.into_any()
             } else {
-                view! { <span class="disabled">{label}</span> }.into_any()
+                view! { <span class="disabled" aria-disabled="true">{label}</span> }.into_any()
             }
         };
         let has_prev = page.prev.is_some();
@@ -235,7 +255,7 @@ pub fn JobList(
     });
 
     view! {
-        <nav class="tabs">{tabs}</nav>
+        <nav class="tabs" aria-label="Job lists">{tabs}</nav>
         {problems}
         <form method="get" action="/jobs" class="filters">
             <input type="hidden" name="source" value=source.as_str()/>
@@ -278,11 +298,11 @@ pub fn JobList(
         {(!empty).then(|| view! {
             <PostForm endpoint="jobs/bulk" class="bulk">
                 <input type="hidden" name="source" value=source.as_str()/>
-                <div class="table-wrap" data-live-page="rows">
+                <div class="table-wrap" tabindex="0" role="region" aria-label="Jobs" data-live-page="rows">
                     <table class="dense jobs">
                         <thead>
                             <tr>
-                                <th class="sel"></th>
+                                <th class="sel"><span class="visually-hidden">"Select"</span></th>
                                 <th>"Id"</th>
                                 <th>{sort_link(SortColumn::Queue, "Queue")}</th>
                                 <th>{sort_link(SortColumn::JobType, "Type")}</th>

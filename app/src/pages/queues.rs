@@ -100,6 +100,9 @@ impl QueuesData {
 pub fn QueuesPage() -> impl IntoView {
     let console = expect_context::<Console>();
     let q = query();
+    let doc_title = q
+        .get("q")
+        .map_or_else(|| "Queues".to_string(), |name| format!("Queue {name}"));
     // What the page cache read for this request, when it did (see `page_cache`).
     let handed = parts().and_then(|p| p.extensions.get::<Arc<QueuesData>>().cloned());
     Suspend::new(async move {
@@ -119,7 +122,7 @@ pub fn QueuesPage() -> impl IntoView {
             .into_any(),
             Err(e) => view! { <ErrorBox message=format!("Cannot read queues: {e}")/> }.into_any(),
         };
-        view! { <Layout title="Queues".into()>{body}</Layout> }
+        view! { <Layout title="Queues".into() doc_title=doc_title>{body}</Layout> }
     })
 }
 
