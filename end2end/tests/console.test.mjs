@@ -332,7 +332,7 @@ test("error groups: a group's dead letters and resurrecting the group through th
   if (listed === 0) return; // resurrected by an earlier test meanwhile; nothing to run
   await page.fill("input[name=cap]", "5");
   await page.fill("input[name=confirm]", "RESURRECT");
-  await page.click(".bulk-run button.danger");
+  await page.click(".bulk-run button[type=submit]");
   assert.match(page.url(), /\/dlq\/bulk\/[0-9a-f]{32}/);
   await page.waitForSelector("[data-run-finished=true]", { timeout: 30_000 });
   assert.match(await page.locator(".run-state").innerText(), /done: \d+ job/);
