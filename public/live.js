@@ -5,6 +5,22 @@
 // unless the operator is working in them. The pause switch stops both until resumed.
 (function () {
   "use strict";
+  // "Select every job on this page": the header box ticks (or clears) the rows' boxes. It
+  // needs this script, so it is shown by it (also in a table swapped in live).
+  function enhance(root) {
+    root.querySelectorAll("[data-select-all]").forEach(function (all) { all.hidden = false; });
+  }
+  document.addEventListener("change", function (e) {
+    var all = e.target;
+    if (!all.matches || !all.matches("[data-select-all]")) return;
+    var table = all.closest("table");
+    if (!table) return;
+    table.querySelectorAll("tbody input[type=checkbox]").forEach(function (box) { box.checked = all.checked; });
+  });
+  // What the server sent for each live region, before this script changed it: a fresh
+  // render is compared with that, not with the enhanced page.
+  document.querySelectorAll("[data-live-page]").forEach(function (el) { el.__served = el.innerHTML; });
+  enhance(document);
   if (!window.EventSource) return;
   var dot = document.querySelector("[data-live-status]");
   var toggle = document.querySelector("[data-live-toggle]");
@@ -30,6 +46,7 @@
     var focused = document.activeElement === el;
     var top = el.scrollTop, left = el.scrollLeft;
     el.replaceWith(next);
+    enhance(next);
     next.scrollTop = top;
     next.scrollLeft = left;
     if (focused && next.tabIndex >= 0) next.focus({ preventScroll: true });
@@ -62,8 +79,10 @@
     doc.querySelectorAll("[data-live-page]").forEach(function (fresh) {
       var key = fresh.getAttribute("data-live-page");
       var el = document.querySelector('[data-live-page="' + key + '"]');
-      if (!el || busy(el) || el.innerHTML === fresh.innerHTML) return;
-      swap(el, document.importNode(fresh, true));
+      if (!el || busy(el) || el.__served === fresh.innerHTML) return;
+      var next = document.importNode(fresh, true);
+      next.__served = fresh.innerHTML;
+      swap(el, next);
     });
   }
 

@@ -43,9 +43,6 @@ fn describe(e: &EngineEvent) -> String {
     if let Some(q) = &e.queue {
         text.push_str(&format!(" [{q}]"));
     }
-    if let Some(id) = e.job_id {
-        text.push_str(&format!(" {id}"));
-    }
     text
 }
 
@@ -60,6 +57,7 @@ pub(crate) fn drain(rx: &mut broadcast::Receiver<EngineEvent>) -> Vec<ConsoleEve
                         at: e.at,
                         level,
                         text: describe(&e),
+                        job_id: e.job_id,
                     });
                 }
             }

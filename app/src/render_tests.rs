@@ -344,3 +344,18 @@ fn a_finished_job_shows_how_long_it_ran_and_no_progress() {
         "{out}"
     );
 }
+
+#[test]
+fn a_live_event_about_a_job_links_to_it() {
+    use crate::components::telemetry::EventConsole;
+    use crate::telemetry_view::{ConsoleEvent, EventLevel};
+    let id = JobId::new();
+    let events = vec![ConsoleEvent {
+        at: Utc::now(),
+        level: EventLevel::Warn,
+        text: "dead: boom [emails]".into(),
+        job_id: Some(id),
+    }];
+    let out = html(move || view! { <EventConsole events=events/> }.into_any());
+    assert!(out.contains(&format!(r#"href="/jobs/{id}""#)), "{out}");
+}

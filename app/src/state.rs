@@ -204,6 +204,7 @@ impl Console {
             at: Utc::now(),
             level,
             text,
+            job_id: None,
         });
         events.truncate(self.0.options.event_lines);
     }

@@ -44,6 +44,8 @@ pub struct ConsoleEvent {
     pub at: DateTime<Utc>,
     pub level: EventLevel,
     pub text: String,
+    /// The job it is about, shown as a link to the job.
+    pub job_id: Option<deck_engine::JobId>,
 }
 
 /// Everything the overview's live panels show, read through the store's telemetry class.

@@ -64,6 +64,7 @@ fn hostile_events() -> Vec<ConsoleEvent> {
         at: Utc::now(),
         level: EventLevel::Warn,
         text: hostile("event"),
+        job_id: None,
     }]
 }
 

@@ -106,7 +106,7 @@ test("dead letters: inspect, edit with diff, save and resurrect", async () => {
   await waitForRows("/jobs?source=dlq", "table.jobs tbody tr");
   await shot(page, "jobs-dlq");
   await page.locator("table.jobs tbody tr td.id a").first().click();
-  assert.match(page.url(), /\/jobs\/[0-9a-f-]{36}$/);
+  assert.match(page.url(), /\/jobs\/[0-9a-f-]{36}(\?|$)/);
   await shot(page, "job");
   assert.ok(await page.locator("text=Attempt errors").isVisible());
   await page.click("text=Edit…");
@@ -220,6 +220,31 @@ test("a job page and the archive list go live without a reload, and pause holds 
     { timeout: 30_000 },
   );
   assert.equal(await page.evaluate(() => window.__sameDocument), true, "no reload happened");
+});
+
+test("lists: select the whole page, the full error on hover, back to the filtered list, event links", async () => {
+  await waitForRows("/jobs?source=archive&queue=e2e-live&sort=created&dir=asc", "table.jobs tbody tr");
+  const all = page.locator("[data-select-all]");
+  await all.check();
+  const boxes = page.locator("table.jobs tbody input[type=checkbox]");
+  const n = await boxes.count();
+  for (let i = 0; i < n; i++) assert.ok(await boxes.nth(i).isChecked(), `row ${i} ticked`);
+  await all.uncheck();
+  assert.equal(await page.locator("table.jobs tbody input[type=checkbox]:checked").count(), 0);
+
+  await page.locator("table.jobs tbody td.id a").first().click();
+  await page.click("text=← back to the list");
+  assert.match(page.url(), /source=archive/);
+  assert.match(page.url(), /queue=e2e-live/);
+  assert.match(page.url(), /sort=created/);
+
+  await waitForRows("/jobs?source=dlq", "table.jobs tbody td.msg");
+  const msg = page.locator("table.jobs tbody td.msg").first();
+  assert.equal(await msg.getAttribute("title"), (await msg.innerText()).trim());
+
+  // Live events about a job link to it (the demo dead-letters some jobs as it runs).
+  await go("/");
+  await page.waitForSelector("[data-live=events] a[href^='/jobs/']", { timeout: 90_000 });
 });
 
 test("settings are saved and shown back", async () => {

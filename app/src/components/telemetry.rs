@@ -293,6 +293,10 @@ pub fn EventConsole(events: Vec<ConsoleEvent>, #[prop(optional)] live: bool) -> 
                         <time datetime=e.at.to_rfc3339()>{e.at.format("%H:%M:%S").to_string()}</time>
                         " "
                         <span>{e.text}</span>
+                        {e.job_id.map(|id| {
+                            let id = id.to_string();
+                            view! { " " <a class="id" href=format!("/jobs/{id}") title=id.clone()><code>{crate::format::short_id(&id)}</code></a> }
+                        })}
                     </li>
                 }
             })

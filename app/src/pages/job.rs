@@ -135,7 +135,7 @@ pub fn JobView(
     view! {
         <div class="job-head">
             <h2><code>{job.job_type.clone()}</code>" in "{job.queue.clone()}</h2>
-            <a href=format!("/jobs?source={}", pillar.as_str())>"← back to the list"</a>
+            <a href=back_to_list(pillar)>"← back to the list"</a>
         </div>
         {edit_panel}
         <div class="grid-2">
@@ -336,4 +336,13 @@ fn durations(job: &Job, now: chrono::DateTime<Utc>) -> impl IntoView + use<> {
         _ => None,
     };
     view! { {waited}{ran} }
+}
+
+/// The list this job was opened from (its filters and sort, carried as `?list=`), else the
+/// unfiltered list of its pillar. Only ever a `/jobs` URL: the value is a query string.
+fn back_to_list(pillar: Pillar) -> String {
+    match query().get("list").filter(|l| !l.is_empty()) {
+        Some(list) => format!("/jobs?{}", list.trim_start_matches('?')),
+        None => format!("/jobs?source={}", pillar.as_str()),
+    }
 }

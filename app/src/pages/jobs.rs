@@ -147,6 +147,9 @@ pub fn JobList(
         view! { <a href=href("/jobs", &pairs) class:sorted=active>{label}{arrow}</a> }
     };
 
+    // The job page's "back to the list" returns to this list as filtered and sorted.
+    let list_back =
+        format::enc(&serde_urlencoded::to_string(params.sorted_pairs()).unwrap_or_default());
     let rows = page
         .items
         .iter()
@@ -160,7 +163,7 @@ pub fn JobList(
             view! {
                 <tr>
                     <td class="sel"><input type="checkbox" name=format!("ids[{i}]") value=id.clone() aria-label=format!("Select job {id}")/></td>
-                    <td class="id"><a href=format!("/jobs/{id}") title=id.clone()><code>{short_id(&id)}</code></a></td>
+                    <td class="id"><a href=format!("/jobs/{id}?list={list_back}") title=id.clone()><code>{short_id(&id)}</code></a></td>
                     <td>{j.queue.clone()}</td>
                     <td><code>{j.job_type.clone()}</code></td>
                     <td>{state_badge(j.state)}{progress.get(&j.id).map(|p| view! {
@@ -174,7 +177,7 @@ pub fn JobList(
                     <td class="when" title=format::time(j.created_at)>{format::ago(j.created_at, now)}</td>
                     <td class="when" title=format::time(when)>{format::ago(when, now)}</td>
                     {(source != Pillar::Hot).then(|| view! { <td class="num">{ran_for(j)}</td> })}
-                    <td class="msg">{j.last_error.clone().unwrap_or_default()}</td>
+                    <td class="msg" title=j.last_error.clone()>{j.last_error.clone().unwrap_or_default()}</td>
                     <td class="tags">{j.tags.iter().map(|t| view! { <span class="tag">{t.clone()}</span> }).collect_view()}</td>
                 </tr>
             }
@@ -251,7 +254,7 @@ pub fn JobList(
         Pillar::Archive => view! { <button name="action" value="purge" class="danger">"Purge selected"</button> }.into_any(),
     };
     let bulk_link = (source == Pillar::Dlq).then(|| {
-        view! { <a class="button" href=format!("/dlq/bulk?{}", params.filter_query())>"Bulk by filter…"</a> }
+        view! { <a class="button" href=format!("/dlq/bulk?{}", params.filter_query()) title="Resurrect or purge every dead letter this filter matches, not only this page">"All matching: bulk by filter…"</a> }
     });
 
     view! {
@@ -302,7 +305,11 @@ pub fn JobList(
                     <table class="dense jobs">
                         <thead>
                             <tr>
-                                <th class="sel"><span class="visually-hidden">"Select"</span></th>
+                                <th class="sel">
+                                    <span class="visually-hidden">"Select"</span>
+                                    // Shown by live.js: ticks every row on this page.
+                                    <input type="checkbox" data-select-all="" aria-label="Select every job on this page" hidden=true/>
+                                </th>
                                 <th>"Id"</th>
                                 <th>{sort_link(SortColumn::Queue, "Queue")}</th>
                                 <th>{sort_link(SortColumn::JobType, "Type")}</th>
