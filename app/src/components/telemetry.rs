@@ -215,17 +215,18 @@ pub fn ErrorGroups(
             let kind = if g.kind.is_empty() { "—".to_string() } else { g.kind.clone() };
             view! {
                 <tr data-group=fp.clone()>
-                    <td><span class=format!("reason r-{}", reason.to_ascii_lowercase())>{reason}</span></td>
-                    <td>{kind}</td>
+                    <td><span class=format!("reason r-{}", reason.to_ascii_lowercase())>{reason}</span><br/><small class="muted">{kind}</small></td>
                     <td><code>{g.job_type.clone()}</code></td>
-                    <td class="msg"><a href=list.clone() title=format!("error group {fp}")>{sample}</a></td>
+                    <td class="group-msg">
+                        <a class="sample" href=list.clone() title=format!("{sample} (error group {fp})")>{sample.clone()}</a>
+                        <div class="group-actions">
+                            <a href=list>"Dead letters"</a>" · "
+                            <a href=bulk("resurrect")>"Resurrect group"</a>" · "
+                            <a href=bulk("purge")>"Purge group"</a>
+                        </div>
+                    </td>
                     <td class="num">{format::count(g.count)}</td>
                     <td class="when" title=format::time(g.last_seen)>{format::ago(g.last_seen, now)}</td>
-                    <td class="actions">
-                        <a href=list>"Dead letters"</a>" · "
-                        <a href=bulk("resurrect")>"Resurrect group"</a>" · "
-                        <a href=bulk("purge")>"Purge group"</a>
-                    </td>
                 </tr>
             }
         })
@@ -233,7 +234,7 @@ pub fn ErrorGroups(
     view! {
         <div class="table-wrap" data-live=live.then_some("errors") tabindex="0" role="region" aria-label="Top dead-letter errors">
             <table class="dense">
-                <thead><tr><th>"Reason"</th><th>"Kind"</th><th>"Type"</th><th>"Error (latest)"</th><th class="num">"Jobs"</th><th>"Last seen"</th><th>"Act on the group"</th></tr></thead>
+                <thead><tr><th>"Reason, kind"</th><th>"Type"</th><th>"Error (latest) and actions on the group"</th><th class="num">"Jobs"</th><th>"Last seen"</th></tr></thead>
                 <tbody>{rows}</tbody>
             </table>
         </div>
