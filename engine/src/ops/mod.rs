@@ -328,6 +328,42 @@ impl Operations {
         Ok(())
     }
 
+    // ------------------------------------------------------------------ instances
+
+    /// Quiet an instance (`quiet`: it claims no new jobs, and finishes its running and
+    /// buffered ones) or resume it. This process's own instance follows at once; any other
+    /// learns it at its next instance heartbeat. `NotApplied` when no instance has this id
+    /// (audited with count 0, as a cancel of a finished job is). Audited as `instance.quiet`
+    /// or `instance.resume`, the instance id as target.
+    pub async fn set_instance_quiet(
+        &self,
+        actor: &str,
+        id: &str,
+        quiet: bool,
+    ) -> StoreResult<Applied> {
+        validation::validate_name("actor", actor)?;
+        validation::validate_name("instance id", id)?;
+        let applied = self.store.set_instance_quiet(id, quiet).await?;
+        let (action, verb) = if quiet {
+            ("instance.quiet", "quieted")
+        } else {
+            ("instance.resume", "resumed")
+        };
+        if applied == Applied::Applied {
+            if let Some(rt) = &self.runtime {
+                rt.instance_quiet_changed(id, quiet);
+            }
+            self.events.send_with(|| {
+                EngineEvent::new(EventKind::Instance, format!("instance {id} {verb}"))
+            });
+        }
+        let count = u64::from(applied == Applied::Applied);
+        self.audited(actor, action, id.to_string(), count, None)
+            .write()
+            .await?;
+        Ok(applied)
+    }
+
     /// Run the retention sweep now, as the pruner does on its interval.
     pub async fn prune_now(&self, actor: &str) -> StoreResult<PruneReport> {
         validation::validate_name("actor", actor)?;
