@@ -866,4 +866,33 @@ async fn an_instance_is_quieted_and_resumed_from_the_instances_page() {
     )
     .await;
     assert!(location.starts_with("/instances?err="), "{location}");
+
+    // An external worker decides its own claims: no button, and a crafted post is refused.
+    let external = deck_engine::InstanceInfo {
+        id: "ext:py".into(),
+        kind: deck_engine::InstanceKind::External,
+        ..beat(false)
+    };
+    f.store.heartbeat_instance(&external).await.unwrap();
+    let (_, html, _) = get(&f.router, "/instances", None).await;
+    assert_eq!(
+        html.matches(r#"action="/fn/instance/state""#).count(),
+        1,
+        "engines only"
+    );
+    let (_, location) = post(
+        &f.router,
+        "/fn/instance/state",
+        "instance=ext:py&op=quiet&back=/instances",
+        Some(&token),
+        None,
+    )
+    .await;
+    assert!(location.starts_with("/instances?err="), "{location}");
+    let listed = f
+        .store
+        .list_instances(std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(!listed.iter().any(|i| i.quiet), "nothing quieted");
 }
