@@ -772,3 +772,127 @@ async fn an_error_group_is_purged_through_the_bulk_flow() {
         ("dlq.bulk_purge", 3)
     );
 }
+
+#[tokio::test]
+async fn an_instance_is_quieted_and_resumed_from_the_instances_page() {
+    let f = fixture(AuthConfig::default()).await;
+    let beat = |quiet_before: bool| deck_engine::InstanceInfo {
+        id: "inst-busy".into(),
+        host: "build-host".into(),
+        pid: 42,
+        version: "0.1.0".into(),
+        started_at: chrono::Utc::now(),
+        heartbeat_at: chrono::Utc::now(),
+        workers_total: 4,
+        workers_busy: 1,
+        kind: deck_engine::InstanceKind::Engine,
+        queues: None,
+        job_types: None,
+        quiet: quiet_before,
+    };
+    f.store.heartbeat_instance(&beat(false)).await.unwrap();
+    let listed_quiet = || async {
+        f.store
+            .list_instances(std::time::Duration::from_secs(60))
+            .await
+            .unwrap()
+            .into_iter()
+            .find(|i| i.id == "inst-busy")
+            .map(|i| i.quiet)
+    };
+
+    let (status, html, _) = get(&f.router, "/instances", None).await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(html.contains(r#"action="/fn/instance/state""#), "{html}");
+    assert!(html.contains(r#"value="quiet""#), "a Quiet button");
+    assert!(!html.contains(">quiet</span>"), "no quiet badge yet");
+
+    let token = csrf(&f.router, None).await;
+    let (status, location) = post(
+        &f.router,
+        "/fn/instance/state",
+        "instance=inst-busy&op=quiet&back=/instances",
+        Some(&token),
+        None,
+    )
+    .await;
+    assert_eq!(status, StatusCode::FOUND);
+    assert!(location.starts_with("/instances?ok="), "{location}");
+    assert_eq!(listed_quiet().await, Some(true));
+    let audit = f
+        .store
+        .list_audit(&Default::default(), None, 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            audit[0].action.as_str(),
+            audit[0].target.as_str(),
+            audit[0].actor.as_str()
+        ),
+        ("instance.quiet", "inst-busy", "local")
+    );
+    // The instance's own next beat does not undo it.
+    f.store.heartbeat_instance(&beat(false)).await.unwrap();
+    assert_eq!(listed_quiet().await, Some(true));
+
+    let (_, html, _) = get(&f.router, "/instances", None).await;
+    assert!(html.contains(">quiet</span>"), "the quiet badge: {html}");
+    assert!(html.contains(r#"value="resume""#), "a Resume button");
+
+    let (_, location) = post(
+        &f.router,
+        "/fn/instance/state",
+        "instance=inst-busy&op=resume&back=/instances",
+        Some(&token),
+        None,
+    )
+    .await;
+    assert!(location.starts_with("/instances?ok="), "{location}");
+    assert_eq!(listed_quiet().await, Some(false));
+    let audit = f
+        .store
+        .list_audit(&Default::default(), None, 1)
+        .await
+        .unwrap();
+    assert_eq!(audit[0].action, "instance.resume");
+
+    let (_, location) = post(
+        &f.router,
+        "/fn/instance/state",
+        "instance=gone-away&op=quiet&back=/instances",
+        Some(&token),
+        None,
+    )
+    .await;
+    assert!(location.starts_with("/instances?err="), "{location}");
+
+    // An external worker decides its own claims: no button, and a crafted post is refused.
+    let external = deck_engine::InstanceInfo {
+        id: "ext:py".into(),
+        kind: deck_engine::InstanceKind::External,
+        ..beat(false)
+    };
+    f.store.heartbeat_instance(&external).await.unwrap();
+    let (_, html, _) = get(&f.router, "/instances", None).await;
+    assert_eq!(
+        html.matches(r#"action="/fn/instance/state""#).count(),
+        1,
+        "engines only"
+    );
+    let (_, location) = post(
+        &f.router,
+        "/fn/instance/state",
+        "instance=ext:py&op=quiet&back=/instances",
+        Some(&token),
+        None,
+    )
+    .await;
+    assert!(location.starts_with("/instances?err="), "{location}");
+    let listed = f
+        .store
+        .list_instances(std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(!listed.iter().any(|i| i.quiet), "nothing quieted");
+}

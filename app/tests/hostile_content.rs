@@ -222,6 +222,7 @@ async fn seeded() -> Seeded {
             kind: Default::default(),
             queues: None,
             job_types: None,
+            quiet: false,
         })
         .await
         .unwrap();

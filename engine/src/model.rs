@@ -859,6 +859,11 @@ pub struct InstanceInfo {
     /// The job types it runs; `None` = every type.
     #[serde(default)]
     pub job_types: Option<Vec<String>>,
+    /// An operator quieted it: it claims no new jobs, and finishes what it runs and holds.
+    /// Set through `Operations::set_instance_quiet`; a heartbeat only reads it back (the
+    /// store ignores this field there), so a beat never undoes an operator's choice.
+    #[serde(default)]
+    pub quiet: bool,
 }
 
 /// What runs the jobs an instance row stands for.

@@ -572,6 +572,125 @@ async fn pausing_a_queue_releases_its_buffered_jobs() {
     engine.shutdown().await;
 }
 
+/// Wait for the job to succeed and answer which instance ran it.
+async fn ran_on(engine: &Engine, id: deck_engine::JobId) -> String {
+    match engine.wait(id, WAIT).await.unwrap() {
+        WaitOutcome::Succeeded { job } => job.worker_id.unwrap_or_default(),
+        other => panic!("expected success, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quiet_instance_claims_nothing_new_and_a_resumed_one_drains() {
+    let (dir, store) = open_store().await;
+    let blocker = Gate::new();
+    let mut handlers = HandlerRegistry::new();
+    register_blocking(&mut handlers, "block", &blocker);
+    let ran = register_counting(&mut handlers, "work");
+    let config = EngineConfig {
+        worker_count: Some(1),
+        ..test_config()
+    };
+    let quiet = start(store.clone(), handlers, config).await;
+    let mut events = quiet.subscribe_events();
+    let blocking = quiet
+        .enqueue(EnqueueRequest::new("q", "block", ""))
+        .await
+        .unwrap()
+        .id;
+    blocker.wait_arrivals(1).await;
+    let mut buffered = Vec::new();
+    for _ in 0..2 {
+        buffered.push(
+            quiet
+                .enqueue(EnqueueRequest::new("q", "work", ""))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    eventually(|| quiet.snapshot().buffered == 2).await;
+
+    // Quieted from another process's console: this instance learns it at its heartbeat.
+    let console = deck_engine::Operations::over_store(runtime_support::reopen(&dir).await);
+    let applied = console
+        .set_instance_quiet("ops", quiet.instance_id(), true)
+        .await
+        .unwrap();
+    assert_eq!(applied, deck_engine::Applied::Applied);
+    let learned = async {
+        loop {
+            match events.recv().await {
+                Ok(e) if e.kind == deck_engine::EventKind::Instance => break e.message,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => panic!("events closed"),
+                _ => {}
+            }
+        }
+    };
+    let message = tokio::time::timeout(WAIT, learned).await.unwrap();
+    assert!(message.contains("quieted"), "{message}");
+    assert_eq!(
+        quiet.snapshot().buffered,
+        2,
+        "buffered work is kept, not released"
+    );
+
+    // Enqueued here, so this instance's fetcher is woken at once; it must leave them to
+    // the other instance, started only now.
+    let mut later = Vec::new();
+    for _ in 0..3 {
+        later.push(
+            quiet
+                .enqueue(EnqueueRequest::new("q", "work", ""))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    let mut other_handlers = HandlerRegistry::new();
+    let other_ran = register_counting(&mut other_handlers, "work");
+    let other = start(
+        runtime_support::reopen(&dir).await,
+        other_handlers,
+        test_config(),
+    )
+    .await;
+    for id in &later {
+        assert_eq!(
+            ran_on(&other, *id).await,
+            other.instance_id(),
+            "claimed by the other"
+        );
+    }
+    assert_eq!(other_ran.load(Ordering::SeqCst), 3);
+
+    // The quiet instance still finishes what it runs and what it holds.
+    blocker.open();
+    assert_eq!(ran_on(&quiet, blocking).await, quiet.instance_id());
+    for id in &buffered {
+        assert_eq!(ran_on(&quiet, *id).await, quiet.instance_id());
+    }
+    assert_eq!(ran.load(Ordering::SeqCst), 2);
+    other.shutdown().await;
+
+    // Resumed through this process's operations: it claims again at once.
+    quiet
+        .operations()
+        .set_instance_quiet("ops", quiet.instance_id(), false)
+        .await
+        .unwrap();
+    let resumed = quiet
+        .enqueue(EnqueueRequest::new("q", "work", ""))
+        .await
+        .unwrap()
+        .id;
+    assert_eq!(ran_on(&quiet, resumed).await, quiet.instance_id());
+    let listed = store.list_instances(Duration::from_secs(60)).await.unwrap();
+    let row = listed.iter().find(|i| i.id == quiet.instance_id()).unwrap();
+    assert!(!row.quiet, "the stored flag is cleared");
+    quiet.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_bulkhead_caps_concurrent_jobs() {
     let (_dir, store) = open_store().await;

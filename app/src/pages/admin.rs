@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use deck_engine::{AuditEntry, AuditFilter, EngineSettings, InstanceInfo};
+use deck_engine::{AuditEntry, AuditFilter, EngineSettings, InstanceInfo, InstanceKind};
 use leptos::prelude::*;
 
 use crate::components::layout::{ErrorBox, Layout, OperatorOnly, PostForm};
@@ -103,9 +103,32 @@ pub fn InstanceTable(instances: Vec<InstanceInfo>) -> impl IntoView {
             let uptime = now.signed_duration_since(i.started_at).num_seconds().max(0) as u64;
             let beat = now.signed_duration_since(i.heartbeat_at).num_seconds();
             let takes = takes(&i);
+            let id = i.id.clone();
+            // External workers claim over the API on their own schedule; only engines read
+            // the flag back at their heartbeat, so only they get the buttons.
+            let control = (i.kind == InstanceKind::Engine).then(|| {
+                let (op, label, class, help) = if i.quiet {
+                    ("resume", "Resume", "", "Claim jobs again")
+                } else {
+                    (
+                        "quiet",
+                        "Quiet",
+                        "warn",
+                        "Stop claiming new jobs; running and buffered jobs finish",
+                    )
+                };
+                view! {
+                    <OperatorOnly>
+                        <PostForm endpoint="instance/state" class="inline">
+                            <input type="hidden" name="instance" value=id.clone()/>
+                            <button name="op" value=op class=class title=help>{label}</button>
+                        </PostForm>
+                    </OperatorOnly>
+                }
+            });
             view! {
                 <tr>
-                    <td><code>{i.id.clone()}</code></td>
+                    <td><code>{i.id.clone()}</code>{i.quiet.then(|| view! { " "<span class="badge warn" title="Claims no new jobs until resumed">"quiet"</span> })}</td>
                     <td>{i.kind.as_str()}</td>
                     <td>{takes}</td>
                     <td>{i.host.clone()}</td>
@@ -114,13 +137,14 @@ pub fn InstanceTable(instances: Vec<InstanceInfo>) -> impl IntoView {
                     <td title=format::time(i.started_at)>{format::seconds(uptime)}</td>
                     <td class="num">{format!("{} / {}", i.workers_busy, i.workers_total)}</td>
                     <td class={if beat > 15 { "warn" } else { "" }} title=format::time(i.heartbeat_at)>{format::ago(i.heartbeat_at, now)}</td>
+                    <td>{control}</td>
                 </tr>
             }
         })
         .collect_view();
     view! {
         <div class="table-wrap" tabindex="0" role="region" aria-label="Instances"><table class="dense">
-            <thead><tr><th>"Instance"</th><th>"Kind"</th><th>"Takes"</th><th>"Host"</th><th class="num">"Pid"</th><th>"Version"</th><th>"Uptime"</th><th class="num">"Workers busy / total"</th><th>"Last heartbeat"</th></tr></thead>
+            <thead><tr><th>"Instance"</th><th>"Kind"</th><th>"Takes"</th><th>"Host"</th><th class="num">"Pid"</th><th>"Version"</th><th>"Uptime"</th><th class="num">"Workers busy / total"</th><th>"Last heartbeat"</th><th>"Claiming"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table></div>
     }
@@ -210,13 +234,14 @@ pub fn AuditPage() -> impl IntoView {
 }
 
 /// Action families an operator filters by; a full action name works too.
-const AUDIT_FAMILIES: [(&str, &str); 6] = [
+const AUDIT_FAMILIES: [(&str, &str); 7] = [
     ("job", "one job (cancel, resurrect, edit, purge)"),
     ("jobs", "selected jobs"),
     ("dlq", "dead letters by filter"),
     ("queue", "queues (pause, limits, hide)"),
     ("settings", "settings"),
     ("retention", "pruning history now"),
+    ("instance", "instances (quiet, resume)"),
 ];
 
 #[component]

@@ -96,6 +96,7 @@ impl Worker {
             kind: InstanceKind::External,
             queues: p.queues.clone(),
             job_types: p.types.clone(),
+            quiet: false,
         }
     }
 }

@@ -26,8 +26,8 @@ use tokio::sync::broadcast;
 
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
-    Applied, CancelOutcome, EngineSettings, Job, JobEdit, JobId, Pillar, PruneReport, QueueConfig,
-    QueuePatch,
+    Applied, CancelOutcome, EngineSettings, InstanceKind, Job, JobEdit, JobId, Pillar, PruneReport,
+    QueueConfig, QueuePatch,
 };
 use crate::query::BulkAction;
 use crate::runtime::events::{EngineEvent, EventBus, EventKind};
@@ -38,6 +38,10 @@ use crate::validation;
 
 pub use audit::Audited;
 pub use bulk::{BULK_STEP, BulkReport};
+
+/// How far back `set_instance_quiet` looks for the instance's kind: any row a console still
+/// lists, and more.
+const QUIET_LOOKUP_AGE: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Events kept for a slow listener when no engine runs in this process.
 const STANDALONE_EVENTS: usize = 256;
@@ -326,6 +330,62 @@ impl Operations {
             .write()
             .await?;
         Ok(())
+    }
+
+    // ------------------------------------------------------------------ instances
+
+    /// Quiet an instance (`quiet`: it claims no new jobs, and finishes its running and
+    /// buffered ones) or resume it. This process's own instance follows at once; any other
+    /// learns it at its next instance heartbeat. `NotApplied` when no instance has this id
+    /// (audited with count 0, as a cancel of a finished job is). Audited as `instance.quiet`
+    /// or `instance.resume`, the instance id as target.
+    pub async fn set_instance_quiet(
+        &self,
+        actor: &str,
+        id: &str,
+        quiet: bool,
+    ) -> StoreResult<Applied> {
+        validation::validate_name("actor", actor)?;
+        validation::validate_name("instance id", id)?;
+        if quiet {
+            self.quietable(id).await?;
+        }
+        let applied = self.store.set_instance_quiet(id, quiet).await?;
+        let (action, verb) = if quiet {
+            ("instance.quiet", "quieted")
+        } else {
+            ("instance.resume", "resumed")
+        };
+        if applied == Applied::Applied {
+            if let Some(rt) = &self.runtime {
+                rt.instance_quiet_changed(id, quiet);
+            }
+            self.events.send_with(|| {
+                EngineEvent::new(EventKind::Instance, format!("instance {id} {verb}"))
+            });
+        }
+        let count = u64::from(applied == Applied::Applied);
+        self.audited(actor, action, id.to_string(), count, None)
+            .write()
+            .await?;
+        Ok(applied)
+    }
+
+    /// Only engines read the flag back (at their instance heartbeat); an external worker
+    /// decides its own claims, so a quiet badge on it would promise what nothing does.
+    /// A read before the write is enough: the kind of an id does not change under it.
+    async fn quietable(&self, id: &str) -> StoreResult<()> {
+        let listed = self.store.list_instances(QUIET_LOOKUP_AGE).await?;
+        match listed.iter().find(|i| i.id == id) {
+            Some(i) if i.kind == InstanceKind::External => Err(StoreError::Conflict {
+                code: "instance_not_quietable",
+                field: Some("instance"),
+                message: format!(
+                    "instance {id} is an external worker: it pulls jobs over the API and is                      not told to stop; stop its claims in the worker itself (resuming is                      always allowed)"
+                ),
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// Run the retention sweep now, as the pruner does on its interval.

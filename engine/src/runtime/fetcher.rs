@@ -8,6 +8,9 @@
 //! that are free and have nothing buffered to take (they come back `Processing`, one store
 //! call from pending to running), and jobs to *buffer* (`Fetched`) when the buffer is at most
 //! half full or empty, so refills stay large.
+//!
+//! A quieted instance (an operator's choice, stored on its instance row) claims nothing
+//! until it is resumed.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -87,6 +90,18 @@ pub(crate) async fn run_fetcher(shared: Arc<Shared>) {
                     _ = tokio::time::sleep(shared.config.poll_interval) => {}
                     _ = shared.claiming.cancelled() => return,
                 }
+            }
+            // Checked right before the claim, after any wait, so a quiet learned meanwhile
+            // stops this claim too.
+            if shared.is_quiet() {
+                // Quieted: claim nothing until resumed (`set_quiet` wakes this); buffered
+                // and running jobs carry on through the starter and the workers.
+                tokio::select! {
+                    _ = shared.wake_fetcher.notified() => {}
+                    _ = shared.claiming.cancelled() => return,
+                }
+                more_waiting = true;
+                continue;
             }
             let plan = ClaimPlan::now(&shared);
             if plan.limit == 0 {

@@ -1,7 +1,8 @@
 //! The instance heartbeat: every 5 s, refresh this engine's row (host, pid, version, workers
 //! busy/total) so the console lists it and the rescuer knows it is alive, then re-read the
 //! persisted settings and queue settings so every instance follows changes made anywhere
-//! (worker count, retry policy, execution timeouts, pauses). On shutdown it deregisters.
+//! (worker count, retry policy, execution timeouts, pauses) and whether an operator quieted
+//! this instance. On shutdown it deregisters.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -48,10 +49,13 @@ impl InstanceHeartbeat {
         } else {
             Ok(())
         };
-        shared
+        // The beat answers the stored quiet flag: how a quiet or resume made in another
+        // process's console reaches this one.
+        let quiet = shared
             .store
             .heartbeat_instance(&instance_info(shared))
             .await?;
+        shared.set_quiet(quiet);
         refreshed
     }
 
@@ -132,6 +136,7 @@ pub(crate) fn instance_info(shared: &Shared) -> InstanceInfo {
         kind: InstanceKind::Engine,
         queues: shared.config.queues.clone(),
         job_types: None,
+        quiet: shared.is_quiet(),
     }
 }
 

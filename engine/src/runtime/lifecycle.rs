@@ -95,13 +95,16 @@ impl Runtime {
             abandon_commits: CancellationToken::new(),
             uncommitted: Mutex::new(Vec::new()),
             deregistered: AtomicBool::new(false),
+            quiet: AtomicBool::new(false),
             config,
         });
 
-        // Register before anything runs, so a database problem fails the start.
-        store
+        // Register before anything runs, so a database problem fails the start (and a row
+        // an operator quieted before this start is honoured from the first claim).
+        let quiet = store
             .heartbeat_instance(&crate::runtime::instance::instance_info(&shared))
             .await?;
+        shared.set_quiet(quiet);
 
         let cfg = &shared.config;
         let mut intake = Vec::new();

@@ -108,6 +108,9 @@ pub(crate) struct Shared {
     uncommitted: Mutex<Vec<JobId>>,
     /// The instance row was marked gone at shutdown.
     deregistered: AtomicBool,
+    /// An operator quieted this instance (learned at the instance heartbeat, or at once when
+    /// the console runs here): the fetcher claims nothing; buffered and running jobs finish.
+    quiet: AtomicBool,
 }
 
 impl Shared {
@@ -235,6 +238,31 @@ impl Shared {
         }
     }
 
+    pub(crate) fn is_quiet(&self) -> bool {
+        self.quiet.load(Ordering::Acquire)
+    }
+
+    /// Follow the instance's quiet flag as stored. Resuming wakes the fetcher, which waits
+    /// for exactly that while quiet. True when the flag changed.
+    pub(crate) fn set_quiet(&self, quiet: bool) -> bool {
+        if self.quiet.swap(quiet, Ordering::AcqRel) == quiet {
+            return false;
+        }
+        let message = if quiet {
+            tracing::info!("instance quieted: claiming no new jobs, finishing what it holds");
+            "instance quieted: claiming no new jobs"
+        } else {
+            tracing::info!("instance resumed: claiming again");
+            "instance resumed: claiming again"
+        };
+        self.events
+            .send_with(|| EngineEvent::new(EventKind::Instance, message));
+        if !quiet {
+            self.wake_fetcher.notify_one();
+        }
+        true
+    }
+
     /// Release the buffered jobs of one (paused) queue.
     pub(crate) async fn release_queue(&self, queue: &str) {
         let jobs = self.buffer.take_queue(queue);
@@ -279,6 +307,14 @@ impl LocalEffects {
         }
         if claim_again {
             self.wake_fetcher();
+        }
+    }
+
+    /// An operator quieted or resumed an instance: when it is this one, follow at once
+    /// rather than at the next instance heartbeat.
+    pub(crate) fn instance_quiet_changed(&self, id: &str, quiet: bool) {
+        if id == self.0.instance_id {
+            self.0.set_quiet(quiet);
         }
     }
 

@@ -112,6 +112,7 @@ macro_rules! store_conformance_tests {
             rollback::failed_insert_rolls_back_enqueue_batch,
             rollback::failed_insert_rolls_back_resurrect_and_rescue,
             admin::instances_heartbeat_list_and_deregister,
+            admin::instance_quiet_is_stored_and_read_back_by_list_and_heartbeat,
             admin::settings_default_then_round_trip,
             admin::audit_appends_and_pages_newest_first,
             admin::audit_lists_by_actor_action_and_time,

@@ -37,6 +37,7 @@ pub enum StoreCall {
     Rescue,
     PruneStep,
     HeartbeatInstance,
+    SetInstanceQuiet,
     DeregisterInstance,
     ListInstances,
     AppendAudit,
@@ -263,10 +264,17 @@ impl<H: Interpose> Store for InterposedStore<H> {
         answer
     }
 
-    async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<()> {
+    async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<bool> {
         self.hooks.before(StoreCall::HeartbeatInstance).await?;
         let answer = self.inner.heartbeat_instance(info).await;
         self.hooks.after(StoreCall::HeartbeatInstance);
+        answer
+    }
+
+    async fn set_instance_quiet(&self, id: &str, quiet: bool) -> StoreResult<Applied> {
+        self.hooks.before(StoreCall::SetInstanceQuiet).await?;
+        let answer = self.inner.set_instance_quiet(id, quiet).await;
+        self.hooks.after(StoreCall::SetInstanceQuiet);
         answer
     }
 

@@ -184,8 +184,14 @@ pub trait Store: Send + Sync + 'static {
 
     // ------------------------------------------------------------------ instances
 
-    /// Insert or refresh this instance's row (`heartbeat_at` = now, worker counts).
-    async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<()>;
+    /// Insert or refresh this instance's row (`heartbeat_at` = now, worker counts) and
+    /// answer its stored quiet flag, so the instance learns an operator's quiet or resume
+    /// with the beat. `info.quiet` is ignored: only [`Store::set_instance_quiet`] writes it.
+    async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<bool>;
+
+    /// Quiet (`true`: claim nothing new) or resume an instance. `NotApplied` when no row
+    /// has this id.
+    async fn set_instance_quiet(&self, id: &str, quiet: bool) -> StoreResult<Applied>;
 
     /// Mark an instance as gone (clean shutdown) so its leftovers are rescued at the next sweep.
     async fn deregister_instance(&self, id: &str) -> StoreResult<()>;

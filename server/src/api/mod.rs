@@ -27,6 +27,7 @@ mod document;
 pub mod dto;
 pub mod error;
 mod extract;
+mod instances;
 mod jobs;
 mod limits;
 pub mod principal;
@@ -143,6 +144,7 @@ pub fn api_router(state: ApiState) -> Router {
         (name = "jobs", description = "Enqueue, read (with long-polling), cancel, resurrect"),
         (name = "queues", description = "List, pause, resume, change settings"),
         (name = "stats", description = "Summary numbers"),
+        (name = "instances", description = "Quiet and resume engine instances"),
         (name = "workers", description = "The worker protocol: external workers in any language \
                                            claim jobs, heartbeat them and report outcomes"),
         (name = "meta", description = "This document"),
@@ -168,6 +170,8 @@ fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(queues::list_queues))
         .routes(routes!(queues::pause))
         .routes(routes!(queues::resume))
+        .routes(routes!(instances::quiet))
+        .routes(routes!(instances::resume))
         .routes(routes!(stats::stats))
         .routes(routes!(workers::claim))
         .routes(routes!(workers::heartbeat))

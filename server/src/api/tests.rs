@@ -1045,6 +1045,8 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("post", "/api/v1/queues/{name}/pause"),
     ("post", "/api/v1/queues/{name}/resume"),
     ("patch", "/api/v1/queues/{name}"),
+    ("post", "/api/v1/instances/{instance}/quiet"),
+    ("post", "/api/v1/instances/{instance}/resume"),
     ("get", "/api/v1/stats"),
     ("get", "/api/v1/openapi.json"),
     ("post", "/api/v1/workers/claim"),

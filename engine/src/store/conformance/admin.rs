@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use super::support::*;
 use crate::model::{
-    AuditEntry, AuditFilter, EngineSettings, InstanceInfo, InstanceKind, NewAuditEntry,
+    Applied, AuditEntry, AuditFilter, EngineSettings, InstanceInfo, InstanceKind, NewAuditEntry,
     RetentionSettings, RetrySettings,
 };
 
@@ -21,6 +21,7 @@ fn instance(id: &str, busy: u32) -> InstanceInfo {
         kind: InstanceKind::Engine,
         queues: None,
         job_types: None,
+        quiet: false,
     }
 }
 
@@ -109,6 +110,80 @@ pub async fn instances_heartbeat_list_and_deregister(f: StoreFactory) {
     );
     store.deregister_instance("never-registered").await.unwrap();
     assert_counters_match_rows(&*store).await;
+}
+
+pub async fn instance_quiet_is_stored_and_read_back_by_list_and_heartbeat(f: StoreFactory) {
+    let store = f.store();
+    let hour = Duration::from_secs(3600);
+    let quiet_of =
+        |listed: &[InstanceInfo], id: &str| listed.iter().find(|i| i.id == id).map(|i| i.quiet);
+    assert!(
+        !store
+            .heartbeat_instance(&instance("inst-q", 0))
+            .await
+            .unwrap(),
+        "a new instance claims"
+    );
+    store
+        .heartbeat_instance(&instance("inst-other", 0))
+        .await
+        .unwrap();
+
+    assert_eq!(
+        store.set_instance_quiet("inst-q", true).await.unwrap(),
+        Applied::Applied
+    );
+    let listed = f.connect().await.list_instances(hour).await.unwrap();
+    assert_eq!(quiet_of(&listed, "inst-q"), Some(true));
+    assert_eq!(
+        quiet_of(&listed, "inst-other"),
+        Some(false),
+        "only that one"
+    );
+
+    // The instance's own beat says `quiet: false` (it has not learned yet): the stored
+    // flag wins, and the beat answers it.
+    assert!(
+        store
+            .heartbeat_instance(&instance("inst-q", 2))
+            .await
+            .unwrap(),
+        "the heartbeat answers the stored flag"
+    );
+    let listed = store.list_instances(hour).await.unwrap();
+    assert_eq!(
+        quiet_of(&listed, "inst-q"),
+        Some(true),
+        "a beat does not clear it"
+    );
+
+    assert_eq!(
+        store.set_instance_quiet("inst-q", false).await.unwrap(),
+        Applied::Applied
+    );
+    assert!(
+        !store
+            .heartbeat_instance(&instance("inst-q", 2))
+            .await
+            .unwrap()
+    );
+    let listed = store.list_instances(hour).await.unwrap();
+    assert_eq!(quiet_of(&listed, "inst-q"), Some(false));
+
+    assert_eq!(
+        store
+            .set_instance_quiet("never-registered", true)
+            .await
+            .unwrap(),
+        Applied::NotApplied
+    );
+    assert!(
+        !store
+            .heartbeat_instance(&instance("never-registered", 0))
+            .await
+            .unwrap(),
+        "quieting an unknown id leaves nothing behind for a later instance of that id"
+    );
 }
 
 pub async fn settings_default_then_round_trip(f: StoreFactory) {

@@ -207,6 +207,7 @@ fn instance(id: &str) -> InstanceInfo {
         kind: Default::default(),
         queues: None,
         job_types: None,
+        quiet: false,
     }
 }
 

@@ -5,7 +5,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
-    AuditEntry, AuditFilter, EngineSettings, FailureReason, InstanceInfo, InstanceKind,
+    Applied, AuditEntry, AuditFilter, EngineSettings, FailureReason, InstanceInfo, InstanceKind,
     NewAuditEntry, PruneTarget, QueueConfig, QueuePatch, RescueKind, RescueStep,
 };
 
@@ -255,11 +255,12 @@ pub(crate) fn save_settings(
     Ok(())
 }
 
+/// Answers the stored quiet flag; the upsert never writes it (see `set_instance_quiet`).
 pub(crate) fn heartbeat_instance(
     conn: &Connection,
     info: &InstanceInfo,
     now: i64,
-) -> StoreResult<()> {
+) -> StoreResult<bool> {
     let queues = names_json(info.queues.as_deref())?;
     let job_types = names_json(info.job_types.as_deref())?;
     conn.prepare_cached(
@@ -270,24 +271,36 @@ pub(crate) fn heartbeat_instance(
              version = excluded.version, started_at = excluded.started_at, \
              heartbeat_at = excluded.heartbeat_at, workers_total = excluded.workers_total, \
              workers_busy = excluded.workers_busy, kind = excluded.kind, \
-             queues = excluded.queues, job_types = excluded.job_types",
+             queues = excluded.queues, job_types = excluded.job_types \
+         RETURNING quiet",
     )
     .map_err(db_err("instance heartbeat"))?
-    .execute(params![
-        info.id,
-        info.host,
-        info.pid,
-        info.version,
-        to_us(info.started_at),
-        now,
-        info.workers_total,
-        info.workers_busy,
-        info.kind.as_str(),
-        queues,
-        job_types,
-    ])
-    .map_err(db_err("instance heartbeat"))?;
-    Ok(())
+    .query_row(
+        params![
+            info.id,
+            info.host,
+            info.pid,
+            info.version,
+            to_us(info.started_at),
+            now,
+            info.workers_total,
+            info.workers_busy,
+            info.kind.as_str(),
+            queues,
+            job_types,
+        ],
+        |r| r.get::<_, bool>(0),
+    )
+    .map_err(db_err("instance heartbeat"))
+}
+
+pub(crate) fn set_instance_quiet(conn: &Connection, id: &str, quiet: bool) -> StoreResult<Applied> {
+    let rows = conn
+        .prepare_cached("UPDATE instances SET quiet = ?2 WHERE id = ?1")
+        .map_err(db_err("set instance quiet"))?
+        .execute(params![id, quiet])
+        .map_err(db_err("set instance quiet"))?;
+    Ok(Applied::from_rows(rows))
 }
 
 /// A list of names as stored: a JSON array, `NULL` for "all of them".
@@ -308,7 +321,7 @@ pub(crate) fn deregister_instance(conn: &Connection, id: &str) -> StoreResult<()
 pub(crate) fn list_instances(conn: &Connection, newer_than: i64) -> StoreResult<Vec<InstanceInfo>> {
     conn.prepare_cached(
         "SELECT id, host, pid, version, started_at, heartbeat_at, workers_total, workers_busy, \
-             kind, queues, job_types \
+             kind, queues, job_types, quiet \
          FROM instances WHERE heartbeat_at >= ?1 ORDER BY heartbeat_at DESC, id",
     )
     .map_err(db_err("list instances"))?
@@ -325,6 +338,7 @@ pub(crate) fn list_instances(conn: &Connection, newer_than: i64) -> StoreResult<
             kind: InstanceKind::from_stored(&r.get::<_, String>(8)?),
             queues: crate::store::names_from_json(r.get(9)?),
             job_types: crate::store::names_from_json(r.get(10)?),
+            quiet: r.get(11)?,
         })
     })
     .map_err(db_err("list instances"))?

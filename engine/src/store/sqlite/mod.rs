@@ -418,11 +418,20 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<()> {
+    async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<bool> {
         let info = info.clone();
         self.writer
             .write("instance heartbeat", move |conn| {
                 maintenance::heartbeat_instance(conn, &info, now_us())
+            })
+            .await
+    }
+
+    async fn set_instance_quiet(&self, id: &str, quiet: bool) -> StoreResult<Applied> {
+        let id = id.to_string();
+        self.writer
+            .write("set instance quiet", move |conn| {
+                maintenance::set_instance_quiet(conn, &id, quiet)
             })
             .await
     }

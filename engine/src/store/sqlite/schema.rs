@@ -35,6 +35,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         "error_fingerprints",
         include_str!("../../../../migrations/sqlite/0005_error_fingerprints.sql"),
     ),
+    (
+        6,
+        "instance_quiet",
+        include_str!("../../../../migrations/sqlite/0006_instance_quiet.sql"),
+    ),
 ];
 
 /// The version whose rows need fingerprints computed in Rust after its script.
@@ -160,7 +165,7 @@ mod tests {
     #[test]
     fn upgrading_fingerprints_old_dead_letters_and_rebuilds_their_groups() {
         let mut conn = version_4_with_dead_letters();
-        assert_eq!(migrate(&mut conn, 0).unwrap(), vec![5]);
+        assert_eq!(migrate(&mut conn, 0).unwrap(), vec![5, 6]);
 
         let missing: i64 = conn
             .query_row(

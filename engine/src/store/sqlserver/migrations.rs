@@ -46,6 +46,12 @@ pub const MIGRATIONS: &[Migration] = &[
         file: "0004_error_fingerprints.sql",
         sql: include_str!("../../../../migrations/sqlserver/0004_error_fingerprints.sql"),
     },
+    Migration {
+        version: 5,
+        name: "instance_quiet",
+        file: "0005_instance_quiet.sql",
+        sql: include_str!("../../../../migrations/sqlserver/0005_instance_quiet.sql"),
+    },
 ];
 
 pub fn latest_version() -> i32 {
@@ -548,7 +554,9 @@ mod tests {
         assert_eq!(instances["kind"].length, Some(16));
         assert_eq!(instances["queues"].length, Some(-1));
         assert!(instances["job_types"].nullable);
-        assert_eq!(instances.len(), 12);
+        assert_eq!(instances["quiet"].type_name, "bit");
+        assert!(!instances["quiet"].nullable);
+        assert_eq!(instances.len(), 13);
         for index in [
             "PK_jobs_hot",
             "UX_jobs_hot_id",
@@ -620,7 +628,7 @@ mod tests {
                 .map(|(t, c)| (t.to_string(), c.to_string()))
                 .collect(),
             compatibility_level: 150,
-            applied_versions: vec![1, 2, 3, 4],
+            applied_versions: vec![1, 2, 3, 4, 5],
         };
         check(&deck(), &state).unwrap();
 

@@ -179,6 +179,7 @@ pub const INSTANCE_COLUMNS: &[&str] = &[
     "kind",
     "queues",
     "job_types",
+    "quiet",
 ];
 pub const AUDIT_COLUMNS: &[&str] = &["id", "at", "actor", "action", "target", "count", "detail"];
 pub const SUMMARY_COLUMNS: &[&str] = &[
@@ -792,6 +793,7 @@ pub const ALL: &[Statement] = &[
     PRUNE_ERROR_GROUPS,
     PRUNE_AUDIT,
     HEARTBEAT_INSTANCE,
+    SET_INSTANCE_QUIET,
     DEREGISTER_INSTANCE,
     LIST_INSTANCES,
     APPEND_AUDIT,

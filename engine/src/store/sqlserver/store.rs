@@ -328,6 +328,7 @@ impl SqlServerStore {
             kind: InstanceKind::from_stored(&req_str(row, "kind")?),
             queues: crate::store::names_from_json(opt_str(row, "queues")?),
             job_types: crate::store::names_from_json(opt_str(row, "job_types")?),
+            quiet: rows::req_bool(row, "quiet")?,
         })
     }
 
@@ -954,7 +955,7 @@ impl Store for SqlServerStore {
         Ok(deleted)
     }
 
-    async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<()> {
+    async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<bool> {
         // A schema limit (NVARCHAR(255)), as for worker ids.
         validation::validate_name("instance id", &info.id)?;
         // Columns are NVARCHAR(255) / NVARCHAR(100): trim rather than fail the heartbeat.
@@ -967,17 +968,35 @@ impl Store for SqlServerStore {
         let kind = info.kind.as_str();
         let queues = info.queues.as_ref().map(to_json).transpose()?;
         let job_types = info.job_types.as_ref().map(to_json).transpose()?;
-        self.rows_of(
-            "heartbeat_instance",
-            Repeat::Always,
-            &queries::HEARTBEAT_INSTANCE,
-            &[
-                &info.id, &host, &pid, &version, &started, &total, &busy, &kind, &queues,
-                &job_types,
-            ],
-        )
-        .await?;
-        Ok(())
+        let rows = self
+            .rows_of(
+                "heartbeat_instance",
+                Repeat::Always,
+                &queries::HEARTBEAT_INSTANCE,
+                &[
+                    &info.id, &host, &pid, &version, &started, &total, &busy, &kind, &queues,
+                    &job_types,
+                ],
+            )
+            .await?;
+        let quiet = self.map_rows("heartbeat_instance", &rows, |r| rows::req_bool(r, "quiet"))?;
+        // The upsert just wrote the row, so it is there; a missing one reads as claiming.
+        Ok(quiet.first().copied().unwrap_or(false))
+    }
+
+    async fn set_instance_quiet(&self, id: &str, quiet: bool) -> StoreResult<Applied> {
+        validation::validate_name("instance id", id)?;
+        // Setting a flag to a value is idempotent: safe to repeat after a lost connection.
+        let changed = self
+            .count_of(
+                "set_instance_quiet",
+                Repeat::Always,
+                &queries::SET_INSTANCE_QUIET,
+                &[&id, &quiet],
+                "changed",
+            )
+            .await?;
+        Ok(Applied::from_rows(usize::from(changed > 0)))
     }
 
     async fn deregister_instance(&self, id: &str) -> StoreResult<()> {

@@ -198,3 +198,38 @@ async fn the_console_and_the_api_leave_the_same_audit_row_and_events() {
     );
     d.engine.shutdown().await;
 }
+
+#[tokio::test]
+async fn quieting_an_instance_is_one_action_from_either_door() {
+    let mut d = doors().await;
+    let id = d.engine.instance_id().to_string();
+    d.events();
+    d.console_post("instance/state", &format!("instance={id}&op=quiet"))
+        .await;
+    let console_row = d.last_audit().await;
+    let console_events = d.events();
+    d.engine
+        .operations()
+        .set_instance_quiet("ada", &id, false)
+        .await
+        .unwrap();
+    d.events();
+    d.api_post(&format!("/instances/{id}/quiet")).await;
+    assert_eq!(
+        (console_row.action.as_str(), console_row.target.as_str()),
+        ("instance.quiet", id.as_str())
+    );
+    assert_eq!(console_row, d.last_audit().await);
+    assert_eq!(console_events, d.events());
+    let listed = d
+        .engine
+        .store()
+        .list_instances(std::time::Duration::from_secs(60))
+        .await
+        .unwrap();
+    assert!(listed.iter().any(|i| i.id == id && i.quiet));
+
+    d.api_post(&format!("/instances/{id}/resume")).await;
+    assert_eq!(d.last_audit().await.action, "instance.resume");
+    d.engine.shutdown().await;
+}

@@ -263,10 +263,12 @@ SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
 
 /// @P1 id, @P2 host, @P3 pid, @P4 version, @P5 started_at, @P6 workers total, @P7 busy,
 /// @P8 kind, @P9 queues (JSON array or NULL), @P10 job types (JSON array or NULL).
+/// Answers the row's quiet flag, which only `set_instance_quiet` writes: the beat is how the
+/// instance learns an operator quieted or resumed it.
 pub const HEARTBEAT_INSTANCE: Statement = Statement {
     name: "heartbeat_instance",
     class: Class::Transition,
-    reads: Reads::Nothing,
+    reads: Reads::Rows(&["quiet"]),
     sql: tx!("DECLARE @id NVARCHAR(255) = @P1;
 UPDATE i
 SET i.host = @P2, i.pid = @P3, i.version = @P4, i.heartbeat_at = SYSUTCDATETIME(),
@@ -280,7 +282,19 @@ IF @@ROWCOUNT = 0
          queues, job_types)
     SELECT @id, @P2, @P3, @P4, @P5, SYSUTCDATETIME(), @P6, @P7, @P8, @P9, @P10
     WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[instances] AS i WITH (UPDLOCK, HOLDLOCK)
-                      WHERE i.id = @id);"),
+                      WHERE i.id = @id);
+SELECT i.quiet FROM [{schema}].[instances] AS i WHERE i.id = @id;"),
+};
+
+/// @P1 id, @P2 quiet (bit). Answers how many rows changed (0: no such instance).
+pub const SET_INSTANCE_QUIET: Statement = Statement {
+    name: "set_instance_quiet",
+    class: Class::Transition,
+    reads: Reads::Rows(&["changed"]),
+    sql: tx!(
+        "UPDATE [{schema}].[instances] SET quiet = @P2 WHERE id = @P1;
+SELECT CAST(@@ROWCOUNT AS BIGINT) AS changed;"
+    ),
 };
 
 pub const DEREGISTER_INSTANCE: Statement = Statement {

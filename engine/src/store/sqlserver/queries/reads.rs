@@ -60,7 +60,7 @@ pub const LIST_INSTANCES: Statement = Statement {
     reads: Reads::Rows(INSTANCE_COLUMNS),
     sql: "SET NOCOUNT ON;
 SELECT i.id, i.host, i.pid, i.version, i.started_at, i.heartbeat_at, i.workers_total,
-       i.workers_busy, i.kind, i.queues, i.job_types
+       i.workers_busy, i.kind, i.queues, i.job_types, i.quiet
 FROM [{schema}].[instances] AS i
 WHERE i.stopped_at IS NULL
   AND i.heartbeat_at >= DATEADD(MILLISECOND, -(@P1 % 1000),
