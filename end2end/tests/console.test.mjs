@@ -344,7 +344,7 @@ test("error groups: a group's dead letters and resurrecting the group through th
   const row = page.locator("[data-live=errors] tr[data-group]").first();
   const fp = await row.getAttribute("data-group");
   assert.match(fp, /^[0-9a-f]{16}$/);
-  assert.ok((await row.locator("td.msg").innerText()).trim().length > 0, "a sample message");
+  assert.ok((await row.locator("td.group-msg .sample").innerText()).trim().length > 0, "a sample message");
 
   await go(`/jobs?source=dlq&group=${fp}`);
   assert.equal(await page.inputValue("input[name=group]"), fp, "the list keeps the group filter");
