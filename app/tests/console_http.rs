@@ -47,9 +47,8 @@ async fn enqueue(store: &Arc<dyn Store>, queue: &str, payload: &str) -> JobId {
         .id
 }
 
-/// Run one job to the DLQ as a worker would.
-async fn dead_letter(store: &Arc<dyn Store>, queue: &str, message: &str) -> JobId {
-    let id = enqueue(store, queue, r#"{"to":"a@b.c"}"#).await;
+/// Claim what `queue` has and start it, as worker `w` would: the ids now processing.
+async fn start_running(store: &Arc<dyn Store>, queue: &str) -> Vec<JobId> {
     let claimed = store
         .claim_batch(ClaimRequest {
             worker_id: "w".into(),
@@ -60,9 +59,16 @@ async fn dead_letter(store: &Arc<dyn Store>, queue: &str, message: &str) -> JobI
         })
         .await
         .unwrap();
-    assert!(claimed.iter().any(|j| j.id == id));
     let ids: Vec<JobId> = claimed.iter().map(|j| j.id).collect();
     store.mark_processing("w", &ids).await.unwrap();
+    ids
+}
+
+/// Run one job to the DLQ as a worker would.
+async fn dead_letter(store: &Arc<dyn Store>, queue: &str, message: &str) -> JobId {
+    let id = enqueue(store, queue, r#"{"to":"a@b.c"}"#).await;
+    let ids = start_running(store, queue).await;
+    assert!(ids.contains(&id));
     let completions = ids
         .iter()
         .map(|id| Completion::DeadLetter {
@@ -395,19 +401,7 @@ async fn purge_without_confirmation_changes_nothing() {
 async fn a_running_job_is_stopped_only_once_the_operator_confirms() {
     let f = fixture(AuthConfig::default()).await;
     let id = enqueue(&f.store, "billing", "{}").await;
-    let claimed = f
-        .store
-        .claim_batch(ClaimRequest {
-            worker_id: "w".into(),
-            limit: 1,
-            start: 0,
-            queues: Some(vec!["billing".into()]),
-            types: None,
-        })
-        .await
-        .unwrap();
-    assert_eq!(claimed[0].id, id);
-    f.store.mark_processing("w", &[id]).await.unwrap();
+    assert_eq!(start_running(&f.store, "billing").await, vec![id]);
     let (_, page, _) = get(&f.router, &format!("/jobs/{id}"), None).await;
     assert!(page.contains("Stop and cancel") && page.contains("stop it while it runs"));
     let token = csrf(&f.router, None).await;

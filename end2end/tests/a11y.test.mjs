@@ -7,7 +7,7 @@ import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { startDeck, startBrowser, shot } from "./harness.mjs";
+import { startDeck, startBrowser, shot, reloadUntil } from "./harness.mjs";
 
 const require = createRequire(import.meta.url);
 // Evaluated through the DevTools protocol, so the console's script-src policy (which
@@ -30,15 +30,7 @@ after(async () => {
 
 const go = (path) => page.goto(deck.base + path);
 
-/** Reload `path` until `selector` shows up (the demo workload needs a moment). */
-async function waitForRows(path, selector, seconds = 90) {
-  for (let i = 0; i < seconds; i++) {
-    await go(path);
-    if ((await page.locator(selector).count()) > 0) return;
-    await page.waitForTimeout(1000);
-  }
-  throw new Error(`${selector} never appeared on ${path}`);
-}
+const waitForRows = (path, selector, seconds) => reloadUntil(page, deck.base + path, selector, seconds);
 
 /** A pending job due in an hour: a job page in the active pillar, with its edit form. */
 async function plantPendingJob() {

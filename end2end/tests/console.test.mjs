@@ -2,7 +2,7 @@
 // `deck serve --demo`. One screenshot per page goes to end2end/screenshots/.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startDeck, startBrowser, shot, watchCsp } from "./harness.mjs";
+import { startDeck, startBrowser, shot, watchCsp, reloadUntil } from "./harness.mjs";
 
 let deck, browser, page, violations;
 
@@ -22,15 +22,7 @@ after(async () => {
 const go = (path) => page.goto(deck.base + path);
 const flash = () => page.locator(".flash.ok, .flash.err").first().innerText();
 
-/** Reload `path` until `selector` shows up (the demo workload needs a moment). */
-async function waitForRows(path, selector, seconds = 90) {
-  for (let i = 0; i < seconds; i++) {
-    await go(path);
-    if ((await page.locator(selector).count()) > 0) return;
-    await page.waitForTimeout(1000);
-  }
-  throw new Error(`${selector} never appeared on ${path}`);
-}
+const waitForRows = (path, selector, seconds) => reloadUntil(page, deck.base + path, selector, seconds);
 
 test("overview shows cards, chart, queues and goes live", async () => {
   await waitForRows("/", "[data-live=queues] tbody tr");

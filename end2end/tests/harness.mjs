@@ -85,6 +85,16 @@ export async function startBrowser(options = {}) {
   };
 }
 
+/** Reload `url` until `selector` shows up (the demo workload needs a moment). */
+export async function reloadUntil(page, url, selector, seconds = 90) {
+  for (let i = 0; i < seconds; i++) {
+    await page.goto(url);
+    if ((await page.locator(selector).count()) > 0) return;
+    await page.waitForTimeout(1000);
+  }
+  throw new Error(`${selector} never appeared on ${url}`);
+}
+
 export async function shot(page, name) {
   await page.screenshot({ path: join(shots, `${name}.png`), fullPage: true });
 }

@@ -3,7 +3,7 @@
 // text; script injected into a page anyway is refused and reported; no other site can frame it.
 import { test, before, after } from "node:test";
 import assert from "node:assert/strict";
-import { startDeck, startBrowser, watchCsp } from "./harness.mjs";
+import { startDeck, startBrowser, watchCsp, reloadUntil } from "./harness.mjs";
 
 let deck, browser, page, violations;
 
@@ -36,15 +36,7 @@ async function plantHostileJob() {
   return JSON.parse(body).id;
 }
 
-/** Reload `path` until `selector` shows up (the demo workload needs a moment). */
-async function waitForRows(path, selector, seconds = 90) {
-  for (let i = 0; i < seconds; i++) {
-    await go(path);
-    if ((await page.locator(selector).count()) > 0) return;
-    await page.waitForTimeout(1000);
-  }
-  throw new Error(`${selector} never appeared on ${path}`);
-}
+const waitForRows = (path, selector, seconds) => reloadUntil(page, deck.base + path, selector, seconds);
 
 test("every page, the live refresh and the forms work under the policy, with no violation", async () => {
   const res = await go("/");
