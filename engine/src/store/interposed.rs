@@ -49,6 +49,7 @@ pub enum StoreCall {
     QueueStats,
     Throughput,
     TopErrors,
+    RunTimes,
 }
 
 /// What a test does around the calls it interposes on.
@@ -361,6 +362,13 @@ impl<H: Interpose> Store for InterposedStore<H> {
         self.hooks.before(StoreCall::TopErrors).await?;
         let answer = self.inner.top_errors(limit).await;
         self.hooks.after(StoreCall::TopErrors);
+        answer
+    }
+
+    async fn run_times(&self, minutes: u32) -> StoreResult<Vec<RunTimeHistogram>> {
+        self.hooks.before(StoreCall::RunTimes).await?;
+        let answer = self.inner.run_times(minutes).await;
+        self.hooks.after(StoreCall::RunTimes);
         answer
     }
 }

@@ -25,7 +25,7 @@ use crate::model::{
 use crate::query::{
     BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary, Page,
 };
-use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
+use crate::telemetry::{ErrorGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket};
 
 pub mod health;
 pub mod open;
@@ -242,6 +242,10 @@ pub trait Store: Send + Sync + 'static {
 
     /// The largest groups of DLQ jobs by (reason, error prefix).
     async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>>;
+
+    /// Per job type, the run times of the runs that ended in the last `minutes` minutes
+    /// (the current one included) as histogram bins, job types by name.
+    async fn run_times(&self, minutes: u32) -> StoreResult<Vec<RunTimeHistogram>>;
 }
 
 /// A stored list of names (an instance's queues or job types, a JSON array) back; `NULL`,

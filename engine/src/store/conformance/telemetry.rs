@@ -480,3 +480,73 @@ pub async fn ninety_mailbox_failures_are_one_group_until_they_leave(f: StoreFact
     );
     assert_counters_match_rows(&*store).await;
 }
+
+pub async fn run_times_count_finished_runs_per_job_type(f: StoreFactory) {
+    let store = f.store();
+    assert!(store.run_times(60).await.unwrap().is_empty());
+    // 18 quick successes and 2 slow dead letters of one type, finished in one batch, and one
+    // run of another type.
+    let mut completions = Vec::new();
+    for i in 0..20 {
+        let id = processing_job(&*store, req("q", "mail"), "w1").await;
+        completions.push(if i < 18 {
+            Completion::Succeeded {
+                id,
+                result: None,
+                duration_ms: 10,
+            }
+        } else {
+            Completion::DeadLetter {
+                id,
+                reason: FailureReason::Failed,
+                error: error(1, "smtp timeout"),
+                duration_ms: 2_000,
+            }
+        });
+    }
+    let applied = store.complete("w1", completions).await.unwrap();
+    assert!(applied.iter().all(|a| a.is_applied()));
+    let resize = processing_job(&*store, req("images", "resize"), "w2").await;
+    assert!(
+        complete_one(
+            &*store,
+            "w2",
+            Completion::Succeeded {
+                id: resize,
+                result: None,
+                duration_ms: 300,
+            }
+        )
+        .await
+    );
+    // Neither a retried attempt nor a job that never ran (cancelled while pending) counts.
+    let retried = processing_job(&*store, req("q", "mail"), "w1").await;
+    assert!(
+        complete_one(
+            &*store,
+            "w1",
+            Completion::Retry {
+                id: retried,
+                error: error(1, "later"),
+                retry_at: now_ms() + secs(3600),
+            }
+        )
+        .await
+    );
+    let never_ran = enqueue(&*store, req("q", "mail")).await;
+    store.cancel(never_ran).await.unwrap();
+
+    let times = store.run_times(60).await.unwrap();
+    let types: Vec<&str> = times.iter().map(|h| h.job_type.as_str()).collect();
+    assert_eq!(types, ["mail", "resize"], "by job type, names sorted");
+    let mail = &times[0];
+    assert_eq!(mail.runs(), 20, "successes and dead letters, once each");
+    let within = |got: Option<f64>, want: f64| {
+        let got = got.unwrap_or_default();
+        assert!((got - want).abs() / want < 0.1, "{got} ms, wanted ~{want}");
+    };
+    within(mail.quantile_ms(0.5), 10.0);
+    within(mail.quantile_ms(0.95), 2_000.0);
+    assert_eq!(times[1].runs(), 1);
+    within(times[1].quantile_ms(0.95), 300.0);
+}

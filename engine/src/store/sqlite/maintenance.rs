@@ -116,15 +116,29 @@ pub(crate) fn prune_step(
             &params,
             now,
         ),
-        PruneTarget::MetricBuckets => conn
-            .prepare_cached(
-                "DELETE FROM metric_buckets WHERE (queue, minute) IN \
-                 (SELECT queue, minute FROM metric_buckets WHERE minute < ?1 ORDER BY minute LIMIT ?2)",
-            )
-            .map_err(db_err("prune"))?
-            .execute(rusqlite::params_from_iter(params))
-            .map(|n| n as u64)
-            .map_err(db_err("prune")),
+        // Run-time bins are metric rows too and share their retention. A step deletes up to
+        // a batch of each and answers the larger count, so the pruner steps on while either
+        // table still had a full batch to delete (its report counts metric rows that way).
+        PruneTarget::MetricBuckets => {
+            let buckets = conn
+                .prepare_cached(
+                    "DELETE FROM metric_buckets WHERE (queue, minute) IN \
+                     (SELECT queue, minute FROM metric_buckets WHERE minute < ?1 ORDER BY minute LIMIT ?2)",
+                )
+                .map_err(db_err("prune"))?
+                .execute(rusqlite::params_from_iter(params.iter()))
+                .map_err(db_err("prune"))?;
+            let bins = conn
+                .prepare_cached(
+                    "DELETE FROM run_time_bins WHERE (minute, job_type, bin) IN \
+                     (SELECT minute, job_type, bin FROM run_time_bins WHERE minute < ?1 \
+                      ORDER BY minute LIMIT ?2)",
+                )
+                .map_err(db_err("prune"))?
+                .execute(rusqlite::params_from_iter(params.iter()))
+                .map_err(db_err("prune"))?;
+            Ok(buckets.max(bins) as u64)
+        }
         PruneTarget::Audit => conn
             .prepare_cached(
                 "DELETE FROM audit_log WHERE id IN \

@@ -41,7 +41,7 @@ use crate::query::{
     BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary, Page,
 };
 use crate::store::{SqliteSynchronous, Store, StoreHealth, StoreOptions};
-use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
+use crate::telemetry::{ErrorGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket};
 
 use codec::{duration_us, now_us, to_us};
 use connection::{open_connection, unavailable};
@@ -512,6 +512,12 @@ impl Store for SqliteStore {
         let queue = queue.map(str::to_string);
         self.readers
             .read(move |conn| telemetry::throughput(conn, minutes, queue.as_deref(), now_us()))
+            .await
+    }
+
+    async fn run_times(&self, minutes: u32) -> StoreResult<Vec<RunTimeHistogram>> {
+        self.readers
+            .read(move |conn| telemetry::run_times(conn, minutes, now_us()))
             .await
     }
 

@@ -62,6 +62,32 @@ pub(crate) fn bump_metrics(
     Ok(())
 }
 
+/// Runs that ended, per (job type, run-time bin): one upsert each into this minute's
+/// `run_time_bins`.
+pub(crate) type RunTimeDelta = HashMap<(String, u16), i64>;
+
+pub(crate) fn bump_run_times(
+    conn: &Connection,
+    now: i64,
+    deltas: &RunTimeDelta,
+) -> StoreResult<()> {
+    if deltas.is_empty() {
+        return Ok(());
+    }
+    let mut stmt = conn
+        .prepare_cached(
+            "INSERT INTO run_time_bins (minute, job_type, bin, runs) VALUES (?1, ?2, ?3, ?4) \
+             ON CONFLICT (minute, job_type, bin) DO UPDATE SET runs = runs + excluded.runs",
+        )
+        .map_err(db_err("update run times"))?;
+    let minute = minute_of(now);
+    for ((job_type, bin), runs) in deltas {
+        stmt.execute(params![minute, job_type, bin, runs])
+            .map_err(db_err("update run times"))?;
+    }
+    Ok(())
+}
+
 /// Add (or with negative numbers, remove) archive and DLQ rows from queues' counters.
 pub(crate) fn bump_counters(
     conn: &Connection,
@@ -166,7 +192,7 @@ impl DeadError<'_> {
 
 /// Move hot rows matching `where_sql` (fixed SQL from this module's callers; its
 /// parameters are `?10`, `?11`, ...) to the DLQ with `reason`, with all bookkeeping.
-/// Returns the ids moved.
+/// Returns the job type of each row moved.
 pub(crate) fn move_to_dlq(
     conn: &Connection,
     where_sql: &str,
@@ -297,7 +323,8 @@ pub(crate) fn move_to_dlq(
     bump_metrics(conn, now, &metrics)?;
     bump_error_groups(conn, now, &groups)?;
     enqueue_continuations(conn, &finished, now)?;
-    Ok(moved.into_iter().map(|m| m.0).collect())
+    // The job type of each row moved (for the run-time bins of runs that ended here).
+    Ok(moved.into_iter().map(|m| m.2).collect())
 }
 
 /// The kind a worker's attempt error names (its JSON is the store's own `AttemptError`).

@@ -40,6 +40,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         "instance_quiet",
         include_str!("../../../../migrations/sqlite/0006_instance_quiet.sql"),
     ),
+    (
+        7,
+        "run_time_bins",
+        include_str!("../../../../migrations/sqlite/0007_run_time_bins.sql"),
+    ),
 ];
 
 /// The version whose rows need fingerprints computed in Rust after its script.
@@ -165,7 +170,8 @@ mod tests {
     #[test]
     fn upgrading_fingerprints_old_dead_letters_and_rebuilds_their_groups() {
         let mut conn = version_4_with_dead_letters();
-        assert_eq!(migrate(&mut conn, 0).unwrap(), vec![5, 6]);
+        let applied: Vec<i64> = (5..=latest_version()).collect();
+        assert_eq!(migrate(&mut conn, 0).unwrap(), applied);
 
         let missing: i64 = conn
             .query_row(

@@ -7,7 +7,9 @@ use rusqlite::{Connection, params};
 
 use crate::error::StoreResult;
 use crate::model::FailureReason;
-use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
+use crate::telemetry::{
+    ErrorGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket, run_time,
+};
 
 use super::codec::{from_us, minute_of, u64_of};
 use super::connection::db_err;
@@ -226,6 +228,42 @@ pub(crate) fn throughput(
                 ..Default::default()
             })
         })
+        .collect())
+}
+
+pub(crate) fn run_times(
+    conn: &Connection,
+    minutes: u32,
+    now: i64,
+) -> StoreResult<Vec<RunTimeHistogram>> {
+    let minutes = i64::from(minutes.clamp(1, 7 * 24 * 60));
+    let first = minute_of(now) - (minutes - 1) * MINUTE_US;
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT job_type, bin, sum(runs) FROM run_time_bins WHERE minute >= ?1 \
+             GROUP BY job_type, bin ORDER BY job_type, bin",
+        )
+        .map_err(db_err("run times"))?;
+    let rows = stmt
+        .query_map([first], |r| {
+            Ok((
+                r.get::<_, String>(0)?,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        })
+        .map_err(db_err("run times"))?;
+    let mut by_type: BTreeMap<String, Vec<(u16, u64)>> = BTreeMap::new();
+    for row in rows {
+        let (job_type, bin, runs) = row.map_err(db_err("run times"))?;
+        by_type.entry(job_type).or_default().push((
+            u16::try_from(bin).unwrap_or(run_time::MAX_BIN),
+            u64_of(runs),
+        ));
+    }
+    Ok(by_type
+        .into_iter()
+        .map(|(job_type, bins)| RunTimeHistogram::from_counts(job_type, bins))
         .collect())
 }
 

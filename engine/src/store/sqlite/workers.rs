@@ -13,12 +13,13 @@ use crate::model::{
     Applied, ClaimRequest, Completion, FailureReason, HeartbeatReport, Job, JobId, Pillar,
     claim_key, claim_order,
 };
+use crate::telemetry::run_time;
 
 use super::codec::{error_json, id_text, ids_json, job_from_row, parse_id, select_job};
 use super::connection::db_err;
 use super::moves::{
-    DeadError, Finished, MetricDelta, bump_counters, bump_metrics, delete_hot,
-    enqueue_continuations, move_to_dlq,
+    DeadError, Finished, MetricDelta, RunTimeDelta, bump_counters, bump_metrics, bump_run_times,
+    delete_hot, enqueue_continuations, move_to_dlq,
 };
 
 /// The unpaused queues a claim may take from, with each bulkheaded queue's in-flight
@@ -337,7 +338,7 @@ fn complete_succeeded(
                  c.value ->> 'r' \
              FROM jsonb_each(?2) AS c CROSS JOIN jobs AS j ON j.id = c.value ->> 'id' \
              WHERE j.status = 2 AND j.worker_id = ?3 \
-             RETURNING id, queue, duration_ms, continuation, result, correlation_id",
+             RETURNING id, queue, duration_ms, continuation, result, correlation_id, job_type",
         )
         .map_err(db_err("complete"))?;
     type Row = (
@@ -347,6 +348,7 @@ fn complete_succeeded(
         Option<String>,
         Option<String>,
         Option<String>,
+        String,
     );
     let moved: Vec<Row> = stmt
         .query_map(params![now, json, worker_id], |r| {
@@ -357,6 +359,7 @@ fn complete_succeeded(
                 r.get(3)?,
                 r.get(4)?,
                 r.get(5)?,
+                r.get(6)?,
             ))
         })
         .map_err(db_err("complete"))?
@@ -370,10 +373,14 @@ fn complete_succeeded(
 
     let mut counters: HashMap<String, (i64, i64)> = HashMap::new();
     let mut metrics: HashMap<String, MetricDelta> = HashMap::new();
+    let mut run_times = RunTimeDelta::new();
     let mut finished = Vec::new();
     let mut applied = HashSet::with_capacity(moved.len());
-    for (id, queue, duration, continuation, result, correlation_id) in moved {
+    for (id, queue, duration, continuation, result, correlation_id, job_type) in moved {
         let duration = duration.unwrap_or(0);
+        *run_times
+            .entry((job_type, run_time::bin_of(duration.max(0) as u64)))
+            .or_default() += 1;
         let c = counters.entry(queue.clone()).or_default();
         c.0 += 1;
         let m = metrics.entry(queue).or_default();
@@ -395,6 +402,7 @@ fn complete_succeeded(
     }
     bump_counters(conn, &counters)?;
     bump_metrics(conn, now, &metrics)?;
+    bump_run_times(conn, now, &run_times)?;
     enqueue_continuations(conn, &finished, now)?;
     Ok(applied)
 }
@@ -473,7 +481,13 @@ fn complete_dead(
         i64::try_from(duration_ms).unwrap_or(i64::MAX),
         now,
     )?;
-    Ok(Applied::from_rows(moved.len()))
+    let n = moved.len();
+    let run_times: RunTimeDelta = moved
+        .into_iter()
+        .map(|job_type| ((job_type, run_time::bin_of(duration_ms)), 1))
+        .collect();
+    bump_run_times(conn, now, &run_times)?;
+    Ok(Applied::from_rows(n))
 }
 
 /// A `complete` call's input, prepared before it reaches the writer thread (JSON encoding

@@ -52,6 +52,12 @@ pub const MIGRATIONS: &[Migration] = &[
         file: "0005_instance_quiet.sql",
         sql: include_str!("../../../../migrations/sqlserver/0005_instance_quiet.sql"),
     },
+    Migration {
+        version: 6,
+        name: "run_time_bins",
+        file: "0006_run_time_bins.sql",
+        sql: include_str!("../../../../migrations/sqlserver/0006_run_time_bins.sql"),
+    },
 ];
 
 pub fn latest_version() -> i32 {
@@ -525,6 +531,7 @@ mod tests {
             "queues",
             "queue_counter_slots",
             "metric_slots",
+            "run_time_slots",
             "error_fingerprint_slots",
             "settings",
             "instances",
@@ -628,7 +635,7 @@ mod tests {
                 .map(|(t, c)| (t.to_string(), c.to_string()))
                 .collect(),
             compatibility_level: 150,
-            applied_versions: vec![1, 2, 3, 4, 5],
+            applied_versions: vec![1, 2, 3, 4, 5, 6],
         };
         check(&deck(), &state).unwrap();
 

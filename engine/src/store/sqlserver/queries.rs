@@ -645,6 +645,39 @@ WHERE NOT EXISTS (
     };
 }
 
+/// Count the runs that ended in this statement (`@moved` joined with the completions `@c`,
+/// each carrying the engine's run-time bin) into this session's slot of the current minute's
+/// run-time rows per (job type, bin). Follows `metrics_apply!` (its `@minute`); these are
+/// metric rows in the lock order, taken before the error groups.
+macro_rules! run_times_apply {
+    () => {
+        "
+DECLARE @runs TABLE (job_type NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL,
+                     bin SMALLINT NOT NULL, runs BIGINT NOT NULL,
+                     PRIMARY KEY (job_type, bin));
+INSERT INTO @runs (job_type, bin, runs)
+SELECT m.job_type, c.bin, COUNT_BIG(*)
+FROM @moved AS m JOIN @c AS c ON c.id = m.id
+WHERE c.kind IN ('s', 'd') AND c.bin IS NOT NULL
+GROUP BY m.job_type, c.bin;
+
+UPDATE r
+SET r.runs = r.runs + w.runs
+FROM [{schema}].[run_time_slots] AS r WITH (UPDLOCK, HOLDLOCK)
+JOIN @runs AS w ON r.bucket_start = @minute AND r.job_type = w.job_type AND r.bin = w.bin
+                AND r.slot = @slot;
+
+INSERT INTO [{schema}].[run_time_slots] (bucket_start, job_type, bin, slot, runs)
+SELECT @minute, w.job_type, w.bin, @slot, w.runs
+FROM @runs AS w
+WHERE NOT EXISTS (
+    SELECT 1 FROM [{schema}].[run_time_slots] AS r WITH (UPDLOCK, HOLDLOCK)
+    WHERE r.bucket_start = @minute AND r.job_type = w.job_type AND r.bin = w.bin
+      AND r.slot = @slot);
+"
+    };
+}
+
 /// The fingerprint of a dead letter from the engine's head (`FingerprintHead`, computed in
 /// Rust from reason, kind and the normalised message) and the row's job type: the first 8
 /// bytes of SHA-256 over the UTF-16LE text (what `CAST(NVARCHAR AS VARBINARY)` gives), as
@@ -804,6 +837,7 @@ pub const ALL: &[Statement] = &[
     QUEUE_STATS,
     THROUGHPUT,
     TOP_ERRORS,
+    RUN_TIMES,
     SCHEMA_VERSIONS,
     CATALOG_COLUMNS,
     CATALOG_INDEXES,

@@ -444,7 +444,7 @@ fn lock_rank(table: &str) -> Option<u8> {
         "queues" => Some(0),
         "jobs_hot" | "jobs_archive" | "jobs_dlq" => Some(1),
         "queue_counters" | "queue_counter_slots" => Some(2),
-        "metric_buckets" | "metric_slots" => Some(3),
+        "metric_buckets" | "metric_slots" | "run_time_slots" => Some(3),
         "error_groups" | "error_group_slots" | "error_fingerprint_slots" => Some(4),
         _ => None,
     }

@@ -26,7 +26,9 @@ use crate::query::{
     BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, MAX_PAGE_SIZE, Page,
 };
 use crate::store::Store;
-use crate::telemetry::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
+use crate::telemetry::{
+    ErrorGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket, run_time,
+};
 use crate::validation;
 
 /// Ids per transaction for operator actions on id lists (their statements do not slice:
@@ -93,6 +95,8 @@ struct CompletionRow {
     /// Dead letters only: the fingerprint head the statement finishes with the job type.
     fp_head: Option<String>,
     retry_at: Option<String>,
+    /// Successes and dead letters: the run-time bin of `duration_ms` (`run_time::bin_of`).
+    bin: Option<u16>,
 }
 
 fn to_json<T: Serialize>(value: &T) -> StoreResult<String> {
@@ -583,6 +587,7 @@ impl Store for SqlServerStore {
                     message: None,
                     fp_head: None,
                     retry_at: None,
+                    bin: Some(run_time::bin_of(*duration_ms)),
                 },
                 Completion::Retry {
                     id,
@@ -598,6 +603,7 @@ impl Store for SqlServerStore {
                     message: Some(error.message.clone()),
                     fp_head: None,
                     retry_at: Some(json_time(*retry_at)),
+                    bin: None,
                 },
                 Completion::DeadLetter {
                     id,
@@ -618,6 +624,7 @@ impl Store for SqlServerStore {
                             .to_string(),
                     ),
                     retry_at: None,
+                    bin: Some(run_time::bin_of(*duration_ms)),
                 },
                 Completion::Released { id } => CompletionRow {
                     id: rows::id_hex(*id),
@@ -629,6 +636,7 @@ impl Store for SqlServerStore {
                     message: None,
                     fp_head: None,
                     retry_at: None,
+                    bin: None,
                 },
             });
         }
@@ -1235,6 +1243,35 @@ impl Store for SqlServerStore {
                     ..Default::default()
                 })
             })
+            .collect())
+    }
+
+    async fn run_times(&self, minutes: u32) -> StoreResult<Vec<RunTimeHistogram>> {
+        let minutes = i64::from(minutes.clamp(1, 7 * 24 * 60));
+        let rows = self
+            .rows_of(
+                "run_times",
+                Repeat::Always,
+                &queries::RUN_TIMES,
+                &[&minutes],
+            )
+            .await?;
+        let counts = self.map_rows("run_times", &rows, |r| {
+            let bin = rows::req_int(r, "bin")?;
+            Ok((
+                req_str(r, "job_type")?,
+                u16::try_from(bin).unwrap_or(run_time::MAX_BIN),
+                count(r, "runs")?,
+            ))
+        })?;
+        let mut by_type: std::collections::BTreeMap<String, Vec<(u16, u64)>> =
+            std::collections::BTreeMap::new();
+        for (job_type, bin, runs) in counts {
+            by_type.entry(job_type).or_default().push((bin, runs));
+        }
+        Ok(by_type
+            .into_iter()
+            .map(|(job_type, bins)| RunTimeHistogram::from_counts(job_type, bins))
             .collect())
     }
 

@@ -225,9 +225,16 @@ pub const PRUNE_METRICS: Statement = Statement {
     name: "prune_metrics",
     class: Class::Transition,
     reads: Reads::Rows(&["deleted"]),
-    sql: tx!("DELETE TOP (@P2) FROM [{schema}].[metric_slots]
-WHERE bucket_start < DATEADD(SECOND, -@P1, SYSUTCDATETIME());
-SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
+    // Run-time rows are metric rows too and share their retention: up to a batch of each,
+    // answering the larger count so the pruner steps on while either had a full batch.
+    sql: tx!(
+        "DECLARE @cutoff DATETIME2(6) = DATEADD(SECOND, -@P1, SYSUTCDATETIME());
+DELETE TOP (@P2) FROM [{schema}].[metric_slots] WHERE bucket_start < @cutoff;
+DECLARE @buckets BIGINT = @@ROWCOUNT;
+DELETE TOP (@P2) FROM [{schema}].[run_time_slots] WHERE bucket_start < @cutoff;
+DECLARE @bins BIGINT = @@ROWCOUNT;
+SELECT CASE WHEN @buckets > @bins THEN @buckets ELSE @bins END AS deleted;"
+    ),
 };
 
 /// Error groups whose slots sum to zero: every row of them left the DLQ. The read holds

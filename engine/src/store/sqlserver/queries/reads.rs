@@ -368,6 +368,24 @@ HAVING SUM(g.dlq_rows) > 0
 ORDER BY SUM(g.dlq_rows) DESC, MAX(g.last_seen) DESC;",
 };
 
+/// @P1 minutes. Runs per (job type, run-time bin) that ended in the last @P1 minutes of the
+/// database clock, the current one included (dirty read of the maintained rows, summed over
+/// their slots).
+pub const RUN_TIMES: Statement = Statement {
+    name: "run_times",
+    class: Class::Telemetry,
+    reads: Reads::Rows(&["job_type", "bin", "runs"]),
+    sql: "SET NOCOUNT ON;
+DECLARE @from DATETIME2(0) = DATEADD(MINUTE, 1 - @P1,
+    DATEADD(MINUTE, DATEDIFF(MINUTE, CAST('2000-01-01' AS DATETIME2(0)), SYSUTCDATETIME()),
+            CAST('2000-01-01' AS DATETIME2(0))));
+SELECT r.job_type, r.bin, SUM(r.runs) AS runs
+FROM [{schema}].[run_time_slots] AS r WITH (NOLOCK)
+WHERE r.bucket_start >= @from
+GROUP BY r.job_type, r.bin
+ORDER BY r.job_type, r.bin;",
+};
+
 /// Applied migration versions (none while the version table is missing). One SELECT either
 /// way: the table is read into a variable only when it exists.
 pub const SCHEMA_VERSIONS: Statement = Statement {

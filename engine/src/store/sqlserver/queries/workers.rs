@@ -268,6 +268,7 @@ DECLARE @completions NVARCHAR(MAX) = @P2;
     message     NVARCHAR(MAX) COLLATE DATABASE_DEFAULT NULL,
     fp_head     NVARCHAR(MAX) COLLATE DATABASE_DEFAULT NULL,
     retry_at    DATETIME2(6)  NULL,
+    bin         SMALLINT      NULL,
     PRIMARY KEY (slice, id),
     UNIQUE (id)
 );
@@ -276,9 +277,11 @@ DECLARE @retried TABLE (id BINARY(16) NOT NULL PRIMARY KEY,
 DECLARE @unrun TABLE (id BINARY(16) NOT NULL PRIMARY KEY,
                       queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
 
-INSERT INTO @c (slice, id, kind, result, duration_ms, reason, error, message, fp_head, retry_at)
+INSERT INTO @c (slice, id, kind, result, duration_ms, reason, error, message, fp_head, retry_at,
+                bin)
 SELECT (ROW_NUMBER() OVER (ORDER BY (SELECT NULL)) - 1) / 1000, CONVERT(BINARY(16), j.id, 2),
-       j.kind, j.result, j.duration_ms, j.reason, j.error, j.message, j.fp_head, j.retry_at
+       j.kind, j.result, j.duration_ms, j.reason, j.error, j.message, j.fp_head, j.retry_at,
+       j.bin
 FROM OPENJSON(@completions) WITH (
     id          CHAR(32)      '$.id',
     kind        CHAR(1)       '$.kind',
@@ -288,7 +291,8 @@ FROM OPENJSON(@completions) WITH (
     error       NVARCHAR(MAX) '$.error',
     message     NVARCHAR(MAX) '$.message',
     fp_head     NVARCHAR(MAX) '$.fp_head',
-    retry_at    DATETIME2(6)  '$.retry_at'
+    retry_at    DATETIME2(6)  '$.retry_at',
+    bin         SMALLINT      '$.bin'
 ) AS j;
 DECLARE @slice INT = 0;
 DECLARE @slices INT = (SELECT MAX(slice) FROM @c);
@@ -389,7 +393,10 @@ SELECT m.queue, -1,
        CASE WHEN c.kind = 'd' THEN ISNULL(LEFT(c.message, 400), N'') END
 FROM @moved AS m JOIN @c AS c ON c.id = m.id;
 ",
-        ledger_apply!(),
+        counters_apply!(),
+        metrics_apply!(),
+        run_times_apply!(),
+        error_groups_apply!(),
         "
 SELECT CONVERT(CHAR(32), a.id, 2) AS id
 FROM (SELECT r.id FROM @retried AS r UNION ALL SELECT u.id FROM @unrun AS u
