@@ -359,3 +359,31 @@ fn a_live_event_about_a_job_links_to_it() {
     let out = html(move || view! { <EventConsole events=events/> }.into_any());
     assert!(out.contains(&format!(r#"href="/jobs/{id}""#)), "{out}");
 }
+
+#[test]
+fn run_times_show_each_job_types_runs_and_percentiles() {
+    use crate::pages::queues::RunTimes;
+    use deck_engine::RunTimeHistogram;
+    use deck_engine::run_time::bin_of;
+    use std::sync::Arc;
+
+    let times = Arc::new(vec![
+        RunTimeHistogram::from_counts("email.send".into(), [(bin_of(120), 95), (bin_of(3_000), 5)]),
+        RunTimeHistogram::from_counts("<img>".into(), [(0, 2)]),
+    ]);
+    let out = html(move || view! { <RunTimes run_times=Ok(times)/> }.into_any());
+    for part in [
+        "/jobs?source=archive&amp;type=email.send",
+        ">100<",
+        "&lt;img&gt;",
+        "&lt; 1 ms",
+    ] {
+        assert!(out.contains(part), "{part}: {out}");
+    }
+    // p50 and p95 both fall in the bin of 120 ms (95 of 100 runs): [107.6, 128) ms, shown
+    // as its geometric middle.
+    assert_eq!(out.matches(">117 ms<").count(), 2, "{out}");
+    assert!(!out.contains("<img>"), "job types are escaped");
+    let none = html(|| view! { <RunTimes run_times=Ok(Arc::new(Vec::new()))/> }.into_any());
+    assert!(none.contains("No job finished in the last hour"), "{none}");
+}

@@ -6,7 +6,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use chrono::Utc;
-use deck_engine::{EngineEvent, JobEdit, JobId, Operations, Store, StoreError, StoreResult};
+use deck_engine::{
+    EngineEvent, JobEdit, JobId, Operations, RunTimeHistogram, Store, StoreError, StoreResult,
+};
 use tokio::sync::broadcast;
 
 use crate::live::OverviewFrame;
@@ -142,6 +144,8 @@ struct Inner {
     overview: tokio::sync::Mutex<Option<Arc<OverviewFrame>>>,
     /// Each queue's chart on the queues page, shared the same way.
     charts: Mutex<HashMap<String, Arc<QueueChart>>>,
+    /// Run times per job type over the last hour, read once per tick like the snapshot.
+    run_times: TickCache<Vec<RunTimeHistogram>, StoreError>,
     drafts: Mutex<HashMap<String, Draft>>,
     runs: Mutex<HashMap<String, BulkRun>>,
 }
@@ -157,6 +161,9 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 type QueueChart = TickCache<String, StoreError>;
 
+/// The window of the run-time percentiles the console and `/metrics` show.
+pub const RUN_TIME_WINDOW_MINUTES: u32 = 60;
+
 impl Console {
     pub fn new(backend: impl ConsoleBackend, options: ConsoleOptions) -> Self {
         Console(Arc::new(Inner {
@@ -164,6 +171,7 @@ impl Console {
             telemetry: TickCache::new(options.tick),
             overview: tokio::sync::Mutex::new(None),
             charts: Mutex::new(HashMap::new()),
+            run_times: TickCache::new(options.tick),
             options,
             events: Mutex::new(VecDeque::new()),
             drafts: Mutex::new(HashMap::new()),
@@ -291,6 +299,15 @@ impl Console {
                 let buckets = self.store().throughput(60, Some(queue)).await?;
                 Ok(crate::pages::queues::render_chart(buckets))
             })
+            .await
+    }
+
+    /// Per job type, the run times of the runs that ended in the last hour (the queues page
+    /// and `/metrics`): read at most once per tick, from the run-time bins, never the archive.
+    pub async fn run_times(&self) -> StoreResult<Arc<Vec<RunTimeHistogram>>> {
+        self.0
+            .run_times
+            .get(|| self.store().run_times(RUN_TIME_WINDOW_MINUTES))
             .await
     }
 

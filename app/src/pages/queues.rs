@@ -2,7 +2,7 @@ use std::collections::HashMap;
 
 use std::sync::Arc;
 
-use deck_engine::{QueueConfig, QueueStats, StoreResult, ThroughputBucket};
+use deck_engine::{QueueConfig, QueueStats, RunTimeHistogram, StoreResult, ThroughputBucket};
 use leptos::prelude::*;
 use leptos::reactive::owner::Owner;
 use leptos::tachys::html::InertElement;
@@ -26,6 +26,9 @@ pub struct QueuesData {
     pub(crate) telemetry: Arc<Telemetry>,
     rows: Vec<(QueueConfig, Option<QueueStats>)>,
     charts: Vec<Option<Arc<String>>>,
+    /// Per job type over the last hour; an error text when the read failed (the rest of
+    /// the page still serves).
+    run_times: Result<Arc<Vec<RunTimeHistogram>>, String>,
     hidden_count: usize,
     show_hidden: bool,
     focused: bool,
@@ -35,9 +38,13 @@ impl QueuesData {
     pub async fn read(console: &Console, query: &Query) -> StoreResult<QueuesData> {
         let show_hidden = query.get("hidden").is_some();
         let focus = query.get("q");
-        let (configs, telemetry) =
-            futures::join!(console.store().list_queues(), console.telemetry());
+        let (configs, telemetry, run_times) = futures::join!(
+            console.store().list_queues(),
+            console.telemetry(),
+            console.run_times()
+        );
         let (configs, telemetry) = (configs?, telemetry?);
+        let run_times = run_times.map_err(|e| e.to_string());
         let hidden_count = configs.iter().filter(|c| c.hidden).count();
         let mut stats_by_name: HashMap<&str, &QueueStats> = telemetry
             .queues
@@ -67,6 +74,7 @@ impl QueuesData {
             telemetry,
             rows,
             charts,
+            run_times,
             hidden_count,
             show_hidden,
             focused: focus.is_some(),
@@ -86,8 +94,14 @@ impl QueuesData {
                     (None, None) => true,
                     _ => false,
                 });
+        let same_run_times = match (&self.run_times, &other.run_times) {
+            (Ok(a), Ok(b)) => Arc::ptr_eq(a, b),
+            (Err(a), Err(b)) => a == b,
+            _ => false,
+        };
         Arc::ptr_eq(&self.telemetry, &other.telemetry)
             && same_charts
+            && same_run_times
             && self.hidden_count == other.hidden_count
             && self.show_hidden == other.show_hidden
             && self.focused == other.focused
@@ -118,6 +132,7 @@ pub fn QueuesPage() -> impl IntoView {
                     show_hidden=data.show_hidden
                     hidden_count=data.hidden_count
                     focused=data.focused/>
+                {(!data.focused).then(|| view! { <RunTimes run_times=data.run_times.clone()/> })}
             }
             .into_any(),
             Err(e) => view! { <ErrorBox message=format!("Cannot read queues: {e}")/> }.into_any(),
@@ -129,6 +144,64 @@ pub fn QueuesPage() -> impl IntoView {
 /// A queue's chart as HTML: rendered once per tick and shared (`Console::queue_chart`).
 pub fn render_chart(buckets: Vec<ThroughputBucket>) -> String {
     Owner::new().with(|| view! { <ThroughputChart buckets=buckets/> }.to_html())
+}
+
+/// A run-time percentile as the table shows it: bins are ~19 % wide, so whole
+/// milliseconds (or tenths of a second) say all the figure knows.
+fn run_time_text(ms: Option<f64>) -> String {
+    match ms {
+        None => "–".into(),
+        Some(ms) if ms < 1.0 => "< 1 ms".into(),
+        Some(ms) => format::millis(ms.round() as u64),
+    }
+}
+
+/// p50 / p95 run time per job type over the last hour, from the run-time bins every
+/// finished run adds to (not a scan of the archive).
+#[component]
+pub fn RunTimes(run_times: Result<Arc<Vec<RunTimeHistogram>>, String>) -> impl IntoView {
+    let body = match run_times {
+        Err(e) => view! { <ErrorBox message=format!("Cannot read run times: {e}")/> }.into_any(),
+        Ok(times) if times.is_empty() => view! {
+            <p class="muted">"No job finished in the last hour."</p>
+        }
+        .into_any(),
+        Ok(times) => {
+            let rows = times
+                .iter()
+                .map(|h| {
+                    let job_type = h.job_type.clone();
+                    view! {
+                        <tr>
+                            <td><a href=url("/jobs", &[("source", "archive"), ("type", &job_type)])>{job_type.clone()}</a></td>
+                            <td class="num">{format::count(h.runs())}</td>
+                            <td class="num">{run_time_text(h.quantile_ms(0.5))}</td>
+                            <td class="num">{run_time_text(h.quantile_ms(0.95))}</td>
+                        </tr>
+                    }
+                })
+                .collect_view();
+            view! {
+                <div class="table-wrap" tabindex="0" role="region" aria-label="Run time by job type"><table class="dense run-times">
+                    <thead><tr>
+                        <th scope="col">"Job type"</th>
+                        <th scope="col" class="num">"Runs"</th>
+                        <th scope="col" class="num">"p50"</th>
+                        <th scope="col" class="num">"p95"</th>
+                    </tr></thead>
+                    <tbody>{rows}</tbody>
+                </table></div>
+            }
+            .into_any()
+        }
+    };
+    view! {
+        <section class="panel" id="run-times" aria-labelledby="run-times-title">
+            <h2 id="run-times-title">"Run time by job type, last hour"</h2>
+            <p class="muted small">"Runs that ended in the archive or the dead-letter queue (retried attempts count once their job finishes). Percentiles are read from log-scale bins, accurate to about 10 %."</p>
+            <div data-live-page="run-times">{body}</div>
+        </section>
+    }
 }
 
 fn secs_value(v: Option<u32>) -> String {

@@ -11,8 +11,7 @@ use axum::extract::State;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
-use deck_engine::QueueStats;
-use deck_engine::Summary;
+use deck_engine::{QueueStats, RunTimeHistogram, Summary};
 
 pub use prom::{Kind, PromText};
 
@@ -25,19 +24,29 @@ pub fn router(state: AppState) -> Router {
 }
 
 async fn metrics(State(state): State<AppState>) -> Response {
-    let telemetry = match state.console.telemetry().await {
+    let (telemetry, run_times) =
+        futures::join!(state.console.telemetry(), state.console.run_times());
+    let telemetry = match telemetry {
         Ok(t) => Some(t),
         Err(e) => {
             tracing::warn!(event = "metrics.store_read_failed", error = %e, "metrics: store telemetry unavailable");
             None
         }
     };
-    let body = render(
+    let run_times = run_times
+        .inspect_err(|e| {
+            tracing::warn!(event = "metrics.store_read_failed", error = %e, "metrics: run times unavailable");
+        })
+        .ok();
+    let mut body = render(
         &state,
         telemetry
             .as_ref()
             .map(|t| (&t.summary, t.queues.as_slice())),
     );
+    if let Some(times) = &run_times {
+        body.push_str(&run_time_families(times));
+    }
     (
         [(
             header::CONTENT_TYPE,
@@ -176,6 +185,42 @@ fn render(state: &AppState, telemetry: Option<(&Summary, &[QueueStats])>) -> Str
             "deck_circuit_breaker_open",
             &[("instance", instance), ("job_type", &b.job_type)],
             v,
+        );
+    }
+    m.finish()
+}
+
+/// Per job type over the console's window (the last hour): the p50 / p95 run time read from
+/// the run-time bins (gauges, not a Prometheus summary: the bins keep counts, not a running
+/// sum) and how many runs they count.
+fn run_time_families(times: &[RunTimeHistogram]) -> String {
+    let mut m = PromText::default();
+    m.family(
+        "deck_job_run_time_seconds",
+        Kind::Gauge,
+        "Run time of the jobs of each type that finished in the last hour, at a quantile (to ~10 %).",
+    );
+    for h in times {
+        for (quantile, q) in [("0.5", 0.5), ("0.95", 0.95)] {
+            if let Some(ms) = h.quantile_ms(q) {
+                m.sample(
+                    "deck_job_run_time_seconds",
+                    &[("job_type", &h.job_type), ("quantile", quantile)],
+                    ms / 1_000.0,
+                );
+            }
+        }
+    }
+    m.family(
+        "deck_job_runs_last_hour",
+        Kind::Gauge,
+        "Runs of each job type that finished (archive or dead-letter) in the last hour.",
+    );
+    for h in times {
+        m.sample(
+            "deck_job_runs_last_hour",
+            &[("job_type", &h.job_type)],
+            h.runs(),
         );
     }
     m.finish()

@@ -22,6 +22,7 @@ struct Gated {
     gate: Semaphore,
     summaries: AtomicUsize,
     queue_stats: AtomicUsize,
+    run_times: AtomicUsize,
     pings: AtomicUsize,
 }
 
@@ -33,6 +34,10 @@ impl Interpose for Gated {
             StoreCall::Ping => &self.pings,
             StoreCall::QueueStats => {
                 self.queue_stats.fetch_add(1, Ordering::SeqCst);
+                return Ok(());
+            }
+            StoreCall::RunTimes => {
+                self.run_times.fetch_add(1, Ordering::SeqCst);
                 return Ok(());
             }
             _ => return Ok(()),
@@ -63,6 +68,7 @@ async fn concurrent_ops_and_console_reads_share_one_snapshot_and_one_ping() {
             gate: Semaphore::new(0),
             summaries: AtomicUsize::new(0),
             queue_stats: AtomicUsize::new(0),
+            run_times: AtomicUsize::new(0),
             pings: AtomicUsize::new(0),
         },
     ));
@@ -109,6 +115,40 @@ async fn concurrent_ops_and_console_reads_share_one_snapshot_and_one_ping() {
         1,
         "queue stats reads"
     );
+    assert_eq!(
+        store.run_times.load(Ordering::SeqCst),
+        1,
+        "run-time reads (/metrics and /queues)"
+    );
     assert_eq!(store.pings.load(Ordering::SeqCst), 1, "pings");
     engine.shutdown().await;
+}
+
+#[test]
+fn run_times_are_exposed_per_job_type_and_quantile() {
+    use deck_engine::run_time::bin_of;
+    let times = [RunTimeHistogram::from_counts(
+        "mail".into(),
+        [(bin_of(10), 19), (bin_of(4_000), 1)],
+    )];
+    let text = super::run_time_families(&times);
+    let value = |prefix: &str| -> f64 {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in\n{text}"));
+        line.rsplit(' ').next().unwrap().parse().unwrap()
+    };
+    let p50 = value(r#"deck_job_run_time_seconds{job_type="mail",quantile="0.5"}"#);
+    let p95 = value(r#"deck_job_run_time_seconds{job_type="mail",quantile="0.95"}"#);
+    assert!((0.009..0.011).contains(&p50), "{p50}");
+    assert!(
+        (0.009..0.011).contains(&p95),
+        "19 of 20 runs are quick: {p95}"
+    );
+    assert_eq!(value(r#"deck_job_runs_last_hour{job_type="mail"}"#), 20.0);
+    assert!(
+        text.contains("# TYPE deck_job_run_time_seconds gauge"),
+        "{text}"
+    );
 }
