@@ -214,6 +214,41 @@ test("a job page and the archive list go live without a reload, and pause holds 
   assert.equal(await page.evaluate(() => window.__sameDocument), true, "no reload happened");
 });
 
+test("a running job shows its progress on its page and in the list; the queues page shows run times per type", async () => {
+  const res = await fetch(deck.base + "/api/v1/jobs", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ queue: "e2e-progress", type: "media.transcode", payload: { video: "e2e.mp4", seconds: 8 } }),
+  });
+  assert.equal(res.status, 201);
+  const { id } = await res.json();
+  await go(`/jobs/${id}`);
+  // The handler reports a step a second; the page follows it live.
+  await page.waitForFunction(
+    () => Number(document.querySelector("[data-live-page=meta] progress")?.getAttribute("value") || 0) > 0,
+    null,
+    { timeout: 30_000 },
+  );
+  const meta = await page.locator("[data-live-page=meta]").innerText();
+  assert.match(meta, /\d+ s of 8/, "the handler's message is shown");
+  assert.match(await page.locator("[data-live-page=timeline]").innerText(), /Running for/i);
+  await shot(page, "job-progress");
+
+  await go("/jobs?source=active&queue=e2e-progress");
+  const bar = page.locator("[data-live-page=rows] tbody tr progress").first();
+  await bar.waitFor({ state: "attached", timeout: 20_000 });
+  assert.ok(Number(await bar.getAttribute("value")) > 0);
+
+  // Per job type p50 / p95 over the last hour, from the demo's finished work.
+  await waitForRows("/queues", "#run-times tbody tr");
+  const types = await page.locator("#run-times tbody tr td:first-child").allInnerTexts();
+  assert.ok(types.includes("demo.echo") || types.includes("email.send"), types.join(", "));
+  const cells = await page.locator("#run-times tbody tr").first().locator("td.num").allInnerTexts();
+  assert.equal(cells.length, 3, "runs, p50, p95");
+  assert.match(cells[1], /ms|s/);
+  await shot(page, "queues-run-times");
+});
+
 test("lists: select the whole page, the full error on hover, back to the filtered list, event links", async () => {
   await waitForRows("/jobs?source=archive&queue=e2e-live&sort=created&dir=asc", "table.jobs tbody tr");
   const all = page.locator("[data-select-all]");
