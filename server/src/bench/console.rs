@@ -4,7 +4,8 @@
 //! jobs across 20 queues — through the public `Store` API (batched enqueue, claim, mark
 //! processing, complete), so the counters, metric buckets and error groups are exactly what
 //! production writes — then renders every console page in-process through the real router
-//! and reports p50 / p95 per page, including the last archive page and a DLQ text search.
+//! and reports p50 / p95 per page, including the last archive page, text search with a common
+//! and a rare term on every list, and narrow (oldest minute) and wide date ranges.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,8 +15,8 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use deck_app::{AuthConfig, Console, ConsoleOptions, StoreBackend};
 use deck_engine::{
-    AttemptError, ClaimRequest, Completion, EnqueueRequest, FailureReason, JobQuery, Pillar, Store,
-    StoreOptions,
+    AttemptError, ClaimRequest, Completion, EnqueueRequest, FailureReason, JobQuery, PagePosition,
+    Pillar, Store, StoreOptions,
 };
 use tower::ServiceExt;
 
@@ -244,6 +245,42 @@ pub async fn run(config: ConsoleArgs) -> Result<serde_json::Value> {
         .map(|j| j.id.to_string())
         .unwrap_or_default();
 
+    // The oldest minute of each list: a narrow range there is the worst case for a list
+    // sorted newest first (every newer row sits between the index start and the matches).
+    let oldest_minute = |pillar: Pillar, finished: bool| {
+        let store = store.clone();
+        async move {
+            let mut q = JobQuery::new(pillar);
+            q.position = PagePosition::Last;
+            let page = store.list_jobs(&q).await?;
+            let oldest = page
+                .items
+                .iter()
+                .filter_map(|j| {
+                    if finished {
+                        j.finished_at
+                    } else {
+                        Some(j.created_at)
+                    }
+                })
+                .min()
+                .unwrap_or_else(chrono::Utc::now);
+            let from = oldest.format("%Y-%m-%dT%H:%M").to_string();
+            let to = (oldest + chrono::Duration::minutes(1))
+                .format("%Y-%m-%dT%H:%M")
+                .to_string();
+            anyhow::Ok(format!("from={from}&to={to}"))
+        }
+    };
+    let active_created_old = oldest_minute(Pillar::Hot, false).await?;
+    let archive_created_old = oldest_minute(Pillar::Archive, false).await?;
+    let archive_finished_old = oldest_minute(Pillar::Archive, true).await?;
+    let dlq_created_old = oldest_minute(Pillar::Dlq, false).await?;
+    let dlq_finished_old = oldest_minute(Pillar::Dlq, true).await?;
+    const WIDE: &str = "from=2000-01-01&to=2100-01-01";
+    // A term that matches nothing: a scan has to read every row to say so.
+    const RARE: &str = "zqxj-no-such-term";
+
     let pages: Vec<(&str, String)> = vec![
         ("overview", "/".into()),
         ("queues", "/queues".into()),
@@ -259,6 +296,66 @@ pub async fn run(config: ConsoleArgs) -> Result<serde_json::Value> {
         ),
         ("dlq", "/jobs?source=dlq".into()),
         ("dlq text search", "/jobs?source=dlq&q=inventory".into()),
+        (
+            "active text search, common",
+            "/jobs?source=active&q=vip".into(),
+        ),
+        (
+            "active text search, rare",
+            format!("/jobs?source=active&q={RARE}"),
+        ),
+        (
+            "archive text search, common",
+            "/jobs?source=archive&q=type_3".into(),
+        ),
+        (
+            "archive text search, rare",
+            format!("/jobs?source=archive&q={RARE}"),
+        ),
+        (
+            "dlq text search, rare",
+            format!("/jobs?source=dlq&q={RARE}"),
+        ),
+        (
+            "active created, narrow old range",
+            format!("/jobs?source=active&{active_created_old}"),
+        ),
+        (
+            "active created, wide range",
+            format!("/jobs?source=active&{WIDE}"),
+        ),
+        (
+            "archive created, narrow old range",
+            format!("/jobs?source=archive&{archive_created_old}"),
+        ),
+        (
+            "archive created, wide range",
+            format!("/jobs?source=archive&{WIDE}"),
+        ),
+        (
+            "archive finished, narrow old range",
+            format!("/jobs?source=archive&on=finished&{archive_finished_old}"),
+        ),
+        (
+            "archive finished, wide range",
+            format!("/jobs?source=archive&on=finished&{WIDE}"),
+        ),
+        (
+            "dlq created, narrow old range",
+            format!("/jobs?source=dlq&{dlq_created_old}"),
+        ),
+        (
+            "dlq created, wide range",
+            format!("/jobs?source=dlq&{WIDE}"),
+        ),
+        (
+            "dlq finished, narrow old range",
+            format!("/jobs?source=dlq&on=finished&{dlq_finished_old}"),
+        ),
+        (
+            "dlq finished, wide range",
+            format!("/jobs?source=dlq&on=finished&{WIDE}"),
+        ),
         (
             "dlq bulk preview",
             "/dlq/bulk?source=dlq&reason=Fatal".into(),
