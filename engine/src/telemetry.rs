@@ -176,6 +176,19 @@ impl RunTimeHistogram {
         }
     }
 
+    /// One histogram per job type from `(job type, bin, runs)` rows in any order, job types
+    /// sorted by name.
+    pub fn per_job_type(rows: impl IntoIterator<Item = (String, u16, u64)>) -> Vec<Self> {
+        let mut by_type = std::collections::BTreeMap::<String, Vec<(u16, u64)>>::new();
+        for (job_type, bin, runs) in rows {
+            by_type.entry(job_type).or_default().push((bin, runs));
+        }
+        by_type
+            .into_iter()
+            .map(|(job_type, bins)| RunTimeHistogram::from_counts(job_type, bins))
+            .collect()
+    }
+
     pub fn runs(&self) -> u64 {
         self.bins.iter().map(|(_, n)| n).sum()
     }

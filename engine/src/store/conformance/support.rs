@@ -126,6 +126,15 @@ pub fn succeeded(id: JobId, result: Option<&str>) -> Completion {
     }
 }
 
+/// A failed attempt retried an hour from now.
+pub fn retry_in_an_hour(id: JobId, message: &str) -> Completion {
+    Completion::Retry {
+        id,
+        error: error(1, message),
+        retry_at: now_ms() + secs(3600),
+    }
+}
+
 pub fn dead(id: JobId, reason: FailureReason, message: &str) -> Completion {
     Completion::DeadLetter {
         id,

@@ -43,18 +43,7 @@ pub async fn summary_counts_each_state(f: StoreFactory) {
     archived_job(&*store, req("done", "t")).await;
     dead_job(&*store, req("dead", "t"), FailureReason::Fatal, "x").await;
     let retried = processing_job(&*store, req("retried", "t"), "w1").await;
-    assert!(
-        complete_one(
-            &*store,
-            "w1",
-            Completion::Retry {
-                id: retried,
-                error: error(1, "later"),
-                retry_at: now_ms() + secs(3600),
-            }
-        )
-        .await
-    );
+    assert!(complete_one(&*store, "w1", retry_in_an_hour(retried, "later")).await);
 
     let s = summary(&*store).await;
     assert_last_minute(s.succeeded_1m, 1, started, "succeeded in the last minute");
@@ -521,18 +510,7 @@ pub async fn run_times_count_finished_runs_per_job_type(f: StoreFactory) {
     );
     // Neither a retried attempt nor a job that never ran (cancelled while pending) counts.
     let retried = processing_job(&*store, req("q", "mail"), "w1").await;
-    assert!(
-        complete_one(
-            &*store,
-            "w1",
-            Completion::Retry {
-                id: retried,
-                error: error(1, "later"),
-                retry_at: now_ms() + secs(3600),
-            }
-        )
-        .await
-    );
+    assert!(complete_one(&*store, "w1", retry_in_an_hour(retried, "later")).await);
     let never_ran = enqueue(&*store, req("q", "mail")).await;
     store.cancel(never_ran).await.unwrap();
 

@@ -253,18 +253,13 @@ pub(crate) fn run_times(
             ))
         })
         .map_err(db_err("run times"))?;
-    let mut by_type: BTreeMap<String, Vec<(u16, u64)>> = BTreeMap::new();
+    let mut counts = Vec::new();
     for row in rows {
         let (job_type, bin, runs) = row.map_err(db_err("run times"))?;
-        by_type.entry(job_type).or_default().push((
-            u16::try_from(bin).unwrap_or(run_time::MAX_BIN),
-            u64_of(runs),
-        ));
+        let bin = u16::try_from(bin).unwrap_or(run_time::MAX_BIN);
+        counts.push((job_type, bin, u64_of(runs)));
     }
-    Ok(by_type
-        .into_iter()
-        .map(|(job_type, bins)| RunTimeHistogram::from_counts(job_type, bins))
-        .collect())
+    Ok(RunTimeHistogram::per_job_type(counts))
 }
 
 pub(crate) fn top_errors(conn: &Connection, limit: u32) -> StoreResult<Vec<ErrorGroup>> {

@@ -1264,15 +1264,7 @@ impl Store for SqlServerStore {
                 count(r, "runs")?,
             ))
         })?;
-        let mut by_type: std::collections::BTreeMap<String, Vec<(u16, u64)>> =
-            std::collections::BTreeMap::new();
-        for (job_type, bin, runs) in counts {
-            by_type.entry(job_type).or_default().push((bin, runs));
-        }
-        Ok(by_type
-            .into_iter()
-            .map(|(job_type, bins)| RunTimeHistogram::from_counts(job_type, bins))
-            .collect())
+        Ok(RunTimeHistogram::per_job_type(counts))
     }
 
     async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
