@@ -10,8 +10,9 @@ use deck_engine::{
 use crate::request::Query;
 
 /// The filter keys, in the order links carry them.
-const FILTER_KEYS: [&str; 10] = [
-    "queue", "type", "status", "reason", "group", "tag", "q", "on", "from", "to",
+const FILTER_KEYS: [&str; 12] = [
+    "queue", "type", "status", "reason", "group", "tag", "q", "payload", "older", "on", "from",
+    "to",
 ];
 
 #[derive(Debug, Clone)]
@@ -46,7 +47,7 @@ impl ListParams {
     /// Source, filters and sort (no position): the base of paging links.
     pub fn sorted_pairs(&self) -> Vec<(&'static str, String)> {
         let mut pairs = self.filter_pairs();
-        if self.query.sort != JobSort::default() {
+        if !is_default_sort(self.query.source, &self.query.filter, self.query.sort) {
             pairs.push(("sort", self.query.sort.column.as_str().to_string()));
             pairs.push((
                 "dir",
@@ -156,6 +157,28 @@ pub fn parse(q: &Query, default_page_size: u32) -> ListParams {
             raw.retain(|(k, _)| *k != "group");
         }
     }
+    if let Some(v) = q.get("payload").filter(|v| !v.is_empty()) {
+        match v.to_ascii_lowercase().as_str() {
+            "1" | "on" | "true" | "yes" => filter.payload = true,
+            "0" | "off" | "false" | "no" => raw.retain(|(k, _)| *k != "payload"),
+            _ => {
+                problems.push(format!(
+                    "payload={v:?} not understood; use payload=1 to search payloads too"
+                ));
+                raw.retain(|(k, _)| *k != "payload");
+            }
+        }
+    }
+    if let Some(v) = q.get("older").filter(|v| !v.is_empty()) {
+        // Only a search's "search older" link sets it: an exact time, not a day.
+        match DateTime::parse_from_rfc3339(v.trim()) {
+            Ok(t) => filter.listed_before = Some(t.with_timezone(&Utc)),
+            Err(_) => {
+                problems.push(format!("older={v:?} is not a time like 2026-01-02T03:04:05.000006Z; follow the \"search older\" link"));
+                raw.retain(|(k, _)| *k != "older");
+            }
+        }
+    }
     let on_finished = q.get("on") == Some("finished") && source != Pillar::Hot;
     let from = q.get("from").map(|v| parse_time(v, false));
     let to = q.get("to").map(|v| parse_time(v, true));
@@ -173,8 +196,11 @@ pub fn parse(q: &Query, default_page_size: u32) -> ListParams {
     }
 
     let mut sort = JobSort::default();
-    if source != Pillar::Hot {
-        // Finished lists read best newest-finished first.
+    let created_range = filter.created_from.is_some() || filter.created_to.is_some();
+    if source != Pillar::Hot && !created_range {
+        // Finished lists read best newest-finished first; filtered by creation time, they
+        // are listed by it: the range and the order are then one walk of one index, where
+        // a range sorted by finish time would read and sort every row in it.
         sort.column = SortColumn::FinishedAt;
     }
     if let Some(c) = q.get("sort") {
@@ -229,8 +255,9 @@ pub fn parse(q: &Query, default_page_size: u32) -> ListParams {
 }
 
 /// The default sort of a source, so links leave it out.
-pub fn is_default_sort(source: Pillar, sort: JobSort) -> bool {
-    let column = if source == Pillar::Hot {
+pub fn is_default_sort(source: Pillar, filter: &JobFilter, sort: JobSort) -> bool {
+    let created_range = filter.created_from.is_some() || filter.created_to.is_some();
+    let column = if source == Pillar::Hot || created_range {
         SortColumn::CreatedAt
     } else {
         SortColumn::FinishedAt
@@ -302,5 +329,39 @@ mod tests {
         let p = parse(&Query::parse("source=active&reason=Fatal&queue=a"), 50);
         assert_eq!(p.problems.len(), 1);
         assert_eq!(p.filter_query(), "source=active&queue=a");
+    }
+
+    #[test]
+    fn payload_search_and_search_older_come_from_the_url() {
+        let p = parse(
+            &Query::parse("q=c-42&payload=on&older=2026-01-02T03:04:05.000006Z"),
+            50,
+        );
+        assert!(p.problems.is_empty(), "{:?}", p.problems);
+        assert!(p.query.filter.payload);
+        let older = p.query.filter.listed_before.expect("older parsed");
+        assert_eq!(older.to_rfc3339(), "2026-01-02T03:04:05.000006+00:00");
+        assert_eq!(
+            p.filter_query(),
+            "source=active&q=c-42&payload=on&older=2026-01-02T03%3A04%3A05.000006Z"
+        );
+        let bad = parse(&Query::parse("payload=maybe&older=last+week"), 50);
+        assert_eq!(bad.problems.len(), 2, "{:?}", bad.problems);
+        assert!(!bad.query.filter.payload && bad.query.filter.listed_before.is_none());
+        assert_eq!(bad.filter_query(), "source=active");
+    }
+
+    #[test]
+    fn a_created_range_lists_finished_jobs_by_creation() {
+        let p = parse(&Query::parse("source=archive&from=2026-01-02"), 50);
+        assert_eq!(p.query.sort.column, SortColumn::CreatedAt);
+        assert!(is_default_sort(p.source(), &p.query.filter, p.query.sort));
+        let plain = parse(&Query::parse("source=archive"), 50);
+        assert_eq!(plain.query.sort.column, SortColumn::FinishedAt);
+        assert!(!is_default_sort(
+            plain.source(),
+            &p.query.filter,
+            plain.query.sort
+        ));
     }
 }

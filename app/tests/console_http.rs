@@ -890,3 +890,56 @@ async fn an_instance_is_quieted_and_resumed_from_the_instances_page() {
         .unwrap();
     assert!(!listed.iter().any(|i| i.quiet), "nothing quieted");
 }
+
+#[tokio::test]
+async fn a_search_past_its_window_says_so_and_links_to_older_jobs() {
+    let f = fixture(AuthConfig::default()).await;
+    let mut oldest = EnqueueRequest::new("emails", "send_email", r#"{"order":"ord-9931"}"#);
+    oldest.tags = vec!["vintage".into()];
+    let old = f.store.enqueue(oldest).await.unwrap().id;
+    let created = f.store.get_job(old).await.unwrap().unwrap().created_at;
+    // The window's edge is a list time: the newer jobs need a later one than the oldest.
+    while chrono::Utc::now() <= created + chrono::Duration::milliseconds(2) {
+        tokio::task::yield_now().await;
+    }
+    let window = deck_engine::SEARCH_WINDOW_ROWS as usize;
+    for chunk in 0..window.div_ceil(5_000) {
+        let n = 5_000.min(window - chunk * 5_000);
+        let batch = (0..n)
+            .map(|_| EnqueueRequest::new("emails", "send_email", r#"{"n":1}"#))
+            .collect();
+        f.store.enqueue_batch(batch).await.unwrap();
+    }
+
+    let (_, all, _) = get(&f.router, "/jobs?source=active", None).await;
+    assert!(all.contains(">20,001 jobs<"), "the whole list is counted");
+    let (_, by_tag, _) = get(&f.router, "/jobs?source=active&q=vintage", None).await;
+    assert!(
+        !by_tag.contains(&old.to_string()),
+        "the tag is past the window"
+    );
+    assert!(
+        by_tag.contains("searched in the newest 20,000 jobs"),
+        "{by_tag}"
+    );
+    let older = by_tag
+        .split(r#"href=""#)
+        .map(|s| s.split('"').next().unwrap_or_default())
+        .find(|href| href.contains("older="))
+        .expect("a search older link")
+        .replace("&amp;", "&");
+    let (status, past, _) = get(&f.router, &older, None).await;
+    assert_eq!(status, StatusCode::OK, "{older}");
+    assert!(past.contains(&old.to_string()), "found past the window");
+    assert!(past.contains(">1 job match<"), "{past}");
+
+    let by_id = format!("/jobs?source=active&q={old}");
+    let (_, found, _) = get(&f.router, &by_id, None).await;
+    assert!(
+        found.contains(&format!("/jobs/{old}")),
+        "a full id is searched everywhere"
+    );
+    let (_, payload, _) = get(&f.router, "/jobs?source=active&q=ord-9931", None).await;
+    assert!(!payload.contains(&format!("/jobs/{old}")));
+    assert!(payload.contains(">0 jobs match<"));
+}

@@ -94,6 +94,32 @@ test("jobs: sources, filters in the URL, sort and keyset paging", async () => {
   assert.match(await page.locator(".empty").innerText(), /No jobs match/);
 });
 
+test("jobs: the list says how many match; payloads are searched when asked", async () => {
+  const res = await fetch(deck.base + "/api/v1/jobs", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ queue: "e2e-search", type: "nobody.handles.this", payload: { order: "ord-e2e-77341" }, delay_ms: 3_600_000, tags: ["e2e-search"] }),
+  });
+  assert.equal(res.status, 201);
+  const { id } = await res.json();
+  await go("/jobs?source=active&queue=e2e-search");
+  assert.match(await page.locator(".list-count").innerText(), /^1 job match$/);
+  await go("/jobs?source=active");
+  await page.fill("input[name=q]", "ord-e2e-77341");
+  await page.click(".filters button[type=submit]");
+  assert.match(await page.locator(".empty").innerText(), /No jobs match/, "payloads are not searched by default");
+  assert.match(await page.locator(".list-count").innerText(), /^0 jobs/);
+  await page.check("input[name=payload]");
+  await page.click(".filters button[type=submit]");
+  assert.match(page.url(), /payload=1/);
+  assert.ok(await page.isChecked("input[name=payload]"), "the box stays ticked");
+  assert.equal(await page.locator(`table.jobs tbody tr a[href*="${id}"]`).count() > 0, true, "the job is the match");
+  assert.equal(await page.locator("table.jobs tbody tr").count(), 1);
+  assert.match(await page.locator("table.jobs tbody tr").innerText(), /nobody\.handles\.this/);
+  assert.match(await page.locator(".list-count").innerText(), /^1 job match/);
+  await shot(page, "jobs-payload-search");
+});
+
 test("dead letters: inspect, edit with diff, save and resurrect", async () => {
   await waitForRows("/jobs?source=dlq", "table.jobs tbody tr");
   await shot(page, "jobs-dlq");

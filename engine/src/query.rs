@@ -27,8 +27,23 @@ pub struct JobFilter {
     pub error_group: Option<Fingerprint>,
     /// Jobs carrying exactly this tag.
     pub tag: Option<String>,
-    /// Case-insensitive substring over id, type, tags and last error.
+    /// Case-insensitive substring over id, type, tags and last error (and the payload, with
+    /// `payload`). Indexes answer it across the whole list for a job id or id prefix, a job
+    /// type (finished lists) and error text of three characters or more; the rest (tags,
+    /// payloads, shorter terms) is a scan, bounded by `scan_from` when that is set.
     pub text: Option<String>,
+    /// `text` also searches payloads: opt-in, a payload is read only by a scan.
+    #[serde(default)]
+    pub payload: bool,
+    /// Where the scanned part of a text search stops: rows listed at or after this time
+    /// (created for active jobs, finished otherwise). Set from `Store::search_window` so a
+    /// search reads a bounded number of rows; `None` scans the whole list.
+    #[serde(default)]
+    pub scan_from: Option<Timestamp>,
+    /// Only rows listed before this time (created for active jobs, finished otherwise):
+    /// "search older", the rows past a search window.
+    #[serde(default)]
+    pub listed_before: Option<Timestamp>,
     pub created_from: Option<Timestamp>,
     pub created_to: Option<Timestamp>,
     /// Archive and DLQ only.
@@ -343,9 +358,88 @@ impl FromStr for BulkAction {
     }
 }
 
+/// A filtered list counts its rows up to this many and then says "10,000+": past it an
+/// exact count would read every matching row for a number nobody acts on.
+pub const COUNT_CAP: u64 = 10_000;
+
+/// A text search counts up to this many: its matches are tested row by row, so counting to
+/// `COUNT_CAP` would read ten times the rows for the same "many".
+pub const TEXT_COUNT_CAP: u64 = 1_000;
+
+/// Where a filter's count stops (see `COUNT_CAP`, `TEXT_COUNT_CAP`).
+pub fn count_cap(filter: &JobFilter) -> u64 {
+    let text = filter.text.as_deref().is_some_and(|t| !t.trim().is_empty());
+    if text { TEXT_COUNT_CAP } else { COUNT_CAP }
+}
+
+/// The hyphenated form of a job id prefix (lowercase), when `text` is one long enough to
+/// pick out a few jobs: 12 hex digits or more, typed with the id's hyphens or without. An id
+/// starts with its creation time in milliseconds (UUIDv7), so a shorter prefix names every
+/// job of a minute or more, which a search cannot list quickly newest first.
+pub fn job_id_prefix(text: &str) -> Option<String> {
+    const MIN_DIGITS: usize = 12;
+    let digits: String = text.chars().filter(|c| *c != '-').collect();
+    if digits.len() < MIN_DIGITS
+        || digits.len() > 32
+        || !digits.chars().all(|c| c.is_ascii_hexdigit())
+    {
+        return None;
+    }
+    let mut hyphenated = String::with_capacity(36);
+    for (i, c) in digits.chars().enumerate() {
+        if matches!(i, 8 | 12 | 16 | 20) {
+            hyphenated.push('-');
+        }
+        hyphenated.push(c.to_ascii_lowercase());
+    }
+    // Hyphens elsewhere than an id has them: not an id.
+    let typed = text.to_ascii_lowercase();
+    (typed == hyphenated || typed == digits.to_ascii_lowercase()).then_some(hyphenated)
+}
+
+/// The rows a search scans (the part no index answers) before it asks to go further back.
+pub const SEARCH_WINDOW_ROWS: u32 = 20_000;
+
+/// How many jobs a list holds: exact for an unfiltered list (from the maintained counters),
+/// otherwise counted up to `count_cap`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct JobCount {
+    pub matching: u64,
+    /// More than `matching` match: the count stopped at the cap.
+    pub capped: bool,
+}
+
 /// What a bulk action over a filter would touch (committed read).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct BulkPreview {
     pub matching: u64,
     pub sample: Vec<JobSummary>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_id_prefix_is_twelve_hex_digits_or_more_with_or_without_hyphens() {
+        let id = "0190ABCD-EF01-7a2b-8c3d-0123456789ab";
+        assert_eq!(job_id_prefix(&id[..13]).as_deref(), Some("0190abcd-ef01"));
+        assert_eq!(
+            job_id_prefix("0190abcdef017a").as_deref(),
+            Some("0190abcd-ef01-7a")
+        );
+        assert_eq!(
+            job_id_prefix(id).as_deref(),
+            Some(id.to_ascii_lowercase().as_str())
+        );
+        for not_one in [
+            "0190abcd",
+            "0190abcd-ef0",
+            "0190-abcdef01",
+            "0190abcdef01x",
+            "ledger-mismatch",
+        ] {
+            assert_eq!(job_id_prefix(not_one), None, "{not_one}");
+        }
+    }
 }

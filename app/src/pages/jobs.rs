@@ -2,7 +2,8 @@ use std::collections::HashMap;
 
 use chrono::Utc;
 use deck_engine::{
-    FailureReason, HotStatus, JobId, JobState, JobSummary, Page, Pillar, SortColumn, SortDirection,
+    FailureReason, HotStatus, JobCount, JobId, JobState, JobSummary, Page, Pillar, SortColumn,
+    SortDirection,
 };
 use leptos::prelude::*;
 
@@ -15,10 +16,32 @@ use crate::state::Console;
 #[component]
 pub fn JobsPage() -> impl IntoView {
     let console = expect_context::<Console>();
-    let params = parse(&query(), console.options().page_size);
+    let mut params = parse(&query(), console.options().page_size);
     Suspend::new(async move {
         let store = console.store().clone();
-        let (page, queues) = futures::join!(store.list_jobs(&params.query), store.list_queues());
+        let source = params.source();
+        // A text search scans what no index answers in a bounded window of the newest rows.
+        let window = if params.query.filter.text.is_some() {
+            match store
+                .search_window(source, params.query.filter.listed_before)
+                .await
+            {
+                Ok(from) => from,
+                Err(e) => {
+                    let message = format!("Cannot search: {e}");
+                    return view! { <Layout title="Jobs".to_string()><ErrorBox message=message/></Layout> }
+                        .into_any();
+                }
+            }
+        } else {
+            None
+        };
+        params.query.filter.scan_from = window;
+        let (page, count, queues) = futures::join!(
+            store.list_jobs(&params.query),
+            store.count_jobs(source, &params.query.filter),
+            store.list_queues()
+        );
         let queue_names: Vec<String> = queues
             .map(|qs| qs.into_iter().map(|q| q.name).collect())
             .unwrap_or_default();
@@ -32,14 +55,19 @@ pub fn JobsPage() -> impl IntoView {
         } else {
             HashMap::new()
         };
+        let searched = SearchScope {
+            window,
+            backend: store.backend(),
+        };
         let body = match page {
             Ok(page) => {
-                view! { <JobList params=params.clone() page=page queue_names=queue_names progress=progress/> }
+                view! { <JobList params=params.clone() page=page queue_names=queue_names progress=progress count=count.ok() searched=searched/> }
                     .into_any()
             }
             Err(e) => view! { <ErrorBox message=format!("Cannot list jobs: {e}")/> }.into_any(),
         };
         view! { <Layout title=title.to_string() doc_title=list_title(title, &params)>{body}</Layout> }
+            .into_any()
     })
 }
 
@@ -63,6 +91,78 @@ fn list_title(source: &str, params: &ListParams) -> String {
     }
 }
 
+/// What a text search read: the window its scan stopped at (`None`: every row) and the
+/// store, which decides what its indexes answer beyond the window.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SearchScope {
+    pub window: Option<deck_engine::Timestamp>,
+    pub backend: &'static str,
+}
+
+/// "1,234 jobs", "10,000+ jobs match": the list's size, live with the rows.
+fn count_line(count: Option<JobCount>, filtered: bool) -> impl IntoView {
+    let text = match count {
+        None => String::new(),
+        Some(c) => {
+            let n = format::count(c.matching);
+            let plus = if c.capped { "+" } else { "" };
+            let noun = if c.matching == 1 && !c.capped {
+                "job"
+            } else {
+                "jobs"
+            };
+            if filtered {
+                format!("{n}{plus} {noun} match")
+            } else {
+                format!("{n}{plus} {noun}")
+            }
+        }
+    };
+    view! { <p class="list-count" data-live-page="count" aria-live="polite">{text}</p> }
+}
+
+/// Where a search stopped scanning, and the link that goes on past it.
+fn search_note(params: &ListParams, searched: SearchScope) -> Option<impl IntoView + use<>> {
+    let from = searched.window?;
+    let source = params.source();
+    let scanned = if params.query.filter.payload {
+        "Tags and payloads"
+    } else {
+        "Tags"
+    };
+    let when = if source == Pillar::Hot {
+        "created"
+    } else {
+        "finished"
+    };
+    let indexed = match (searched.backend, source) {
+        ("sqlite", Pillar::Hot) => " Job ids and error text were searched in every job.",
+        ("sqlite", _) => " Job ids, types and error text were searched in every job.",
+        _ => " A full job id is found in every job.",
+    };
+    let scanned = if searched.backend == "sqlite" {
+        scanned.to_string()
+    } else {
+        format!("{scanned}, types, error text and id parts")
+    };
+    let mut pairs = params.sorted_pairs();
+    pairs.retain(|(k, _)| *k != "older");
+    pairs.push((
+        "older",
+        from.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+    ));
+    Some(view! {
+        <p class="search-note">
+            {format!(
+                "{scanned} were searched in the newest {} jobs ({when} since {}).{indexed} ",
+                format::count(u64::from(deck_engine::SEARCH_WINDOW_ROWS)),
+                format::time(from)
+            )}
+            <a href=href("/jobs", &pairs)>"Search older jobs ›"</a>
+        </p>
+    })
+}
+
 fn state_badge(state: JobState) -> impl IntoView {
     let (class, text) = match state {
         JobState::Pending => ("badge", "pending".to_string()),
@@ -82,6 +182,10 @@ pub fn JobList(
     /// Progress of the running jobs this process runs.
     #[prop(optional)]
     progress: HashMap<JobId, deck_engine::Progress>,
+    /// How many jobs the list holds (`None`: the count failed; the rows still show).
+    #[prop(default = None)]
+    count: Option<JobCount>,
+    #[prop(optional)] searched: SearchScope,
 ) -> impl IntoView {
     let source = params.source();
     let now = Utc::now();
@@ -132,7 +236,7 @@ pub fn JobList(
             column,
             direction: dir,
         };
-        if !is_default_sort(source, new_sort) {
+        if !is_default_sort(source, &link_params.query.filter, new_sort) {
             pairs.push(("sort", column.as_str().to_string()));
             pairs.push((
                 "dir",
@@ -282,6 +386,9 @@ pub fn JobList(
             })}
             <label>"Tag"<input type="text" name="tag" value=params.raw("tag").to_string() placeholder="exact tag"/></label>
             <label class="grow">"Search"<input type="search" name="q" value=params.raw("q").to_string() placeholder="id, type, tag or error text"/></label>
+            <label class="check" title="Payloads are read row by row, in the newest jobs first: slower than the other searches">
+                <input type="checkbox" name="payload" value="1" checked=params.query.filter.payload/>" in payloads too"
+            </label>
             {(source != Pillar::Hot).then(|| view! {
                 <label>"Dates on"
                     <select name="on">
@@ -297,6 +404,10 @@ pub fn JobList(
                 <a href=href("/jobs", &[("source", source.as_str().to_string())])>"Clear"</a>
             </div>
         </form>
+        <div class="list-head">
+            {count_line(count, filtered)}
+            {search_note(&params, searched)}
+        </div>
         {empty_view}
         {(!empty).then(|| view! {
             <PostForm endpoint="jobs/bulk" class="bulk">

@@ -94,6 +94,7 @@ macro_rules! store_conformance_tests {
             reads::list_jobs_pages_jobs_finished_together,
             reads::a_page_after_a_vanished_row_skips_nothing,
             reads::cursors_round_trip_through_text,
+            reads::text_search_windows_payloads_and_counts,
             telemetry::summary_counts_each_state,
             telemetry::queue_stats_counts_and_lag,
             telemetry::throughput_buckets_fill_missing_minutes,

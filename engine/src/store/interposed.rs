@@ -45,6 +45,8 @@ pub enum StoreCall {
     GetJob,
     FinishedJobs,
     ListJobs,
+    CountJobs,
+    SearchWindow,
     Summary,
     QueueStats,
     Throughput,
@@ -330,6 +332,24 @@ impl<H: Interpose> Store for InterposedStore<H> {
         self.hooks.before(StoreCall::ListJobs).await?;
         let answer = self.inner.list_jobs(query).await;
         self.hooks.after(StoreCall::ListJobs);
+        answer
+    }
+
+    async fn count_jobs(&self, source: Pillar, filter: &JobFilter) -> StoreResult<JobCount> {
+        self.hooks.before(StoreCall::CountJobs).await?;
+        let answer = self.inner.count_jobs(source, filter).await;
+        self.hooks.after(StoreCall::CountJobs);
+        answer
+    }
+
+    async fn search_window(
+        &self,
+        source: Pillar,
+        before: Option<Timestamp>,
+    ) -> StoreResult<Option<Timestamp>> {
+        self.hooks.before(StoreCall::SearchWindow).await?;
+        let answer = self.inner.search_window(source, before).await;
+        self.hooks.after(StoreCall::SearchWindow);
         answer
     }
 

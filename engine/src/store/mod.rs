@@ -23,7 +23,8 @@ use crate::model::{
     NewAuditEntry, Pillar, PruneStep, QueueConfig, QueuePatch, RescueStep, Timestamp,
 };
 use crate::query::{
-    BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary, Page,
+    BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobCount, JobFilter, JobQuery, JobSummary,
+    Page,
 };
 use crate::telemetry::{ErrorGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket};
 
@@ -224,6 +225,20 @@ pub trait Store: Send + Sync + 'static {
     /// stable order the store chooses (SQL Server: the id; SQLite: insertion order), found
     /// again from the cursor's id.
     async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<JobSummary>>;
+
+    /// How many jobs of one pillar match a filter: exact when the filter is empty (the
+    /// maintained counters; the active list counts its rows), otherwise up to `COUNT_CAP`.
+    async fn count_jobs(&self, source: Pillar, filter: &JobFilter) -> StoreResult<JobCount>;
+
+    /// Where a search that scans `SEARCH_WINDOW_ROWS` rows of a list stops: the list time
+    /// (created for active jobs, finished otherwise) of the that-many-th newest row listed
+    /// before `before` (all rows without it). `None` when fewer rows are there: a scan then
+    /// reads them all.
+    async fn search_window(
+        &self,
+        source: Pillar,
+        before: Option<Timestamp>,
+    ) -> StoreResult<Option<Timestamp>>;
 
     // ------------------------------------------------------------------ telemetry (approximate)
 

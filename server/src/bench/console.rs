@@ -5,7 +5,8 @@
 //! processing, complete), so the counters, metric buckets and error groups are exactly what
 //! production writes — then renders every console page in-process through the real router
 //! and reports p50 / p95 per page, including the last archive page, text search with a common
-//! and a rare term on every list, and narrow (oldest minute) and wide date ranges.
+//! and a rare term on every list (ids, types, tags, error text, payloads, "search older"), and
+//! narrow (oldest minute) and wide date ranges.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -277,6 +278,21 @@ pub async fn run(config: ConsoleArgs) -> Result<serde_json::Value> {
     let archive_finished_old = oldest_minute(Pillar::Archive, true).await?;
     let dlq_created_old = oldest_minute(Pillar::Dlq, false).await?;
     let dlq_finished_old = oldest_minute(Pillar::Dlq, true).await?;
+    // Where a search's scan stops on the archive, and the "search older" page past it.
+    let archive_window = store
+        .search_window(Pillar::Archive, None)
+        .await?
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Micros, true))
+        .unwrap_or_default();
+    let archive_oldest_id = {
+        let mut q = JobQuery::new(Pillar::Archive);
+        q.position = PagePosition::Last;
+        let page = store.list_jobs(&q).await?;
+        page.items
+            .last()
+            .map(|j| j.id.to_string())
+            .unwrap_or_default()
+    };
     const WIDE: &str = "from=2000-01-01&to=2100-01-01";
     // A term that matches nothing: a scan has to read every row to say so.
     const RARE: &str = "zqxj-no-such-term";
@@ -311,6 +327,36 @@ pub async fn run(config: ConsoleArgs) -> Result<serde_json::Value> {
         (
             "archive text search, rare",
             format!("/jobs?source=archive&q={RARE}"),
+        ),
+        (
+            "archive tag search, common",
+            "/jobs?source=archive&q=batch-3".into(),
+        ),
+        (
+            "archive payload search, common",
+            "/jobs?source=archive&q=c-42&payload=1".into(),
+        ),
+        (
+            "archive payload search, rare",
+            format!("/jobs?source=archive&q={RARE}&payload=1"),
+        ),
+        (
+            "archive search older, rare",
+            format!(
+                "/jobs?source=archive&q={RARE}&older={}",
+                archive_window.replace(':', "%3A").replace('+', "%2B")
+            ),
+        ),
+        (
+            "archive oldest job by id prefix",
+            format!(
+                "/jobs?source=archive&q={}",
+                archive_oldest_id.get(..13).unwrap_or_default()
+            ),
+        ),
+        (
+            "archive error text, rare",
+            "/jobs?source=archive&q=colour+profile".into(),
         ),
         (
             "dlq text search, rare",

@@ -8,7 +8,8 @@ use crate::model::{
     Completion, EnqueueRequest, FailureReason, HotStatus, JobId, Pillar, Timestamp,
 };
 use crate::query::{
-    Cursor, JobFilter, JobQuery, JobSort, JobSummary, PagePosition, SortColumn, SortDirection,
+    Cursor, JobCount, JobFilter, JobQuery, JobSort, JobSummary, PagePosition, SortColumn,
+    SortDirection,
 };
 use crate::store::Store;
 
@@ -845,4 +846,118 @@ pub async fn list_jobs_filters_each_pillar(f: StoreFactory) {
         }
     }
     assert_counters_match_rows(&*store).await;
+}
+
+/// A bounded text search and a list's count: the scanned part of a search (tags, and
+/// payloads when asked) reads only the rows listed since `scan_from`, while a full job id is
+/// found anywhere; payloads are searched only on request; `listed_before` lists the older
+/// rows; counts are exact for unfiltered lists and below the cap.
+pub async fn text_search_windows_payloads_and_counts(f: StoreFactory) {
+    let store = f.store();
+    let request = |queue: &str, job_type: &str| {
+        let mut r = EnqueueRequest::new(queue, job_type, r#"{"customer":"c-4711"}"#);
+        r.tags = vec!["blue".into()];
+        r
+    };
+    let old = enqueue(&*store, request("win", "report")).await;
+    let_clock_advance().await;
+    let new = enqueue(&*store, request("win", "report")).await;
+    let (t_old, t_new) = (
+        job(&*store, old).await.created_at,
+        job(&*store, new).await.created_at,
+    );
+    assert!(t_old < t_new, "the clock moved between the two");
+    let search = |text: &str, payload: bool, scan_from, listed_before| JobFilter {
+        text: Some(text.into()),
+        payload,
+        scan_from,
+        listed_before,
+        ..Default::default()
+    };
+    let hot = |filter: JobFilter| {
+        let store = store.clone();
+        async move { ids_in(&*store, Pillar::Hot, filter).await }
+    };
+    assert_eq!(
+        hot(search("blue", false, None, None)).await,
+        sorted(vec![old, new])
+    );
+    assert_eq!(
+        hot(search("blue", false, Some(t_new), None)).await,
+        vec![new],
+        "a tag is searched in the window only"
+    );
+    assert_eq!(
+        hot(search(&old.to_string(), false, Some(t_new), None)).await,
+        vec![old],
+        "a full id is found outside the window"
+    );
+    assert_eq!(
+        hot(search(&old.to_string()[..13], false, Some(t_new), None)).await,
+        vec![old],
+        "an id prefix of 12 hex digits is found outside the window"
+    );
+    assert!(
+        hot(search("c-4711", false, None, None)).await.is_empty(),
+        "payloads are not searched unless asked"
+    );
+    assert_eq!(
+        hot(search("C-4711", true, None, None)).await,
+        sorted(vec![old, new])
+    );
+    assert_eq!(
+        hot(search("blue", false, None, Some(t_new))).await,
+        vec![old],
+        "listed before the newer job"
+    );
+
+    let count = |source: Pillar, filter: JobFilter| {
+        let store = store.clone();
+        async move { store.count_jobs(source, &filter).await.expect("count jobs") }
+    };
+    let exact = |matching| JobCount {
+        matching,
+        capped: false,
+    };
+    assert_eq!(count(Pillar::Hot, JobFilter::default()).await, exact(2));
+    assert_eq!(
+        count(Pillar::Hot, search("blue", false, Some(t_new), None)).await,
+        exact(1)
+    );
+    assert_eq!(
+        count(Pillar::Hot, search("no such term", true, None, None)).await,
+        exact(0)
+    );
+    assert_eq!(
+        store
+            .search_window(Pillar::Hot, None)
+            .await
+            .expect("window"),
+        None,
+        "fewer rows than a window: a scan reads them all"
+    );
+
+    let archived = archived_job(&*store, request("win-done", "export")).await;
+    let dead = dead_job(
+        &*store,
+        request("win-dead", "export"),
+        FailureReason::Failed,
+        "gateway timeout",
+    )
+    .await;
+    assert_eq!(count(Pillar::Archive, JobFilter::default()).await, exact(1));
+    assert_eq!(count(Pillar::Dlq, JobFilter::default()).await, exact(1));
+    assert_eq!(count(Pillar::Hot, JobFilter::default()).await, exact(2));
+    let archive_ids = ids_in(&*store, Pillar::Archive, search("c-4711", true, None, None)).await;
+    assert_eq!(archive_ids, vec![archived]);
+    let dlq_ids = ids_in(&*store, Pillar::Dlq, search("GATEWAY", false, None, None)).await;
+    assert_eq!(dlq_ids, vec![dead]);
+    assert_eq!(
+        count(Pillar::Dlq, search("gateway", false, None, None)).await,
+        exact(1)
+    );
+    assert_eq!(
+        count(Pillar::Archive, search("gateway", false, None, None)).await,
+        exact(0)
+    );
 }

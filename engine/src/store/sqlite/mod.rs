@@ -38,7 +38,8 @@ use crate::model::{
     NewAuditEntry, Pillar, PruneStep, QueueConfig, QueuePatch, RescueStep, Timestamp,
 };
 use crate::query::{
-    BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary, Page,
+    BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobCount, JobFilter, JobQuery, JobSummary,
+    Page,
 };
 use crate::store::{SqliteSynchronous, Store, StoreHealth, StoreOptions};
 use crate::telemetry::{ErrorGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket};
@@ -489,6 +490,23 @@ impl Store for SqliteStore {
         let query = query.clone();
         self.readers
             .read(move |conn| reads::list_jobs(conn, &query))
+            .await
+    }
+
+    async fn count_jobs(&self, source: Pillar, filter: &JobFilter) -> StoreResult<JobCount> {
+        let filter = filter.clone();
+        self.readers
+            .read(move |conn| reads::count_jobs(conn, source, &filter))
+            .await
+    }
+
+    async fn search_window(
+        &self,
+        source: Pillar,
+        before: Option<Timestamp>,
+    ) -> StoreResult<Option<Timestamp>> {
+        self.readers
+            .read(move |conn| reads::search_window(conn, source, before))
             .await
     }
 

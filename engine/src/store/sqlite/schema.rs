@@ -45,6 +45,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         "run_time_bins",
         include_str!("../../../../migrations/sqlite/0007_run_time_bins.sql"),
     ),
+    (
+        8,
+        "error_text_search",
+        include_str!("../../../../migrations/sqlite/0008_error_text_search.sql"),
+    ),
 ];
 
 /// The version whose rows need fingerprints computed in Rust after its script.

@@ -520,3 +520,49 @@ async fn a_large_claim_whose_read_back_fails_on_a_reader_is_read_on_the_writer()
         .count();
     assert_eq!(running, 30);
 }
+
+#[tokio::test]
+async fn error_text_is_found_outside_the_search_window_and_follows_updates() {
+    let dir = tempfile::tempdir().unwrap();
+    let s = store(&dir).await;
+    let id = s.enqueue(req("q")).await.unwrap().id;
+    run_to_processing(&s, "w", 1).await;
+    let dead_letter = |message: &str| Completion::DeadLetter {
+        id,
+        reason: FailureReason::Failed,
+        error: error(message),
+        duration_ms: 1,
+    };
+    s.complete("w", vec![dead_letter("Ledger mismatch on account 42")])
+        .await
+        .unwrap();
+    // A window that starts after every row: only the indexed parts of a search can match.
+    let past_the_window = Utc::now() + chrono::Duration::hours(1);
+    let find = |text: &str| {
+        let s = s.clone();
+        let mut q = JobQuery::new(Pillar::Dlq);
+        q.filter.text = Some(text.into());
+        q.filter.scan_from = Some(past_the_window);
+        async move {
+            let items = s.list_jobs(&q).await.unwrap().items;
+            items.iter().map(|j| j.id).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(find("LEDGER MISM").await, vec![id], "error text is indexed");
+    assert_eq!(find("noop").await, vec![id], "the job type is indexed");
+    assert!(
+        find("42").await.is_empty(),
+        "two characters are only scanned"
+    );
+
+    assert_eq!(s.resurrect(id, None).await.unwrap(), Applied::Applied);
+    run_to_processing(&s, "w", 1).await;
+    s.complete("w", vec![dead_letter("Gateway timeout")])
+        .await
+        .unwrap();
+    assert!(
+        find("ledger").await.is_empty(),
+        "a replaced error leaves the index"
+    );
+    assert_eq!(find("gateway tim").await, vec![id]);
+}

@@ -210,16 +210,11 @@ pub fn filter_predicates(built: &mut Built, pillar: Pillar, filter: &JobFilter) 
         .map(str::trim)
         .filter(|t| !t.is_empty())
     {
-        let p = built.bind(Param::Text(like_pattern(&text.to_lowercase())));
-        let hex = built.bind(Param::Text(like_pattern(
-            &text.replace('-', "").to_ascii_uppercase(),
-        )));
-        parts.push(format!(
-            "(CONVERT(CHAR(32), id, 2) LIKE {hex} ESCAPE N'\\' \
-             OR LOWER(job_type) LIKE {p} ESCAPE N'\\' \
-             OR LOWER(tags) LIKE {p} ESCAPE N'\\' \
-             OR LOWER(last_error) LIKE {p} ESCAPE N'\\')"
-        ));
+        parts.push(text_predicate(built, pillar, text, filter));
+    }
+    if let Some(before) = filter.listed_before {
+        let p = built.bind(Param::Time(to_sql_time(before)));
+        parts.push(format!("{} < {p}", list_time(pillar)));
     }
     if let Some(from) = filter.created_from {
         let p = built.bind(Param::Time(to_sql_time(from)));
@@ -240,6 +235,116 @@ pub fn filter_predicates(built: &mut Built, pillar: Pillar, filter: &JobFilter) 
         }
     }
     parts.join("\n  AND ")
+}
+
+/// The list time of a pillar: what newest-first and a search window read.
+fn list_time(pillar: Pillar) -> &'static str {
+    match pillar {
+        Pillar::Hot => "created_at",
+        _ => "finished_at",
+    }
+}
+
+/// A text search: a substring (`LIKE '%…%'`) over id, type, tags, last error and, opt-in,
+/// the payload. SQL Server has no substring index: its full-text search (`CONTAINS`) is an
+/// optional feature that matches words and prefixes, not substrings. So a full job id is a
+/// seek of the primary key (an id prefix of 12 hex digits or more a range of it), and the
+/// substring part reads the rows listed since `scan_from`
+/// (a range of the list-time index) when the console bounds it, the whole list otherwise.
+fn text_predicate(built: &mut Built, pillar: Pillar, text: &str, filter: &JobFilter) -> String {
+    let p = built.bind(Param::Text(like_pattern(&text.to_lowercase())));
+    let hex = built.bind(Param::Text(like_pattern(
+        &text.replace('-', "").to_ascii_uppercase(),
+    )));
+    let payload = if filter.payload {
+        format!("\n     OR LOWER(payload) LIKE {p} ESCAPE N'\\'")
+    } else {
+        String::new()
+    };
+    let mut scan = format!(
+        "(CONVERT(CHAR(32), id, 2) LIKE {hex} ESCAPE N'\\' \
+         OR LOWER(job_type) LIKE {p} ESCAPE N'\\' \
+         OR LOWER(tags) LIKE {p} ESCAPE N'\\' \
+         OR LOWER(last_error) LIKE {p} ESCAPE N'\\'{payload})"
+    );
+    if let Some(from) = filter.scan_from {
+        let w = built.bind(Param::Time(to_sql_time(from)));
+        scan = format!("({} >= {w} AND {scan})", list_time(pillar));
+    }
+    if let Ok(id) = text.parse::<crate::model::JobId>() {
+        let id = built.bind(Param::Text(id_hex(id)));
+        return format!("(id = CONVERT(BINARY(16), {id}, 2) OR {scan})");
+    }
+    match crate::query::job_id_prefix(text) {
+        // BINARY(16) compares byte by byte: a prefix is one range of the primary key.
+        Some(prefix) => {
+            let digits = prefix.replace('-', "").to_ascii_uppercase();
+            let pad = 32 - digits.len();
+            let lo = built.bind(Param::Text(format!("{digits}{}", "0".repeat(pad))));
+            let hi = built.bind(Param::Text(format!("{digits}{}", "F".repeat(pad))));
+            format!(
+                "(id BETWEEN CONVERT(BINARY(16), {lo}, 2) AND CONVERT(BINARY(16), {hi}, 2) OR {scan})"
+            )
+        }
+        None => scan,
+    }
+}
+
+/// How many rows match a filter: the maintained (striped) counters for an unfiltered list
+/// (committed, as the list beside it is: a few rows, locked only for a transition's commit);
+/// otherwise the matching rows counted up to `cap` (`cap + 1` read, to tell "more"). A slot
+/// may go negative on its own; the sum over every slot is exact.
+pub fn count_statement(schema: &SchemaName, pillar: Pillar, filter: &JobFilter, cap: u64) -> Built {
+    let mut built = Built {
+        reads: Reads::Rows(&["matching"]),
+        ..Built::default()
+    };
+    let schema = schema.as_str();
+    built.sql = if filter.is_empty() {
+        format!(
+            "SET NOCOUNT ON;\nSELECT CASE WHEN n.total > 0 THEN n.total ELSE 0 END AS matching\nFROM (SELECT COALESCE(SUM({column}), 0) AS total\n      FROM [{schema}].[queue_counter_slots] AS c) AS n;",
+            column = match pillar {
+                Pillar::Hot => "c.pending_rows + c.fetched_rows + c.processing_rows",
+                Pillar::Archive => "c.archive_rows",
+                Pillar::Dlq => "c.dlq_rows",
+            },
+        )
+    } else {
+        let top = built.bind(Param::Int(i64::try_from(cap).unwrap_or(i64::MAX - 1) + 1));
+        let predicates = filter_predicates(&mut built, pillar, filter);
+        format!(
+            "SET NOCOUNT ON;\nSELECT COUNT_BIG(*) AS matching\nFROM (SELECT TOP ({top}) 1 AS one\n      FROM [{schema}].[{table}]\n      WHERE {predicates}) AS m;",
+            table = table(pillar),
+        )
+    };
+    built
+}
+
+/// The list time of the `rows`-th newest row before `before`: where a bounded search scan
+/// stops. No row matches when the list is shorter (the scan then reads it all).
+pub fn search_window_statement(
+    schema: &SchemaName,
+    pillar: Pillar,
+    before: Option<chrono::DateTime<chrono::Utc>>,
+    rows: u32,
+) -> Built {
+    let mut built = Built::default();
+    let column = list_time(pillar);
+    let bound = match before {
+        Some(before) => {
+            let p = built.bind(Param::Time(to_sql_time(before)));
+            format!("\nWHERE {column} < {p}")
+        }
+        None => String::new(),
+    };
+    let skip = built.bind(Param::Int(i64::from(rows.max(1)) - 1));
+    built.reads = Reads::Rows(&["window_from"]);
+    built.sql = format!(
+        "SET NOCOUNT ON;\nSELECT {column} AS window_from\nFROM [{schema}].[{table}]{bound}\nORDER BY {column} DESC\nOFFSET {skip} ROWS FETCH NEXT 1 ROWS ONLY;",
+        schema = schema.as_str(),
+        table = table(pillar),
+    );
+    built
 }
 
 /// A list page. `fetch` = page size + 1. When `reversed`, rows come back in the opposite of
@@ -369,10 +474,21 @@ pub fn all_shapes(schema: &SchemaName) -> Vec<(Reads, String)> {
         error_group: "0123456789abcdef".parse().ok(),
         tag: Some("x".into()),
         text: Some("boom".into()),
+        payload: true,
+        scan_from: Some(chrono::Utc::now()),
+        listed_before: Some(chrono::Utc::now()),
         created_from: Some(chrono::Utc::now()),
         created_to: Some(chrono::Utc::now()),
         finished_from: Some(chrono::Utc::now()),
         finished_to: Some(chrono::Utc::now()),
+    };
+    let by_id = JobFilter {
+        text: Some(JobId::new().to_string()),
+        ..full.clone()
+    };
+    let by_id_prefix = JobFilter {
+        text: Some("0190abcd-ef01".into()),
+        ..full.clone()
     };
     let mut out = Vec::new();
     for pillar in Pillar::ALL {
@@ -408,6 +524,12 @@ pub fn all_shapes(schema: &SchemaName) -> Vec<(Reads, String)> {
         for built in [
             preview_statement(schema, pillar, &full, 10),
             bulk_ids_statement(schema, pillar, &full, true, Some("00"), 200),
+            count_statement(schema, pillar, &full, 10_000),
+            count_statement(schema, pillar, &JobFilter::default(), 10_000),
+            count_statement(schema, pillar, &by_id, 1_000),
+            count_statement(schema, pillar, &by_id_prefix, 1_000),
+            search_window_statement(schema, pillar, Some(chrono::Utc::now()), 20_000),
+            search_window_statement(schema, pillar, None, 20_000),
         ] {
             out.push((built.reads, built.sql));
         }

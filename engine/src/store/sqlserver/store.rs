@@ -24,6 +24,7 @@ use crate::model::{
 };
 use crate::query::{
     BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, MAX_PAGE_SIZE, Page,
+    SEARCH_WINDOW_ROWS,
 };
 use crate::store::Store;
 use crate::telemetry::{
@@ -1135,6 +1136,41 @@ impl Store for SqlServerStore {
             },
             items,
         })
+    }
+
+    async fn count_jobs(
+        &self,
+        source: Pillar,
+        filter: &JobFilter,
+    ) -> StoreResult<crate::query::JobCount> {
+        let cap = crate::query::count_cap(filter);
+        let built = job_lists::count_statement(&self.schema, source, filter, cap);
+        let rows = self.rows_of_built("count_jobs", &built).await?;
+        let n = match rows.first() {
+            Some(row) => count(row, "matching").map_err(|f| self.fault("count_jobs", f))?,
+            None => 0,
+        };
+        let capped = !filter.is_empty() && n > cap;
+        Ok(crate::query::JobCount {
+            matching: if capped { cap } else { n },
+            capped,
+        })
+    }
+
+    async fn search_window(
+        &self,
+        source: Pillar,
+        before: Option<Timestamp>,
+    ) -> StoreResult<Option<Timestamp>> {
+        let built =
+            job_lists::search_window_statement(&self.schema, source, before, SEARCH_WINDOW_ROWS);
+        let rows = self.rows_of_built("search_window", &built).await?;
+        match rows.first() {
+            Some(row) => {
+                rows::opt_time(row, "window_from").map_err(|f| self.fault("search_window", f))
+            }
+            None => Ok(None),
+        }
     }
 
     async fn summary(&self) -> StoreResult<Summary> {
