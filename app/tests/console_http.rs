@@ -194,6 +194,10 @@ async fn every_page_renders_with_real_data() {
     let (_, dlq, _) = get(&f.router, "/jobs?source=dlq", None).await;
     assert!(dlq.contains(&dead.to_string()), "the dead job is listed");
     assert!(dlq.contains("card declined &lt;script&gt;"));
+    assert!(
+        dlq.contains("All 1 matching: bulk by filter"),
+        "the bulk link says how many it would reach: {dlq}"
+    );
     let (_, preview, _) = get(&f.router, "/dlq/bulk?source=dlq&queue=billing", None).await;
     assert!(
         preview.contains(r#"class="big">1<"#),

@@ -357,8 +357,19 @@ pub fn JobList(
         .into_any(),
         Pillar::Archive => view! { <button name="action" value="purge" class="danger">"Purge selected"</button> }.into_any(),
     };
+    let bulk_label = match count {
+        Some(c) if c.capped => format!(
+            "All {}+ matching: bulk by filter…",
+            format::count(c.matching)
+        ),
+        Some(c) => format!(
+            "All {} matching: bulk by filter…",
+            format::count(c.matching)
+        ),
+        None => "All matching: bulk by filter…".to_string(),
+    };
     let bulk_link = (source == Pillar::Dlq).then(|| {
-        view! { <a class="button" href=format!("/dlq/bulk?{}", params.filter_query()) title="Resurrect or purge every dead letter this filter matches, not only this page">"All matching: bulk by filter…"</a> }
+        view! { <a class="button" href=format!("/dlq/bulk?{}", params.filter_query()) title="Resurrect or purge every dead letter this filter matches, not only this page">{bulk_label}</a> }
     });
 
     view! {
