@@ -314,11 +314,7 @@ fn filter_sql_for(
         values.extend(text_values);
     }
     if let Some(t) = f.listed_before {
-        conds.push(if pillar == Pillar::Hot {
-            "created_at < ?"
-        } else {
-            "finished_at < ?"
-        });
+        conds.push_owned(format!("{} < ?", list_time(pillar)));
         values.push(Value::Integer(to_us(t)));
     }
     if let Some(t) = f.created_from {
