@@ -776,10 +776,15 @@ pub struct EngineSettings {
     pub retention: RetentionSettings,
 }
 
+/// Concurrent jobs per instance unless configured. A worker is an async task, not a
+/// thread: a job waiting on I/O (an HTTP call, a query, a mail server) holds a slot and no
+/// core, so a small count leaves the machine idle (README, "Why 100 workers").
+pub const DEFAULT_WORKER_COUNT: u32 = 100;
+
 impl Default for EngineSettings {
     fn default() -> Self {
         EngineSettings {
-            worker_count: 10,
+            worker_count: DEFAULT_WORKER_COUNT,
             retry: RetrySettings::default(),
             retention: RetentionSettings::default(),
         }

@@ -4,6 +4,8 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use deck_engine::config::EngineConfig;
+use deck_engine::model::DEFAULT_WORKER_COUNT;
 
 use crate::config::ConfigSources;
 
@@ -190,10 +192,11 @@ pub struct DrainArgs {
     pub database: Option<String>,
     #[arg(long, default_value_t = 100_000)]
     pub jobs: u32,
-    #[arg(long, default_value_t = 10)]
+    /// Workers (the engine's default unless given)
+    #[arg(long, default_value_t = DEFAULT_WORKER_COUNT)]
     pub workers: u32,
-    /// Prefetch buffer size
-    #[arg(long, default_value_t = 1_000)]
+    /// Prefetch buffer size (the engine's default unless given)
+    #[arg(long, default_value_t = EngineConfig::default().prefetch)]
     pub prefetch: u32,
     /// Jobs per insert transaction
     #[arg(long, default_value_t = 5_000)]
@@ -213,7 +216,8 @@ pub struct LatencyArgs {
     /// Enqueues per second
     #[arg(long, default_value_t = 200)]
     pub rate: u32,
-    #[arg(long, default_value_t = 10)]
+    /// Workers (the engine's default unless given)
+    #[arg(long, default_value_t = DEFAULT_WORKER_COUNT)]
     pub workers: u32,
     /// SQLite durability
     #[arg(long, value_enum, default_value_t = Synchronous::Full)]
