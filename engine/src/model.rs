@@ -778,7 +778,7 @@ pub struct EngineSettings {
 
 /// Concurrent jobs per instance unless configured. A worker is an async task, not a
 /// thread: a job waiting on I/O (an HTTP call, a query, a mail server) holds a slot and no
-/// core, so a small count leaves the machine idle (README, "Why 100 workers").
+/// core, so a small count leaves the machine idle (README, "Why 100 workers by default").
 pub const DEFAULT_WORKER_COUNT: u32 = 100;
 
 impl Default for EngineSettings {
