@@ -408,6 +408,14 @@ pub struct EnqueueRequest {
     /// A duplicate among active (hot) jobs returns the existing id instead of a new job.
     #[serde(default)]
     pub idempotency_key: Option<String>,
+    /// Keep `idempotency_key` taken for this long after this job is enqueued, also once the
+    /// job has finished in one of `unique_states`. Needs an idempotency key.
+    #[serde(default)]
+    pub unique_for_ms: Option<u64>,
+    /// Which finished states keep holding the key inside `unique_for_ms` (an active job
+    /// always holds it). Empty: active only, today's behaviour.
+    #[serde(default)]
+    pub unique_states: Vec<UniqueState>,
     #[serde(default)]
     pub correlation_id: Option<String>,
     #[serde(default)]
@@ -435,6 +443,31 @@ impl EnqueueRequest {
         }
     }
 }
+
+/// A state in which a job keeps holding its idempotency key inside its uniqueness window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UniqueState {
+    /// Pending, fetched or running (always counts; listing it changes nothing).
+    Active,
+    /// Finished in the archive.
+    Succeeded,
+    /// In the dead-letter queue, whatever the reason.
+    Dead,
+}
+
+impl UniqueState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            UniqueState::Active => "active",
+            UniqueState::Succeeded => "succeeded",
+            UniqueState::Dead => "dead",
+        }
+    }
+}
+
+/// Longest uniqueness window: a year. Longer keys are better kept by the application.
+pub const MAX_UNIQUE_FOR_MS: u64 = 366 * 86_400_000;
 
 /// Result of an enqueue: the job's id, and whether a new job was written (false when the
 /// idempotency key matched an active job, whose id is returned).
@@ -707,14 +740,17 @@ pub enum PruneTarget {
     MetricBuckets,
     /// The operator audit log.
     Audit,
+    /// Idempotency keys whose uniqueness window has lapsed (each key carries its own end).
+    UniqueKeys,
 }
 
 impl PruneTarget {
-    pub const ALL: [PruneTarget; 4] = [
+    pub const ALL: [PruneTarget; 5] = [
         PruneTarget::Archive,
         PruneTarget::Dlq,
         PruneTarget::MetricBuckets,
         PruneTarget::Audit,
+        PruneTarget::UniqueKeys,
     ];
 
     /// How long `policy` keeps this target's rows. The audit log is kept as long as the
@@ -724,6 +760,7 @@ impl PruneTarget {
             PruneTarget::Archive => policy.archive,
             PruneTarget::Dlq => policy.dlq,
             PruneTarget::MetricBuckets | PruneTarget::Audit => policy.metrics,
+            PruneTarget::UniqueKeys => Duration::ZERO,
         }
     }
 }
@@ -764,6 +801,8 @@ pub struct PruneReport {
     pub dlq: u64,
     pub metric_buckets: u64,
     pub audit: u64,
+    /// Lapsed uniqueness windows.
+    pub unique_keys: u64,
 }
 
 /// Engine-wide settings persisted in the store so every instance follows them.

@@ -1,7 +1,7 @@
 //! Envelope limits, checked before anything is written. Every store calls these at the top
 //! of its write paths, so a bad request never leaves half a job behind.
 
-use crate::model::{EngineSettings, EnqueueRequest, JobEdit, QueuePatch};
+use crate::model::{EngineSettings, EnqueueRequest, JobEdit, MAX_UNIQUE_FOR_MS, QueuePatch};
 
 /// Largest payload (and default largest result), in bytes of JSON text.
 pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
@@ -156,11 +156,38 @@ pub fn validate_enqueue(req: &EnqueueRequest) -> Result<(), ValidationError> {
             "give at least 1 (the first run counts)",
         ));
     }
+    validate_unique_window(req)?;
     if let Some(c) = &req.continuation {
         validate_name("continuation.queue", &c.queue)?;
         validate_name("continuation.job_type", &c.job_type)?;
     }
     Ok(())
+}
+
+fn validate_unique_window(req: &EnqueueRequest) -> Result<(), ValidationError> {
+    match req.unique_for_ms {
+        None if !req.unique_states.is_empty() => Err(ValidationError::new(
+            "unique_states",
+            "was given without unique_for_ms",
+            "say how long the key stays taken, e.g. \"unique_for_ms\": 3600000 for an hour",
+        )),
+        Some(_) if req.idempotency_key.is_none() => Err(ValidationError::new(
+            "unique_for_ms",
+            "was given without an idempotency_key",
+            "give the key that must stay unique, e.g. \"idempotency_key\": \"invoice-42\"",
+        )),
+        Some(0) => Err(ValidationError::new(
+            "unique_for_ms",
+            "is 0",
+            "give a window of at least 1 ms, or leave it out for uniqueness among active jobs",
+        )),
+        Some(ms) if ms > MAX_UNIQUE_FOR_MS => Err(ValidationError::new(
+            "unique_for_ms",
+            format!("is {ms} ms, more than a year"),
+            format!("keep the window within {MAX_UNIQUE_FOR_MS} ms (366 days)"),
+        )),
+        _ => Ok(()),
+    }
 }
 
 pub fn validate_batch(reqs: &[EnqueueRequest]) -> Result<(), ValidationError> {

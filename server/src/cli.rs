@@ -148,6 +148,18 @@ pub struct EnqueueArgs {
     /// A duplicate among active jobs returns the existing id
     #[arg(long, value_name = "KEY")]
     pub idempotency_key: Option<String>,
+    /// Keep the idempotency key taken this long after enqueue (e.g. 1h), also once the job
+    /// finished in a state given with --unique-state
+    #[arg(long, value_name = "DURATION", requires = "idempotency_key")]
+    pub unique_for: Option<String>,
+    /// A finished state that keeps holding the key inside --unique-for (repeat for both)
+    #[arg(
+        long = "unique-state",
+        value_name = "STATE",
+        value_enum,
+        requires = "unique_for"
+    )]
+    pub unique_states: Vec<UniqueStateArg>,
     #[arg(long, value_name = "ID")]
     pub correlation_id: Option<String>,
     /// Who enqueued it [default: cli]
@@ -159,6 +171,22 @@ pub struct EnqueueArgs {
     /// Total runs allowed, the first included [default: the retry setting, 3]
     #[arg(long, value_name = "N")]
     pub max_attempts: Option<u32>,
+}
+
+/// `--unique-state` values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum UniqueStateArg {
+    Succeeded,
+    Dead,
+}
+
+impl From<UniqueStateArg> for deck_engine::UniqueState {
+    fn from(s: UniqueStateArg) -> Self {
+        match s {
+            UniqueStateArg::Succeeded => deck_engine::UniqueState::Succeeded,
+            UniqueStateArg::Dead => deck_engine::UniqueState::Dead,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]

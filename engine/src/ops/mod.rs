@@ -395,7 +395,8 @@ impl Operations {
             .with_events(self.events.clone())
             .run_once()
             .await?;
-        let total = report.archive + report.dlq + report.metric_buckets + report.audit;
+        let total =
+            report.archive + report.dlq + report.metric_buckets + report.audit + report.unique_keys;
         self.audited(
             actor,
             "retention.prune",

@@ -54,13 +54,15 @@ impl Pruner {
         let settings = self.store.load_settings().await?;
         let policy = settings.retention.policy(self.config.batch_size);
         let report = prune(&*self.store, &policy).await?;
-        let total = report.archive + report.dlq + report.metric_buckets + report.audit;
+        let total =
+            report.archive + report.dlq + report.metric_buckets + report.audit + report.unique_keys;
         if total > 0 {
             tracing::info!(
                 archive = report.archive,
                 dlq = report.dlq,
                 metric_buckets = report.metric_buckets,
                 audit = report.audit,
+                unique_keys = report.unique_keys,
                 "retention sweep deleted old rows"
             );
         }
@@ -70,8 +72,12 @@ impl Pruner {
                     EventKind::Pruned,
                     format!(
                         "retention: {} archived, {} dead-letter jobs, {} metric buckets, {} \
-                         audit entries deleted",
-                        report.archive, report.dlq, report.metric_buckets, report.audit
+                         audit entries, {} lapsed unique keys deleted",
+                        report.archive,
+                        report.dlq,
+                        report.metric_buckets,
+                        report.audit,
+                        report.unique_keys
                     ),
                 )
             });
@@ -118,6 +124,7 @@ pub async fn prune(store: &dyn Store, policy: &RetentionPolicy) -> StoreResult<P
             PruneTarget::Dlq => report.dlq = deleted,
             PruneTarget::MetricBuckets => report.metric_buckets = deleted,
             PruneTarget::Audit => report.audit = deleted,
+            PruneTarget::UniqueKeys => report.unique_keys = deleted,
         }
     }
     Ok(report)

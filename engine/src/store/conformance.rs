@@ -29,6 +29,7 @@ pub mod scheduling;
 pub mod support;
 pub mod telemetry;
 pub mod transitions;
+pub mod uniqueness;
 
 pub use support::{Connector, FaultInjector, FaultTable, StoreFactory};
 
@@ -49,6 +50,13 @@ macro_rules! store_conformance_tests {
             enqueue::duplicate_idempotency_key_inside_one_batch,
             enqueue::idempotency_key_is_free_again_once_the_job_finished,
             enqueue::enqueue_creates_the_queue_settings_row,
+            uniqueness::a_window_counting_successes_returns_the_archived_job,
+            uniqueness::a_window_counting_deaths_returns_the_dead_job,
+            uniqueness::a_window_without_states_counts_active_jobs_only,
+            uniqueness::a_lapsed_window_frees_the_key_for_a_new_window,
+            uniqueness::a_key_outlives_retention_and_purge_inside_its_window,
+            uniqueness::a_resurrected_job_holds_its_key_again_as_an_active_job,
+            uniqueness::racing_enqueues_of_one_unique_key_create_one_job,
             scheduling::future_jobs_are_not_claimable_until_due,
             scheduling::claim_order_is_priority_then_due_time_then_id,
             scheduling::expired_jobs_are_not_claimed_and_rescue_dead_letters_them,

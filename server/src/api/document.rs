@@ -11,7 +11,9 @@
 use std::sync::OnceLock;
 
 use utoipa::openapi::OpenApi;
-use utoipa::openapi::schema::{AllOfBuilder, AnyOfBuilder, ObjectBuilder, Schema, Type};
+use utoipa::openapi::schema::{
+    AllOfBuilder, AnyOfBuilder, ArrayBuilder, ObjectBuilder, Schema, Type,
+};
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{RefOr, path::Operation};
 
@@ -127,7 +129,8 @@ fn non_empty_patch(doc: &mut OpenApi) {
     }
 }
 
-/// `EnqueueJob` becomes "all its fields, and `delay_ms` or `scheduled_at` null or absent".
+/// `EnqueueJob` becomes "all its fields, and `delay_ms` or `scheduled_at` null or absent, and
+/// a uniqueness window only with a key, its states only with a window".
 /// (JSON Schema's `not` would say the same; utoipa's model has no `not`, and `anyOf` keeps the
 /// document within what it can build.)
 fn schedule_or_delay(doc: &mut OpenApi) {
@@ -148,7 +151,41 @@ fn schedule_or_delay(doc: &mut OpenApi) {
         .description(Some(
             "`delay_ms` and `scheduled_at` exclude each other: give one or neither.",
         ));
-    let wrapped = AllOfBuilder::new().item(job).item(exclusive);
+    // A uniqueness window needs a key, and states need a window.
+    let keyed_window = AnyOfBuilder::new()
+        .item(unset("unique_for_ms"))
+        .item(
+            ObjectBuilder::new()
+                .property(
+                    "idempotency_key",
+                    ObjectBuilder::new().schema_type(Type::String),
+                )
+                .required("idempotency_key"),
+        )
+        .description(Some("`unique_for_ms` needs an `idempotency_key`."));
+    let states_need_window = AnyOfBuilder::new()
+        .item(
+            ObjectBuilder::new()
+                .property(
+                    "unique_for_ms",
+                    ObjectBuilder::new().schema_type(Type::Integer),
+                )
+                .required("unique_for_ms"),
+        )
+        .item(
+            ObjectBuilder::new().property(
+                "unique_states",
+                ArrayBuilder::new()
+                    .items(ObjectBuilder::new())
+                    .max_items(Some(0)),
+            ),
+        )
+        .description(Some("`unique_states` needs `unique_for_ms`."));
+    let wrapped = AllOfBuilder::new()
+        .item(job)
+        .item(exclusive)
+        .item(keyed_window)
+        .item(states_need_window);
     components.schemas.insert(
         "EnqueueJob".to_string(),
         Schema::AllOf(wrapped.build()).into(),

@@ -11,7 +11,7 @@
 use chrono::{DateTime, Utc};
 use deck_engine::{
     AttemptError, Continuation, ContinuationTrigger, EnqueueOutcome, EnqueueRequest, Job, JobEdit,
-    JobState, QueueConfig, QueuePatch, QueueStats, Summary,
+    JobState, QueueConfig, QueuePatch, QueueStats, Summary, UniqueState,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -62,6 +62,18 @@ pub struct EnqueueJob {
     #[serde(default)]
     #[schema(value_type = Option<Name>)]
     pub idempotency_key: Option<String>,
+    /// Keep `idempotency_key` taken this many milliseconds after this enqueue (at most
+    /// 31,622,400,000, 366 days), also once the job has finished in one of `unique_states`:
+    /// an enqueue with the key inside the window answers with this job's id (200), in
+    /// whatever pillar it is, even after retention removed it. Needs `idempotency_key`.
+    #[serde(default, deserialize_with = "optional_integer")]
+    #[schema(minimum = 1, maximum = 31_622_400_000_u64)]
+    pub unique_for_ms: Option<u64>,
+    /// Finished states that keep holding the key inside `unique_for_ms` (an active job
+    /// always holds it). Empty or absent: active jobs only.
+    #[serde(default)]
+    #[schema(value_type = Vec<UniqueStateDto>)]
+    pub unique_states: Vec<UniqueState>,
     #[serde(default)]
     #[schema(value_type = Option<Name>)]
     pub correlation_id: Option<String>,
@@ -99,6 +111,8 @@ impl EnqueueJob {
             scheduled_at: self.scheduled_at,
             delay_ms: self.delay_ms,
             idempotency_key: self.idempotency_key,
+            unique_for_ms: self.unique_for_ms,
+            unique_states: self.unique_states,
             correlation_id: self.correlation_id,
             created_by: self.created_by.or_else(|| Some(actor.to_string())),
             expires_at: self.expires_at,
@@ -106,6 +120,17 @@ impl EnqueueJob {
             continuation: self.continuation.map(Into::into),
         }
     }
+}
+
+/// A state in which a job keeps holding its idempotency key inside its window.
+#[derive(Serialize, ToSchema)]
+#[schema(as = UniqueState)]
+#[allow(dead_code)] // the schema of `deck_engine::UniqueState`, for the OpenAPI document
+#[serde(rename_all = "snake_case")]
+pub enum UniqueStateDto {
+    Active,
+    Succeeded,
+    Dead,
 }
 
 /// Follow-up work. Its payload is built by the engine:

@@ -228,6 +228,46 @@ async fn enqueue_is_idempotent_over_http() {
 }
 
 #[tokio::test]
+async fn a_uniqueness_window_answers_with_the_finished_job_over_http() {
+    let h = harness().await;
+    let job = json!({
+        "queue": "e", "type": "echo", "payload": {"invoice": 42},
+        "idempotency_key": "invoice-42", "unique_for_ms": 3_600_000, "unique_states": ["succeeded"]
+    });
+    let first = h.post("/api/v1/jobs?wait=30s", job.clone()).await;
+    assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
+    assert_eq!(first.body["job"]["state"], "succeeded");
+    // The producer retries after the job finished: same id, nothing new.
+    let again = h.post("/api/v1/jobs", job).await;
+    assert_eq!(again.status, StatusCode::OK, "{}", again.body);
+    assert_eq!(again.body["created"], false);
+    assert_eq!(again.body["id"], first.body["id"]);
+    assert_eq!(h.counts().await["succeeded"], 1);
+
+    let no_key = h
+        .post(
+            "/api/v1/jobs",
+            json!({"queue": "e", "type": "echo", "unique_for_ms": 1000}),
+        )
+        .await;
+    assert_eq!(no_key.status, StatusCode::BAD_REQUEST);
+    assert_eq!(no_key.field(), "unique_for_ms");
+    let bad_state = h
+        .post(
+            "/api/v1/jobs",
+            json!({"queue": "e", "type": "echo", "idempotency_key": "k", "unique_for_ms": 1000, "unique_states": ["done"]}),
+        )
+        .await;
+    assert_eq!(
+        bad_state.status,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        bad_state.body
+    );
+    h.finish().await;
+}
+
+#[tokio::test]
 async fn enqueue_takes_every_option() {
     let h = harness().await;
     h.post("/api/v1/queues/slow/pause", json!(null)).await;

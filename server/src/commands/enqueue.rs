@@ -41,6 +41,19 @@ pub fn request(args: &EnqueueArgs) -> anyhow::Result<EnqueueRequest> {
                 })
         })
         .transpose()?;
+    let unique_for_ms = args
+        .unique_for
+        .as_deref()
+        .map(|d| {
+            humantime::parse_duration(d.trim())
+                .map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+                .with_context(|| {
+                    format!(
+                        "--unique-for {d:?} is not a duration\n  help: write it like 10m, 1h or 7d"
+                    )
+                })
+        })
+        .transpose()?;
     let scheduled_at = args
         .scheduled_at
         .as_deref()
@@ -60,6 +73,8 @@ pub fn request(args: &EnqueueArgs) -> anyhow::Result<EnqueueRequest> {
         scheduled_at,
         delay_ms,
         idempotency_key: args.idempotency_key.clone(),
+        unique_for_ms,
+        unique_states: args.unique_states.iter().map(|s| (*s).into()).collect(),
         correlation_id: args.correlation_id.clone(),
         created_by: Some(args.created_by.clone().unwrap_or_else(|| "cli".to_string())),
         expires_at,

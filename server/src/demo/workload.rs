@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use deck_engine::{Engine, EnqueueRequest, QueuePatch};
+use deck_engine::{Engine, EnqueueRequest, QueuePatch, UniqueState};
 use rand::Rng;
 use rand::seq::IndexedRandom;
 use serde_json::json;
@@ -202,8 +202,11 @@ fn charge(seq: &mut u64, flaky_attempts: u32) -> EnqueueRequest {
         .to_string(),
     )
     .tagged(&[&format!("tenant:{tenant}")]);
-    // Enqueueing the same invoice twice while it is active returns the first job.
+    // Enqueueing the same invoice again within a day returns the first job, also once it has
+    // been charged (a charge must not run twice).
     req.idempotency_key = Some(format!("invoice-{n}"));
+    req.unique_for_ms = Some(86_400_000);
+    req.unique_states = vec![UniqueState::Succeeded];
     req.correlation_id = Some(format!("order-{n}"));
     req
 }

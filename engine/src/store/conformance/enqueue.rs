@@ -26,6 +26,8 @@ pub async fn enqueue_round_trips_every_field(f: StoreFactory) {
         scheduled_at: Some(scheduled),
         delay_ms: None,
         idempotency_key: Some("invoice-42".into()),
+        unique_for_ms: Some(86_400_000),
+        unique_states: vec![crate::model::UniqueState::Succeeded],
         correlation_id: Some("corr-1".into()),
         created_by: Some("alice".into()),
         expires_at: Some(expires),

@@ -139,6 +139,16 @@ pub(crate) fn prune_step(
                 .map_err(db_err("prune"))?;
             Ok(buckets.max(bins) as u64)
         }
+        // `before` is `now` here (the target keeps nothing past a key's own end).
+        PruneTarget::UniqueKeys => conn
+            .prepare_cached(
+                "DELETE FROM unique_keys WHERE key IN \
+                 (SELECT key FROM unique_keys WHERE held_until <= ?1 ORDER BY held_until LIMIT ?2)",
+            )
+            .map_err(db_err("prune"))?
+            .execute(rusqlite::params_from_iter(params.iter()))
+            .map(|n| n as u64)
+            .map_err(db_err("prune")),
         PruneTarget::Audit => conn
             .prepare_cached(
                 "DELETE FROM audit_log WHERE id IN \

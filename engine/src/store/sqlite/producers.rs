@@ -7,7 +7,7 @@ use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::error::StoreResult;
-use crate::model::{EnqueueOutcome, EnqueueRequest, JobId};
+use crate::model::{EnqueueOutcome, EnqueueRequest, JobId, UniqueState};
 use crate::validation::normalize_payload;
 
 use super::codec::{encode_tags, id_text, to_json, to_us};
@@ -173,8 +173,67 @@ pub(crate) fn key_is_held(conn: &Connection, key: &str) -> StoreResult<bool> {
     Ok(active_holder(conn, key)?.is_some())
 }
 
-/// Enqueue already-validated requests. A key held by an active job, or by an earlier job of
-/// the same batch, returns that job's id instead of writing a new one.
+/// The finished job that still holds `key` inside its uniqueness window: one in a state the
+/// window counts, read from the pillar it is in, or, once retention or an operator removed
+/// its row, from the state the row left in.
+const WINDOW_HOLDER_SQL: &str = "SELECT u.job_id FROM unique_keys u \
+     WHERE u.key = ?1 AND u.held_until > ?2 \
+       AND CASE WHEN EXISTS (SELECT 1 FROM archive a WHERE a.id = u.job_id) THEN u.holds_succeeded \
+                WHEN EXISTS (SELECT 1 FROM dlq d WHERE d.id = u.job_id) THEN u.holds_dead \
+                WHEN u.left_state = 1 THEN u.holds_succeeded \
+                WHEN u.left_state = 2 THEN u.holds_dead \
+                ELSE 0 END = 1";
+
+/// A new job with a window takes its key from now on (replacing a lapsed or non-counting
+/// holder: the enqueue checked there was no live one).
+const TAKE_KEY_SQL: &str = "INSERT INTO unique_keys \
+         (key, job_id, held_until, holds_succeeded, holds_dead, left_state) \
+     VALUES (?1, ?2, ?3, ?4, ?5, NULL) \
+     ON CONFLICT (key) DO UPDATE SET job_id = excluded.job_id, held_until = excluded.held_until, \
+         holds_succeeded = excluded.holds_succeeded, holds_dead = excluded.holds_dead, \
+         left_state = NULL";
+
+/// The job an enqueue with `key` must answer with instead of writing: the active holder, or
+/// a finished one whose window still counts it.
+fn key_holder(conn: &Connection, key: &str, now: i64) -> StoreResult<Option<JobId>> {
+    if let Some(id) = active_holder(conn, key)? {
+        return Ok(Some(id));
+    }
+    let id: Option<String> = conn
+        .prepare_cached(WINDOW_HOLDER_SQL)
+        .map_err(db_err("enqueue"))?
+        .query_row(params![key, now], |r| r.get(0))
+        .optional()
+        .map_err(db_err("enqueue"))?;
+    Ok(id.and_then(|t| t.parse().ok()))
+}
+
+fn take_key(conn: &Connection, req: &EnqueueRequest, id: JobId, now: i64) -> StoreResult<()> {
+    let (Some(key), Some(window_ms)) = (&req.idempotency_key, req.unique_for_ms) else {
+        return Ok(());
+    };
+    let held_until = now.saturating_add(
+        i64::try_from(window_ms)
+            .unwrap_or(i64::MAX / 1000)
+            .saturating_mul(1000),
+    );
+    let holds = |state| req.unique_states.contains(&state);
+    conn.prepare_cached(TAKE_KEY_SQL)
+        .map_err(db_err("enqueue"))?
+        .execute(params![
+            key,
+            id_text(id),
+            held_until,
+            holds(UniqueState::Succeeded),
+            holds(UniqueState::Dead)
+        ])
+        .map_err(db_err("enqueue"))?;
+    Ok(())
+}
+
+/// Enqueue already-validated requests. A key held by an active job, by a finished job inside
+/// its uniqueness window, or by an earlier job of the same batch, returns that job's id
+/// instead of writing a new one.
 pub(crate) fn enqueue_all(
     conn: &Connection,
     reqs: Vec<EnqueueRequest>,
@@ -194,7 +253,7 @@ pub(crate) fn enqueue_all(
                 });
                 continue;
             }
-            if let Some(id) = active_holder(conn, key)? {
+            if let Some(id) = key_holder(conn, key, now)? {
                 outcomes.push(EnqueueOutcome { id, created: false });
                 continue;
             }
@@ -202,6 +261,7 @@ pub(crate) fn enqueue_all(
         let id = JobId::new();
         if let Some(key) = &req.idempotency_key {
             batch_keys.insert(key.clone(), id);
+            take_key(conn, &req, id, now)?;
         }
         rows.push(NewJob::from_request(req, id, now)?);
         outcomes.push(EnqueueOutcome { id, created: true });

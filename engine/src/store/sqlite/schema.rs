@@ -50,6 +50,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         "error_text_search",
         include_str!("../../../../migrations/sqlite/0008_error_text_search.sql"),
     ),
+    (
+        9,
+        "unique_windows",
+        include_str!("../../../../migrations/sqlite/0009_unique_windows.sql"),
+    ),
 ];
 
 /// The version whose rows need fingerprints computed in Rust after its script.

@@ -12,7 +12,7 @@ use super::queries;
 use super::reader;
 use super::rows::{self, id_from_hex, json_time, req_str};
 use crate::error::{StoreError, StoreResult};
-use crate::model::{Continuation, EnqueueOutcome, EnqueueRequest, JobId};
+use crate::model::{Continuation, EnqueueOutcome, EnqueueRequest, JobId, UniqueState};
 use crate::validation;
 
 /// One request as `[enqueue_batch]` reads it (README, "Enqueue inside your own transaction").
@@ -34,6 +34,10 @@ struct JobJson<'a> {
     expires_at: Option<String>,
     max_attempts: Option<u32>,
     continuation: Option<&'a Continuation>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    unique_for_ms: Option<u64>,
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    unique_states: &'a [UniqueState],
 }
 
 const MAX_DELAY_MS: u64 = 2_000_000_000_000;
@@ -67,6 +71,8 @@ pub(crate) fn request_json(reqs: &[EnqueueRequest], ids: Option<&[JobId]>) -> St
             // The column is an INT; more attempts than that is "unlimited" in practice.
             max_attempts: r.max_attempts.map(|m| m.min(MAX_ATTEMPTS)),
             continuation: r.continuation.as_ref(),
+            unique_for_ms: r.unique_for_ms,
+            unique_states: &r.unique_states,
         })
         .collect();
     serde_json::to_string(&jobs).map_err(|e| StoreError::database("encode parameters", e, false))

@@ -58,6 +58,12 @@ pub const MIGRATIONS: &[Migration] = &[
         file: "0006_run_time_bins.sql",
         sql: include_str!("../../../../migrations/sqlserver/0006_run_time_bins.sql"),
     },
+    Migration {
+        version: 7,
+        name: "unique_windows",
+        file: "0007_unique_windows.sql",
+        sql: include_str!("../../../../migrations/sqlserver/0007_unique_windows.sql"),
+    },
 ];
 
 pub fn latest_version() -> i32 {
@@ -635,7 +641,7 @@ mod tests {
                 .map(|(t, c)| (t.to_string(), c.to_string()))
                 .collect(),
             compatibility_level: 150,
-            applied_versions: vec![1, 2, 3, 4, 5, 6],
+            applied_versions: vec![1, 2, 3, 4, 5, 6, 7],
         };
         check(&deck(), &state).unwrap();
 

@@ -940,6 +940,7 @@ impl Store for SqlServerStore {
             PruneTarget::Dlq => &queries::PRUNE_DLQ,
             PruneTarget::MetricBuckets => &queries::PRUNE_METRICS,
             PruneTarget::Audit => &queries::PRUNE_AUDIT,
+            PruneTarget::UniqueKeys => &queries::PRUNE_UNIQUE_KEYS,
         };
         let deleted = self
             .count_of(

@@ -187,6 +187,13 @@ DECLARE @batch INT = @P2;
 ",
         ledger_decl!(),
         "
+-- Keys of rows about to go remember their state (rows past the cutoff that this batch does
+-- not reach yet are marked early, which changes nothing: the enqueue reads the pillar first).
+UPDATE u SET u.left_state = 1
+FROM [{schema}].[unique_keys] AS u
+WHERE u.left_state IS NULL
+  AND EXISTS (SELECT 1 FROM [{schema}].[jobs_archive] AS a
+              WHERE a.id = u.job_id AND a.finished_at < @cutoff);
 DELETE TOP (@batch) a
 OUTPUT deleted.queue, -1 INTO @ledger (queue, archive_delta)
 FROM [{schema}].[jobs_archive] AS a
@@ -208,6 +215,11 @@ DECLARE @batch INT = @P2;
 ",
         ledger_decl!(),
         "
+UPDATE u SET u.left_state = 2
+FROM [{schema}].[unique_keys] AS u
+WHERE u.left_state IS NULL
+  AND EXISTS (SELECT 1 FROM [{schema}].[jobs_dlq] AS d
+              WHERE d.id = u.job_id AND d.finished_at < @cutoff);
 DELETE TOP (@batch) d
 OUTPUT deleted.queue, -1, deleted.reason, deleted.fingerprint, deleted.job_type
   INTO @ledger (queue, dlq_delta, reason, fingerprint, job_type)
@@ -257,6 +269,16 @@ FROM [{schema}].[error_fingerprint_slots] AS g
 JOIN @gone AS x ON x.fingerprint = g.fingerprint;
 SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"
     ),
+};
+
+/// @P1 seconds past a key's end (0), @P2 batch.
+pub const PRUNE_UNIQUE_KEYS: Statement = Statement {
+    name: "prune_unique_keys",
+    class: Class::Transition,
+    reads: Reads::Rows(&["deleted"]),
+    sql: tx!("DELETE TOP (@P2) FROM [{schema}].[unique_keys]
+WHERE held_until <= DATEADD(SECOND, -@P1, SYSUTCDATETIME());
+SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
 };
 
 pub const PRUNE_AUDIT: Statement = Statement {

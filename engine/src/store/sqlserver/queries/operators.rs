@@ -230,6 +230,12 @@ pub const PURGE_ARCHIVE: Statement = Statement {
 ",
         ledger_decl!(),
         "
+-- Their keys remember the state, so a uniqueness window outlives the purge.
+UPDATE u SET u.left_state = 1
+FROM [{schema}].[unique_keys] AS u
+JOIN [{schema}].[jobs_archive] AS a ON a.id = u.job_id
+JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
+  ON i.id = a.id;
 DELETE a
 OUTPUT deleted.queue, -1 INTO @ledger (queue, archive_delta)
 FROM [{schema}].[jobs_archive] AS a WITH (ROWLOCK, FORCESEEK)
@@ -252,6 +258,11 @@ pub const PURGE_DLQ: Statement = Statement {
 ",
         ledger_decl!(),
         "
+UPDATE u SET u.left_state = 2
+FROM [{schema}].[unique_keys] AS u
+JOIN [{schema}].[jobs_dlq] AS d ON d.id = u.job_id
+JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
+  ON i.id = d.id;
 DELETE d
 OUTPUT deleted.queue, -1, deleted.reason, deleted.fingerprint, deleted.job_type
   INTO @ledger (queue, dlq_delta, reason, fingerprint, job_type)
