@@ -21,8 +21,8 @@ pub async fn run(config: Option<PathBuf>, args: EnqueueArgs) -> anyhow::Result<(
         .context("the job was not enqueued")?;
     if !outcome.created {
         eprintln!(
-            "note: an active job already holds this idempotency key; no new job was written, \
-             its id follows"
+            "note: a job already holds this idempotency key (an active one, or a finished one \
+             inside its uniqueness window); no new job was written, its id follows"
         );
     }
     emit(&format!("{}\n", outcome.id))?;
