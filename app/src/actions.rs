@@ -127,6 +127,14 @@ fn confirmed(confirm: &Option<String>) -> Result<(), String> {
 
 /// Optional positive number from a form field; empty clears the override.
 #[cfg(feature = "ssr")]
+/// "100 starts per 60 s", or "none".
+pub fn rate_limit_text(limit: Option<deck_engine::RateLimit>) -> String {
+    limit.map_or_else(
+        || "none".into(),
+        |l| format!("{} starts per {} s", l.starts, l.per_secs),
+    )
+}
+
 fn optional_u32(field: &str, value: &Option<String>) -> Result<Option<u32>, String> {
     match value.as_deref().map(str::trim) {
         None | Some("") => Ok(None),
@@ -220,11 +228,31 @@ pub async fn queue_limits(
     execution_timeout: Option<String>,
     lag_warn: Option<String>,
     lag_crit: Option<String>,
+    rate_starts: Option<String>,
+    rate_per: Option<String>,
     back: String,
 ) -> Result<(), ServerFnError> {
     let outcome = async {
         let (console, who) = operator().await?;
+        let rate_limit = match (
+            optional_u32("rate limit starts", &rate_starts)?,
+            optional_u32("rate limit period", &rate_per)?,
+        ) {
+            (None, None) => None,
+            (Some(starts), per) => Some(deck_engine::RateLimit {
+                starts,
+                per_secs: per.unwrap_or(60),
+            }),
+            (None, Some(_)) => {
+                return Err(
+                    "rate limit: give the number of starts allowed per period too, or clear \
+                     both to lift the limit"
+                        .to_string(),
+                );
+            }
+        };
         let patch = deck_engine::QueuePatch {
+            rate_limit: Some(rate_limit),
             max_workers: Some(optional_u32("max workers", &max_workers)?),
             zombie_timeout_secs: Some(optional_u32("zombie timeout", &zombie_timeout)?),
             execution_timeout_secs: Some(optional_u32("execution timeout", &execution_timeout)?),
@@ -238,7 +266,7 @@ pub async fn queue_limits(
             .await
             .map_err(|e| e.to_string())?;
         Ok(Done::msg(format!(
-            "Queue {queue}: max workers {}, zombie timeout {}, execution timeout {}.",
+            "Queue {queue}: max workers {}, zombie timeout {}, execution timeout {}, rate limit {}.",
             saved
                 .max_workers
                 .map(|m| m.to_string())
@@ -251,6 +279,7 @@ pub async fn queue_limits(
                 .execution_timeout_secs
                 .map(|s| format!("{s} s"))
                 .unwrap_or_else(|| "default".into()),
+            rate_limit_text(saved.rate_limit),
         )))
     }
     .await;

@@ -517,8 +517,27 @@ pub struct QueueConfig {
     pub lag_warn_secs: Option<u32>,
     /// Lag above this is shown as critical. `None` = console default.
     pub lag_crit_secs: Option<u32>,
+    /// Cluster-wide limit on job starts per period. `None` = unlimited.
+    #[serde(default)]
+    pub rate_limit: Option<RateLimit>,
+    /// When the current period's starts are used up: pending jobs wait until then.
+    #[serde(default)]
+    pub rate_limited_until: Option<Timestamp>,
     pub updated_at: Option<Timestamp>,
 }
+
+/// At most `starts` jobs of a queue start per `per_secs`, across every instance. Periods are
+/// aligned to the Unix epoch (a 60 s period runs from one whole minute to the next), and a
+/// claimed job counts as started when it is claimed, whether or not it then runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimit {
+    pub starts: u32,
+    pub per_secs: u32,
+}
+
+/// Longest rate-limit period: a day.
+pub const MAX_RATE_PERIOD_SECS: u32 = 86_400;
 
 impl QueueConfig {
     pub fn new(name: impl Into<String>) -> Self {
@@ -531,6 +550,8 @@ impl QueueConfig {
             execution_timeout_secs: None,
             lag_warn_secs: None,
             lag_crit_secs: None,
+            rate_limit: None,
+            rate_limited_until: None,
             updated_at: None,
         }
     }
@@ -555,6 +576,8 @@ pub struct QueuePatch {
     pub lag_warn_secs: Option<Option<u32>>,
     #[serde(default)]
     pub lag_crit_secs: Option<Option<u32>>,
+    #[serde(default)]
+    pub rate_limit: Option<Option<RateLimit>>,
 }
 
 /// Operator edits to a pending or dead job. `None` leaves a field as it is.

@@ -1,7 +1,9 @@
 //! Envelope limits, checked before anything is written. Every store calls these at the top
 //! of its write paths, so a bad request never leaves half a job behind.
 
-use crate::model::{EngineSettings, EnqueueRequest, JobEdit, MAX_UNIQUE_FOR_MS, QueuePatch};
+use crate::model::{
+    EngineSettings, EnqueueRequest, JobEdit, MAX_RATE_PERIOD_SECS, MAX_UNIQUE_FOR_MS, QueuePatch,
+};
 
 /// Largest payload (and default largest result), in bytes of JSON text.
 pub const MAX_PAYLOAD_BYTES: usize = 1024 * 1024;
@@ -312,6 +314,24 @@ pub fn validate_queue_patch(patch: &QueuePatch) -> Result<(), ValidationError> {
                 field,
                 "is 0",
                 "give at least 1 second, or clear it to use the default",
+            ));
+        }
+    }
+    if let Some(Some(limit)) = patch.rate_limit {
+        if limit.starts == 0 {
+            return Err(ValidationError::new(
+                "rate_limit.starts",
+                "is 0",
+                "pause the queue instead, or allow at least 1 start per period",
+            ));
+        }
+        if limit.per_secs == 0 || limit.per_secs > MAX_RATE_PERIOD_SECS {
+            return Err(ValidationError::new(
+                "rate_limit.per_secs",
+                format!("is {}", limit.per_secs),
+                format!(
+                    "give a period from 1 to {MAX_RATE_PERIOD_SECS} seconds, e.g. 60 for a minute"
+                ),
             ));
         }
     }

@@ -204,6 +204,9 @@ pub enum BenchCommand {
     /// Drain a backlog through the worker protocol: external workers claim and complete
     /// over HTTP on loopback
     Pull(crate::bench::pull::PullArgs),
+    /// Oversupply a rate-limited queue and count its starts per period, next to an unlimited
+    /// queue's drain
+    RateLimit(crate::bench::rate_limit::RateLimitArgs),
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, ValueEnum)]

@@ -104,6 +104,15 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<Exi
         "The Deck is running on {database}; console at http://{local}/"
     );
 
+    // `[queues.NAME]` from the file: applied through the operations layer, so audited.
+    for (name, queue) in &settings.queues {
+        engine
+            .operations()
+            .update_queue("deck.toml", name, queue.patch())
+            .await
+            .with_context(|| format!("cannot apply [queues.{name}] from the configuration"))?;
+    }
+
     let shutdown = CancellationToken::new();
     let demo = settings.demo.then(|| {
         tokio::spawn(

@@ -285,15 +285,21 @@ pub fn QueueList(
                         <a href=url("/jobs", &[("source", "dlq"), ("queue", &name)]) class:bad=s.failed.gt(&0)><b>{format::count(s.failed)}</b>" dead"</a>
                         <span class=format!("lag {lag_avg}")><b>{format::millis(s.lag_avg_ms)}</b>" lag avg"</span>
                         <span class=format!("lag {lag_max}")><b>{format::millis(s.lag_max_ms)}</b>" lag max"</span>
+                        {c.rate_limited_until.map(|until| view! {
+                            <span class="badge warn" data-rate-limited title="This period's starts are used up; pending jobs wait, no attempt spent">
+                                {format!("rate limited until {}", format::time(until))}
+                            </span>
+                        })}
                     </div>
                     {chart.map(|html| InertElement::new(html.to_string()))}
                     <OperatorOnly>
                         <details class="limits">
                             <summary>{format!(
-                                "Limits: max workers {}, zombie timeout {}, execution timeout {}",
+                                "Limits: max workers {}, zombie timeout {}, execution timeout {}, rate limit {}",
                                 c.max_workers.map(|m| m.to_string()).unwrap_or_else(|| "unlimited".into()),
                                 c.zombie_timeout_secs.map(|v| format::seconds(v.into())).unwrap_or_else(|| "default".into()),
                                 c.execution_timeout_secs.map(|v| format::seconds(v.into())).unwrap_or_else(|| "default".into()),
+                                crate::actions::rate_limit_text(c.rate_limit),
                             )}</summary>
                             <PostForm endpoint="queue/limits" class="limits-form">
                                 <input type="hidden" name="queue" value=name_limits/>
@@ -302,6 +308,8 @@ pub fn QueueList(
                                 <label>"Execution timeout (s)"<input type="number" min="1" name="execution_timeout" value=secs_value(c.execution_timeout_secs) placeholder="default 900"/></label>
                                 <label>"Lag warning (s)"<input type="number" min="1" name="lag_warn" value=secs_value(c.lag_warn_secs) placeholder="30"/></label>
                                 <label>"Lag critical (s)"<input type="number" min="1" name="lag_crit" value=secs_value(c.lag_crit_secs) placeholder="300"/></label>
+                                <label>"Rate limit: starts"<input type="number" min="1" name="rate_starts" value=secs_value(c.rate_limit.map(|l| l.starts)) placeholder="unlimited"/></label>
+                                <label>"per (s)"<input type="number" min="1" max="86400" name="rate_per" value=secs_value(c.rate_limit.map(|l| l.per_secs)) placeholder="60"/></label>
                                 <button>"Save limits"</button>
                                 <span class="muted small">"Empty means the default. Applies to every instance."</span>
                             </PostForm>

@@ -69,6 +69,8 @@ macro_rules! store_conformance_tests {
             queues::bulkhead_holds_when_the_claim_starts_jobs,
             queues::bulkhead_counts_processing_jobs_and_frees_on_finish,
             queues::bulkhead_holds_across_handles,
+            queues::rate_limit_caps_starts_per_period_and_says_until_when,
+            queues::rate_limit_counts_from_zero_in_the_next_period,
             transitions::success_moves_the_job_to_the_archive,
             transitions::claim_can_start_the_best_jobs_at_once,
             transitions::a_large_claim_returns_every_job_once_in_claim_order,
@@ -132,6 +134,7 @@ macro_rules! store_conformance_tests {
             concurrency::stale_buffered_job_never_runs,
             concurrency::zombie_then_late_success_is_rejected,
             concurrency::bulkhead_holds_under_concurrent_claimers,
+            concurrency::rate_limit_holds_under_concurrent_claimers,
             concurrency::operator_sweeper_and_worker_races_have_one_outcome,
         );
     };

@@ -11,7 +11,7 @@
 use chrono::{DateTime, Utc};
 use deck_engine::{
     AttemptError, Continuation, ContinuationTrigger, EnqueueOutcome, EnqueueRequest, Job, JobEdit,
-    JobState, QueueConfig, QueuePatch, QueueStats, Summary, UniqueState,
+    JobState, QueueConfig, QueuePatch, QueueStats, RateLimit, Summary, UniqueState,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -21,8 +21,8 @@ use uuid::Uuid;
 use super::error::ApiError;
 use super::limits::{AnyJson, Name, Tag, check_delay, check_int};
 use super::wire::{
-    integer, nullable_integer, objects, optional_integer, optional_object, present_bool,
-    present_value,
+    integer, nullable_integer, nullable_object, objects, optional_integer, optional_object,
+    present_bool, present_value,
 };
 
 // ---------------------------------------------------------------------------------- enqueue
@@ -432,6 +432,13 @@ pub struct QueueView {
     pub execution_timeout_secs: Option<u32>,
     pub lag_warn_secs: Option<u32>,
     pub lag_crit_secs: Option<u32>,
+    /// Cluster-wide cap on job starts per period; null = unlimited.
+    #[serde(default)]
+    pub rate_limit: Option<RateLimitDto>,
+    /// While the current period's starts are used up: when the next period starts. Pending
+    /// jobs wait until then (no attempt spent).
+    #[serde(default)]
+    pub rate_limited_until: Option<DateTime<Utc>>,
     pub pending: u64,
     pub scheduled: u64,
     pub fetched: u64,
@@ -453,6 +460,8 @@ impl From<&QueueStats> for QueueView {
             execution_timeout_secs: q.execution_timeout_secs,
             lag_warn_secs: q.lag_warn_secs,
             lag_crit_secs: q.lag_crit_secs,
+            rate_limit: None,
+            rate_limited_until: None,
             pending: q.pending,
             scheduled: q.scheduled,
             fetched: q.fetched,
@@ -481,7 +490,42 @@ pub struct QueueSettings {
     pub execution_timeout_secs: Option<u32>,
     pub lag_warn_secs: Option<u32>,
     pub lag_crit_secs: Option<u32>,
+    pub rate_limit: Option<RateLimitDto>,
+    pub rate_limited_until: Option<DateTime<Utc>>,
     pub updated_at: Option<DateTime<Utc>>,
+}
+
+/// At most `starts` job starts per `per_secs` seconds, across every instance. Periods are
+/// aligned to the Unix epoch (60 s: from one whole minute to the next); a claimed job counts
+/// when it is claimed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+#[schema(as = RateLimit)]
+pub struct RateLimitDto {
+    #[serde(deserialize_with = "integer")]
+    #[schema(minimum = 1, maximum = 2_147_483_647)]
+    pub starts: u32,
+    #[serde(deserialize_with = "integer")]
+    #[schema(minimum = 1, maximum = 86_400)]
+    pub per_secs: u32,
+}
+
+impl From<RateLimit> for RateLimitDto {
+    fn from(l: RateLimit) -> Self {
+        RateLimitDto {
+            starts: l.starts,
+            per_secs: l.per_secs,
+        }
+    }
+}
+
+impl From<RateLimitDto> for RateLimit {
+    fn from(l: RateLimitDto) -> Self {
+        RateLimit {
+            starts: l.starts,
+            per_secs: l.per_secs,
+        }
+    }
 }
 
 impl From<QueueConfig> for QueueSettings {
@@ -495,6 +539,8 @@ impl From<QueueConfig> for QueueSettings {
             execution_timeout_secs: q.execution_timeout_secs,
             lag_warn_secs: q.lag_warn_secs,
             lag_crit_secs: q.lag_crit_secs,
+            rate_limit: q.rate_limit.map(Into::into),
+            rate_limited_until: q.rate_limited_until,
             updated_at: q.updated_at,
         }
     }
@@ -535,6 +581,11 @@ pub struct QueuePatchDto {
     #[serde(default, deserialize_with = "nullable_integer")]
     #[schema(value_type = Option<u32>, minimum = 0, maximum = 2_147_483_647)]
     pub lag_crit_secs: Option<Option<u32>>,
+    /// At most `starts` job starts per `per_secs` (1 to 86,400) across every instance;
+    /// `null` = unlimited. Jobs over the limit wait pending, no attempt spent.
+    #[serde(default, deserialize_with = "nullable_object")]
+    #[schema(value_type = Option<RateLimitDto>)]
+    pub rate_limit: Option<Option<RateLimitDto>>,
 }
 
 impl QueuePatchDto {
@@ -548,7 +599,11 @@ impl QueuePatchDto {
             1,
         )?;
         check_int("lag_warn_secs", self.lag_warn_secs.flatten(), 0)?;
-        check_int("lag_crit_secs", self.lag_crit_secs.flatten(), 0)
+        check_int("lag_crit_secs", self.lag_crit_secs.flatten(), 0)?;
+        if let Some(Some(l)) = self.rate_limit {
+            check_int("rate_limit.starts", Some(l.starts), 1)?;
+        }
+        Ok(())
     }
 
     pub fn is_empty(&self) -> bool {
@@ -559,6 +614,7 @@ impl QueuePatchDto {
             && self.execution_timeout_secs.is_none()
             && self.lag_warn_secs.is_none()
             && self.lag_crit_secs.is_none()
+            && self.rate_limit.is_none()
     }
 }
 
@@ -572,6 +628,7 @@ impl From<QueuePatchDto> for QueuePatch {
             execution_timeout_secs: p.execution_timeout_secs,
             lag_warn_secs: p.lag_warn_secs,
             lag_crit_secs: p.lag_crit_secs,
+            rate_limit: p.rate_limit.map(|l| l.map(Into::into)),
         }
     }
 }

@@ -25,9 +25,27 @@ pub async fn list_queues(
     State(state): State<ApiState>,
     Viewer(_who): Viewer,
 ) -> ApiResult<Json<QueueList>> {
-    let stats = state.engine.store().queue_stats().await?;
+    let store = state.engine.store();
+    let stats = store.queue_stats().await?;
+    // Rate limits live with the queue's settings, not its counters.
+    let limits: std::collections::HashMap<String, deck_engine::QueueConfig> = store
+        .list_queues()
+        .await?
+        .into_iter()
+        .map(|q| (q.name.clone(), q))
+        .collect();
     Ok(Json(QueueList {
-        queues: stats.iter().map(QueueView::from).collect(),
+        queues: stats
+            .iter()
+            .map(|s| {
+                let mut view = QueueView::from(s);
+                if let Some(q) = limits.get(&s.queue) {
+                    view.rate_limit = q.rate_limit.map(Into::into);
+                    view.rate_limited_until = q.rate_limited_until;
+                }
+                view
+            })
+            .collect(),
     }))
 }
 
@@ -108,7 +126,7 @@ pub async fn update_queue(
         return Err(ApiError::bad_request(
             "empty_patch",
             "the patch changes nothing; give at least one of paused, hidden, max_workers, \
-             zombie_timeout_secs, execution_timeout_secs, lag_warn_secs, lag_crit_secs",
+             zombie_timeout_secs, execution_timeout_secs, lag_warn_secs, lag_crit_secs, rate_limit",
         ));
     }
     patch.check()?;

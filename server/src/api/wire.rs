@@ -111,6 +111,15 @@ where
     optional_integer(de).map(Some)
 }
 
+/// A patch field holding an object: absent is unchanged, `null` clears it.
+pub fn nullable_object<'de, D, T>(de: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    optional_object(de).map(Some)
+}
+
 /// A patch field that cannot be cleared: `null` is refused rather than read as "unchanged",
 /// so every field present in a patch changes something.
 pub fn present_bool<'de, D>(de: D) -> Result<Option<bool>, D::Error>

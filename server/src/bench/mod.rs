@@ -6,6 +6,7 @@ mod drain;
 mod latency;
 pub mod mixed;
 pub mod pull;
+pub mod rate_limit;
 mod roundtrip;
 
 use std::sync::Arc;
@@ -24,6 +25,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
         BenchCommand::Roundtrip(args) => roundtrip::run(args).await?,
         BenchCommand::Mixed(args) => mixed::run(args).await?,
         BenchCommand::Pull(args) => pull::run(args).await?,
+        BenchCommand::RateLimit(args) => rate_limit::run(args).await?,
     };
     crate::commands::emit(&format!("{report}\n"))
 }

@@ -154,6 +154,20 @@ pub fn load(sources: &ConfigSources) -> Result<Loaded, ConfigError> {
             }
         }
     }
+    if figment.find_value("queues").is_ok() {
+        // An open table (queue names are the user's): the key walk does not enter it, so its
+        // entries' typos are reported here.
+        match figment
+            .extract_inner::<std::collections::BTreeMap<String, super::QueueFileSettings>>("queues")
+        {
+            Ok(queues) => settings.queues = queues,
+            Err(errors) => {
+                for e in errors {
+                    problems.push(Problem::from_figment(&e, &figment, Some("queues")));
+                }
+            }
+        }
+    }
     if let Some(auth) = section::<AuthSettings>(&figment, Some("auth"), &mut problems) {
         settings.auth = auth;
     }
@@ -486,6 +500,38 @@ mod tests {
             err.contains("handlers[0].types") && err.contains("handlers[0].url"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn queue_settings_are_read_from_the_file_and_their_mistakes_are_named() {
+        let file = "[queues.newsletter]\nrate_limit = { starts = 100, per_secs = 60 }\n\
+                    max_workers = 4\n[queues.reports]\npaused = true\n";
+        let loaded = load_with(file, &[], &[]).unwrap();
+        let q = &loaded.settings.queues;
+        let patch = q["newsletter"].patch();
+        assert_eq!(
+            patch.rate_limit,
+            Some(Some(deck_engine::RateLimit {
+                starts: 100,
+                per_secs: 60
+            }))
+        );
+        assert_eq!(patch.max_workers, Some(Some(4)));
+        assert_eq!(
+            patch.zombie_timeout_secs, None,
+            "keys left out change nothing"
+        );
+        assert_eq!(q["reports"].patch().paused, Some(true));
+
+        let typo = "[queues.newsletter]\nrate_limt = { starts = 1, per_secs = 1 }\n";
+        let err = load_with(typo, &[], &[]).unwrap_err().to_string();
+        assert!(err.contains("rate_limt"), "{err}");
+        let zero = "[queues.newsletter]\nrate_limit = { starts = 0, per_secs = 60 }\n";
+        let err = load_with(zero, &[], &[]).unwrap_err().to_string();
+        assert!(err.contains("queues.newsletter.rate_limit.starts"), "{err}");
+        let long = "[queues.newsletter]\nrate_limit = { starts = 5, per_secs = 90000 }\n";
+        let err = load_with(long, &[], &[]).unwrap_err().to_string();
+        assert!(err.contains("rate_limit.per_secs"), "{err}");
     }
 
     #[test]

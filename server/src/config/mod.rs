@@ -7,10 +7,11 @@
 mod load;
 mod validate;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
-use deck_engine::StoreOptions;
 use deck_engine::config::values;
+use deck_engine::{QueuePatch, RateLimit, StoreOptions};
 use serde::{Deserialize, Serialize};
 
 pub use load::{ConfigSources, Loaded, load};
@@ -38,6 +39,8 @@ pub struct Settings {
     pub engine: deck_engine::EngineConfig,
     /// `[[handlers]]`: job types or queues run by an HTTP endpoint.
     pub handlers: Vec<deck_http_handlers::HttpHandlerConfig>,
+    /// `[queues.NAME]`: queue settings applied (and audited, as `deck.toml`) at start.
+    pub queues: BTreeMap<String, QueueFileSettings>,
     /// Console authentication (extended by the console).
     pub auth: AuthSettings,
     pub http: HttpSettings,
@@ -52,8 +55,40 @@ impl Default for Settings {
             store: StoreOptions::default(),
             engine: deck_engine::EngineConfig::default(),
             handlers: Vec::new(),
+            queues: BTreeMap::new(),
             auth: AuthSettings::default(),
             http: HttpSettings::default(),
+        }
+    }
+}
+
+/// `[queues.NAME]`: the settings of one queue. Each key given is applied at every start, so
+/// the file wins over a change made in the console since; a key left out (or removed) leaves
+/// the stored value as it is.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QueueFileSettings {
+    pub paused: Option<bool>,
+    pub max_workers: Option<u32>,
+    pub zombie_timeout_secs: Option<u32>,
+    pub execution_timeout_secs: Option<u32>,
+    pub lag_warn_secs: Option<u32>,
+    pub lag_crit_secs: Option<u32>,
+    /// `{ starts = 100, per_secs = 60 }`: at most 100 job starts a minute, cluster-wide.
+    pub rate_limit: Option<RateLimit>,
+}
+
+impl QueueFileSettings {
+    pub fn patch(&self) -> QueuePatch {
+        QueuePatch {
+            paused: self.paused,
+            hidden: None,
+            max_workers: self.max_workers.map(Some),
+            zombie_timeout_secs: self.zombie_timeout_secs.map(Some),
+            execution_timeout_secs: self.execution_timeout_secs.map(Some),
+            lag_warn_secs: self.lag_warn_secs.map(Some),
+            lag_crit_secs: self.lag_crit_secs.map(Some),
+            rate_limit: self.rate_limit.map(Some),
         }
     }
 }

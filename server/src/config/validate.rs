@@ -123,6 +123,15 @@ pub(super) fn validate(s: &Settings, problems: &mut Vec<Problem>, warnings: &mut
         problem(&format!("engine.{}", p.key), p.problem, p.help);
     }
 
+    for (name, queue) in &s.queues {
+        if let Err(e) = deck_engine::validation::validate_name("queue", name) {
+            problem(&format!("queues.{name}"), e.problem, e.help);
+        }
+        if let Err(e) = deck_engine::validation::validate_queue_patch(&queue.patch()) {
+            problem(&format!("queues.{name}.{}", e.field), e.problem, e.help);
+        }
+    }
+
     let handlers = deck_http_handlers::check(&s.handlers, &|var| std::env::var(var).ok());
     for p in handlers.problems {
         problem(&p.key, p.problem, p.help);

@@ -6,7 +6,7 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use deck_engine::{Engine, EnqueueRequest, QueuePatch, UniqueState};
+use deck_engine::{Engine, EnqueueRequest, QueuePatch, RateLimit, UniqueState};
 use rand::Rng;
 use rand::seq::IndexedRandom;
 use serde_json::json;
@@ -64,6 +64,18 @@ async fn configure_queues(engine: &Engine) {
             },
         ),
         ("billing", QueuePatch::default()),
+        (
+            // A rate limit: the mail provider allows 10 newsletter sends per 10 s, so a burst
+            // of 12 leaves 2 waiting ("rate limited until …" on the queues page).
+            "newsletter",
+            QueuePatch {
+                rate_limit: Some(Some(RateLimit {
+                    starts: NEWSLETTER_STARTS,
+                    per_secs: 10,
+                })),
+                ..Default::default()
+            },
+        ),
     ];
     for (queue, patch) in patches {
         if let Err(e) = engine.update_queue(queue, patch).await {
@@ -87,7 +99,23 @@ fn seed(seq: &mut u64) -> Vec<EnqueueRequest> {
     out.push(scheduled_digest(seq));
     out.push(expiring(seq));
     out.push(echo(seq));
+    out.extend(newsletter_burst(seq));
     out
+}
+
+/// Newsletter sends the `newsletter` queue's rate limit lets through per 10 s.
+const NEWSLETTER_STARTS: u32 = 10;
+
+/// A burst a little larger than one period's starts.
+fn newsletter_burst(seq: &mut u64) -> Vec<EnqueueRequest> {
+    (0..NEWSLETTER_STARTS + 2)
+        .map(|_| {
+            let mut req = email(seq, false);
+            req.queue = "newsletter".into();
+            req.tags.push("campaign:december".into());
+            req
+        })
+        .collect()
 }
 
 fn tick(seq: &mut u64) -> Vec<EnqueueRequest> {
@@ -134,6 +162,10 @@ fn tick(seq: &mut u64) -> Vec<EnqueueRequest> {
     }
     if rng.random_bool(0.1) {
         out.push(echo(seq));
+    }
+    // About 0.8 sends a second on average: under the limit, but every burst hits it.
+    if rng.random_bool(1.0 / 15.0) {
+        out.extend(newsletter_burst(seq));
     }
     if rng.random_bool(0.3) {
         let answer = match rng.random_range(0..100) {

@@ -474,3 +474,58 @@ pub async fn racing_enqueues_of_one_key_create_one_job(f: StoreFactory) {
     assert_eq!(summary(&*store).await.pending, 5);
     assert_counters_match_rows(&*store).await;
 }
+
+/// Claimers on separate handles race for a queue limited to 7 starts a day: 7 start in all.
+pub async fn rate_limit_holds_under_concurrent_claimers(f: StoreFactory) {
+    let store = f.store();
+    for attempt in 0..3 {
+        let queue = format!("metered-{attempt}");
+        let day = chrono::Utc::now().timestamp().div_euclid(86_400);
+        store
+            .update_queue(
+                &queue,
+                QueuePatch {
+                    rate_limit: Some(Some(crate::model::RateLimit {
+                        starts: 7,
+                        per_secs: 86_400,
+                    })),
+                    ..Default::default()
+                },
+            )
+            .await
+            .unwrap();
+        enqueue_n(&*store, &queue, "t", 100).await;
+        let start_line = Arc::new(tokio::sync::Barrier::new(CLAIMERS));
+        let mut tasks = Vec::new();
+        for n in 0..CLAIMERS {
+            let handle = f.connect().await;
+            let start_line = start_line.clone();
+            let queue = queue.clone();
+            tasks.push(tokio::spawn(async move {
+                let claim = ClaimRequest {
+                    worker_id: format!("w{n}"),
+                    limit: 5,
+                    start: 0,
+                    queues: Some(vec![queue]),
+                    types: None,
+                };
+                start_line.wait().await;
+                let mut got = 0;
+                for _ in 0..5 {
+                    got += retrying!(handle.claim_batch(claim.clone()).await).len();
+                }
+                got
+            }));
+        }
+        let mut total = 0;
+        for t in tasks {
+            total += t.await.unwrap();
+        }
+        if chrono::Utc::now().timestamp().div_euclid(86_400) == day {
+            assert_eq!(total, 7, "seven starts across every claimer");
+            assert_counters_match_rows(&*store).await;
+            return;
+        }
+    }
+    panic!("three runs straddled midnight UTC");
+}

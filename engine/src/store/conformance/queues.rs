@@ -1,7 +1,7 @@
 //! Queue settings: pause and resume, the settings row, and the bulkhead (`max_workers`).
 
 use super::support::*;
-use crate::model::{EnqueueRequest, JobState, QueueConfig, QueuePatch};
+use crate::model::{EnqueueRequest, JobState, QueueConfig, QueuePatch, RateLimit};
 
 fn pause(paused: bool) -> QueuePatch {
     QueuePatch {
@@ -52,6 +52,10 @@ pub async fn queue_settings_round_trip(f: StoreFactory) {
                 execution_timeout_secs: Some(Some(900)),
                 lag_warn_secs: Some(Some(30)),
                 lag_crit_secs: Some(Some(300)),
+                rate_limit: Some(Some(RateLimit {
+                    starts: 100,
+                    per_secs: 60,
+                })),
             },
         )
         .await
@@ -65,6 +69,11 @@ pub async fn queue_settings_round_trip(f: StoreFactory) {
         execution_timeout_secs: Some(900),
         lag_warn_secs: Some(30),
         lag_crit_secs: Some(300),
+        rate_limit: Some(RateLimit {
+            starts: 100,
+            per_secs: 60,
+        }),
+        rate_limited_until: None,
         updated_at: cfg.updated_at,
     };
     assert_eq!(cfg, expected);
@@ -268,5 +277,121 @@ pub async fn bulkhead_holds_across_handles(f: StoreFactory) {
         "cluster-wide limit"
     );
     assert!(claim(&*other, "w3", 10).await.is_empty());
+    assert_counters_match_rows(&*store).await;
+}
+
+fn rate_limit(starts: u32, per_secs: u32) -> QueuePatch {
+    QueuePatch {
+        rate_limit: Some(Some(RateLimit { starts, per_secs })),
+        ..Default::default()
+    }
+}
+
+/// The index of the aligned period `per_secs` long that holds the store's clock now.
+fn period_index(per_secs: i64) -> i64 {
+    chrono::Utc::now().timestamp().div_euclid(per_secs)
+}
+
+/// Run `case` with a fresh queue name until one run stayed inside one aligned period (a run
+/// that straddles a period boundary may legitimately start more).
+async fn within_one_period<F, Fut>(per_secs: i64, mut case: F)
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    for attempt in 0..3 {
+        let before = period_index(per_secs);
+        let passed = case(format!("metered-{attempt}")).await;
+        if period_index(per_secs) == before {
+            assert!(passed, "the limit held inside one period");
+            return;
+        }
+    }
+    panic!("three runs straddled a period boundary");
+}
+
+pub async fn rate_limit_caps_starts_per_period_and_says_until_when(f: StoreFactory) {
+    let store = f.store();
+    let other = f.connect().await;
+    within_one_period(86_400, |queue| {
+        let store = store.clone();
+        let other = other.clone();
+        async move {
+            store
+                .update_queue(&queue, rate_limit(5, 86_400))
+                .await
+                .unwrap();
+            let ids = enqueue_n(&*store, &queue, "t", 12).await;
+            let first = claim(&*store, "w1", 10).await.len();
+            let second = claim(&*other, "w2", 10).await.len();
+            let cfg = store
+                .list_queues()
+                .await
+                .unwrap()
+                .into_iter()
+                .find(|q| q.name == queue)
+                .unwrap();
+            let next_day = (chrono::Utc::now().timestamp().div_euclid(86_400) + 1) * 86_400;
+            let until_ok = cfg.rate_limited_until.map(|t| t.timestamp()) == Some(next_day);
+            // Jobs over the limit wait pending, no attempt spent.
+            let waiting = job(&*store, ids[11]).await;
+            let unspent = waiting.state == JobState::Pending && waiting.attempt == 0;
+
+            // Raising the limit lets the difference through; clearing it, the rest.
+            store
+                .update_queue(&queue, rate_limit(8, 86_400))
+                .await
+                .unwrap();
+            let raised = claim(&*store, "w1", 10).await.len();
+            store
+                .update_queue(
+                    &queue,
+                    QueuePatch {
+                        rate_limit: Some(None),
+                        ..Default::default()
+                    },
+                )
+                .await
+                .unwrap();
+            let cleared = store.list_queues().await.unwrap();
+            let gone = cleared
+                .iter()
+                .find(|q| q.name == queue)
+                .is_some_and(|q| q.rate_limit.is_none() && q.rate_limited_until.is_none());
+            let rest = claim(&*store, "w1", 10).await.len();
+            (first, second, raised, rest) == (5, 0, 3, 4) && until_ok && unspent && gone
+        }
+    })
+    .await;
+    // A queue without a limit is not held back by its neighbour's.
+    enqueue_n(&*store, "free", "t", 3).await;
+    assert_eq!(claim(&*store, "w3", 10).await.len(), 3);
+    assert_counters_match_rows(&*store).await;
+}
+
+pub async fn rate_limit_counts_from_zero_in_the_next_period(f: StoreFactory) {
+    let store = f.store();
+    store
+        .update_queue("per-second", rate_limit(2, 1))
+        .await
+        .unwrap();
+    enqueue_n(&*store, "per-second", "t", 10).await;
+    let mut seen = Vec::new();
+    // Each round claims twice inside one second: two jobs, then none; the next second counts
+    // afresh. A round that crossed a second boundary is not counted.
+    while seen.len() < 2 {
+        let second = period_index(1);
+        let a = claim(&*store, "w1", 10).await.len();
+        let b = claim(&*store, "w1", 10).await.len();
+        if period_index(1) == second {
+            assert_eq!((a, b), (2, 0), "two starts per second");
+            seen.push(second);
+        }
+        // Time passing, not a stand-in for a signal: the next period starts at the next second.
+        let now = chrono::Utc::now();
+        let to_next = 1_000 - i64::from(now.timestamp_subsec_millis());
+        tokio::time::sleep(std::time::Duration::from_millis(to_next.max(1) as u64 + 20)).await;
+    }
+    assert_ne!(seen[0], seen[1]);
     assert_counters_match_rows(&*store).await;
 }

@@ -86,6 +86,7 @@ pub async fn queue_stats_counts_and_lag(f: StoreFactory) {
                 zombie_timeout_secs: Some(Some(77)),
                 execution_timeout_secs: Some(Some(88)),
                 paused: Some(true),
+                rate_limit: None,
             },
         )
         .await

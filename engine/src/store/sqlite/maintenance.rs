@@ -6,7 +6,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
     Applied, AuditEntry, AuditFilter, EngineSettings, FailureReason, InstanceInfo, InstanceKind,
-    NewAuditEntry, PruneTarget, QueueConfig, QueuePatch, RescueKind, RescueStep,
+    NewAuditEntry, PruneTarget, QueueConfig, QueuePatch, RateLimit, RescueKind, RescueStep,
 };
 
 use super::codec::{duration_us, from_us, opt_from_us, to_json, to_us, u64_of};
@@ -161,8 +161,15 @@ pub(crate) fn prune_step(
     }
 }
 
-const QUEUE_COLS: &str = "name, paused, hidden, max_workers, zombie_timeout_secs, \
-     execution_timeout_secs, lag_warn_secs, lag_crit_secs, updated_at";
+/// A queue's settings with its rate limit; ?1 is now (microseconds), for whether the current
+/// period's starts are used up.
+const QUEUE_SELECT: &str = "SELECT q.name, q.paused, q.hidden, q.max_workers, \
+         q.zombie_timeout_secs, q.execution_timeout_secs, q.lag_warn_secs, q.lag_crit_secs, \
+         q.updated_at, r.max_starts, r.period_secs, \
+         CASE WHEN r.window_start = ?1 - ?1 % (r.period_secs * 1000000) \
+                   AND r.window_starts >= r.max_starts \
+              THEN r.window_start + r.period_secs * 1000000 END \
+     FROM queues q LEFT JOIN rate_limits r ON r.queue = q.name";
 
 fn opt_u32(v: Option<i64>) -> Option<u32> {
     v.map(|v| u32::try_from(v.max(0)).unwrap_or(u32::MAX))
@@ -179,14 +186,19 @@ fn queue_from_row(r: &rusqlite::Row<'_>) -> rusqlite::Result<QueueConfig> {
         lag_warn_secs: opt_u32(r.get(6)?),
         lag_crit_secs: opt_u32(r.get(7)?),
         updated_at: opt_from_us(r.get(8)?),
+        rate_limit: match (opt_u32(r.get(9)?), opt_u32(r.get(10)?)) {
+            (Some(starts), Some(per_secs)) => Some(RateLimit { starts, per_secs }),
+            _ => None,
+        },
+        rate_limited_until: opt_from_us(r.get(11)?),
     })
 }
 
-pub(crate) fn list_queues(conn: &Connection) -> StoreResult<Vec<QueueConfig>> {
-    let sql = format!("SELECT {QUEUE_COLS} FROM queues ORDER BY name");
+pub(crate) fn list_queues(conn: &Connection, now: i64) -> StoreResult<Vec<QueueConfig>> {
+    let sql = format!("{QUEUE_SELECT} ORDER BY q.name");
     conn.prepare_cached(&sql)
         .map_err(db_err("list queues"))?
-        .query_map([], queue_from_row)
+        .query_map([now], queue_from_row)
         .map_err(db_err("list queues"))?
         .collect::<Result<_, _>>()
         .map_err(db_err("list queues"))
@@ -211,8 +223,7 @@ pub(crate) fn update_queue(
     let (et_set, et) = patch_value(patch.execution_timeout_secs);
     let (lw_set, lw) = patch_value(patch.lag_warn_secs);
     let (lc_set, lc) = patch_value(patch.lag_crit_secs);
-    let sql = format!(
-        "UPDATE queues SET \
+    let sql = "UPDATE queues SET \
              paused = coalesce(?2, paused), hidden = coalesce(?3, hidden), \
              max_workers = CASE WHEN ?4 THEN ?5 ELSE max_workers END, \
              zombie_timeout_secs = CASE WHEN ?6 THEN ?7 ELSE zombie_timeout_secs END, \
@@ -220,29 +231,50 @@ pub(crate) fn update_queue(
              lag_warn_secs = CASE WHEN ?10 THEN ?11 ELSE lag_warn_secs END, \
              lag_crit_secs = CASE WHEN ?12 THEN ?13 ELSE lag_crit_secs END, \
              updated_at = ?14 \
-         WHERE name = ?1 RETURNING {QUEUE_COLS}"
-    );
-    conn.prepare_cached(&sql)
+         WHERE name = ?1";
+    conn.prepare_cached(sql)
         .map_err(db_err("update queue"))?
-        .query_row(
-            params![
-                name,
-                patch.paused,
-                patch.hidden,
-                mw_set,
-                mw,
-                zt_set,
-                zt,
-                et_set,
-                et,
-                lw_set,
-                lw,
-                lc_set,
-                lc,
-                now
-            ],
-            queue_from_row,
-        )
+        .execute(params![
+            name,
+            patch.paused,
+            patch.hidden,
+            mw_set,
+            mw,
+            zt_set,
+            zt,
+            et_set,
+            et,
+            lw_set,
+            lw,
+            lc_set,
+            lc,
+            now
+        ])
+        .map_err(db_err("update queue"))?;
+    match patch.rate_limit {
+        None => {}
+        // A changed limit keeps the current period's count: lowering it below what already
+        // started holds the rest of the period back.
+        Some(Some(limit)) => {
+            conn.prepare_cached(
+                "INSERT INTO rate_limits (queue, max_starts, period_secs) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (queue) DO UPDATE SET max_starts = excluded.max_starts, \
+                     period_secs = excluded.period_secs",
+            )
+            .map_err(db_err("update queue"))?
+            .execute(params![name, limit.starts, limit.per_secs])
+            .map_err(db_err("update queue"))?;
+        }
+        Some(None) => {
+            conn.prepare_cached("DELETE FROM rate_limits WHERE queue = ?1")
+                .map_err(db_err("update queue"))?
+                .execute([name])
+                .map_err(db_err("update queue"))?;
+        }
+    }
+    conn.prepare_cached(&format!("{QUEUE_SELECT} WHERE q.name = ?2"))
+        .map_err(db_err("update queue"))?
+        .query_row(params![now, name], queue_from_row)
         .map_err(db_err("update queue"))
 }
 

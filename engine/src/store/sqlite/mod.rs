@@ -370,7 +370,9 @@ impl Store for SqliteStore {
     }
 
     async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>> {
-        self.readers.read(maintenance::list_queues).await
+        self.readers
+            .read(|conn| maintenance::list_queues(conn, now_us()))
+            .await
     }
 
     async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {

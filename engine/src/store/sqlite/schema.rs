@@ -55,6 +55,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         "unique_windows",
         include_str!("../../../../migrations/sqlite/0009_unique_windows.sql"),
     ),
+    (
+        10,
+        "rate_limits",
+        include_str!("../../../../migrations/sqlite/0010_rate_limits.sql"),
+    ),
 ];
 
 /// The version whose rows need fingerprints computed in Rust after its script.

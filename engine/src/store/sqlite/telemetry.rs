@@ -92,7 +92,7 @@ fn blank_stats(queue: &str) -> QueueStats {
 
 pub(crate) fn queue_stats(conn: &Connection, now: i64) -> StoreResult<Vec<QueueStats>> {
     let mut stats: BTreeMap<String, QueueStats> = BTreeMap::new();
-    for q in super::maintenance::list_queues(conn)? {
+    for q in super::maintenance::list_queues(conn, now)? {
         let s = stats
             .entry(q.name.clone())
             .or_insert_with(|| blank_stats(&q.name));

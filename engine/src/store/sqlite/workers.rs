@@ -23,13 +23,23 @@ use super::moves::{
 };
 
 /// The unpaused queues a claim may take from, with each bulkheaded queue's in-flight
-/// (fetched + processing) count, read off the two in-flight indexes.
+/// (fetched + processing) count, read off the two in-flight indexes, and each rate-limited
+/// queue's starts left in the current period (?2: now, microseconds).
 pub(crate) const CLAIM_QUEUES_SQL: &str = "SELECT q.name, q.max_workers, \
          CASE WHEN q.max_workers IS NULL THEN 0 ELSE \
              (SELECT count(*) FROM jobs a WHERE a.queue = q.name AND a.status = 1) \
-             + (SELECT count(*) FROM jobs a WHERE a.queue = q.name AND a.status = 2) END \
-     FROM queues q \
+             + (SELECT count(*) FROM jobs a WHERE a.queue = q.name AND a.status = 2) END, \
+         r.max_starts - CASE WHEN r.window_start = ?2 - ?2 % (r.period_secs * 1000000) \
+                             THEN r.window_starts ELSE 0 END \
+     FROM queues q LEFT JOIN rate_limits r ON r.queue = q.name \
      WHERE q.paused = 0 AND (?1 IS NULL OR q.name IN (SELECT value FROM json_each(?1)))";
+
+/// What a claim took from a rate-limited queue, added to its current period's count.
+const SPEND_STARTS_SQL: &str = "UPDATE rate_limits SET \
+         window_starts = CASE WHEN window_start = ?2 - ?2 % (period_secs * 1000000) \
+                              THEN window_starts + ?3 ELSE ?3 END, \
+         window_start = ?2 - ?2 % (period_secs * 1000000) \
+     WHERE queue = ?1";
 
 /// One queue's next due pending jobs, in claim order, walked straight off the claim index
 /// (no sort).
@@ -73,6 +83,8 @@ pub(crate) enum ClaimOutcome {
 
 /// A pending row the claim may take, with its claim-order key.
 struct Candidate {
+    /// Index of the candidate's queue among the claim's rate-limited queues, if it is one.
+    limited: Option<usize>,
     rowid: i64,
     priority: i32,
     scheduled_at: i64,
@@ -102,26 +114,32 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, now: i64) -> StoreRes
         .queues
         .as_ref()
         .map(|q| serde_json::to_string(q).unwrap_or_else(|_| "[]".into()));
-    let open: Vec<(String, Option<i64>, i64)> = conn
+    let open: Vec<(String, Option<i64>, i64, Option<i64>)> = conn
         .prepare_cached(CLAIM_QUEUES_SQL)
         .map_err(db_err("claim"))?
-        .query_map(params![queues], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?)))
+        .query_map(params![queues, now], |r| {
+            Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))
+        })
         .map_err(db_err("claim"))?
         .collect::<Result<_, _>>()
         .map_err(db_err("claim"))?;
 
     let mut candidates: Vec<Candidate> = Vec::new();
+    let mut limited_queues: Vec<String> = Vec::new();
     let mut stmt = conn
         .prepare_cached(CLAIM_CANDIDATES_SQL)
         .map_err(db_err("claim"))?;
-    for (queue, max_workers, in_flight) in open {
+    for (queue, max_workers, in_flight, starts_left) in open {
         let take = max_workers.map_or(limit, |max| (max - in_flight).min(limit));
+        let take = starts_left.map_or(take, |left| take.min(left));
         if take <= 0 {
             continue;
         }
+        let limited = starts_left.map(|_| limited_queues.len());
         let rows = stmt
             .query_map(params![queue, now, take, types], |r| {
                 Ok(Candidate {
+                    limited,
                     rowid: r.get(0)?,
                     priority: r.get(1)?,
                     scheduled_at: r.get(2)?,
@@ -131,6 +149,9 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, now: i64) -> StoreRes
             .map_err(db_err("claim"))?;
         for row in rows {
             candidates.push(row.map_err(db_err("claim"))?);
+        }
+        if limited.is_some() {
+            limited_queues.push(queue);
         }
     }
     // Microseconds and lower-case UUID text sort like the job's timestamp and id.
@@ -142,6 +163,7 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, now: i64) -> StoreRes
         ))
     });
     candidates.truncate(req.limit as usize);
+    spend_starts(conn, &limited_queues, &candidates, now)?;
 
     let start = candidates.len().min(req.start as usize);
     let (to_start, to_fetch) = candidates.split_at(start);
@@ -156,6 +178,34 @@ pub(crate) fn claim(conn: &Connection, req: &ClaimRequest, now: i64) -> StoreRes
         return read_claimed(conn, &claimed).map(ClaimOutcome::Jobs);
     }
     Ok(ClaimOutcome::ReadBack(claimed))
+}
+
+/// Count what the claim took from each rate-limited queue against its current period.
+fn spend_starts(
+    conn: &Connection,
+    limited_queues: &[String],
+    chosen: &[Candidate],
+    now: i64,
+) -> StoreResult<()> {
+    if limited_queues.is_empty() {
+        return Ok(());
+    }
+    let mut taken = vec![0i64; limited_queues.len()];
+    for c in chosen {
+        if let Some(i) = c.limited {
+            taken[i] += 1;
+        }
+    }
+    let mut stmt = conn
+        .prepare_cached(SPEND_STARTS_SQL)
+        .map_err(db_err("claim"))?;
+    for (queue, n) in limited_queues.iter().zip(taken) {
+        if n > 0 {
+            stmt.execute(params![queue, now, n])
+                .map_err(db_err("claim"))?;
+        }
+    }
+    Ok(())
 }
 
 fn rowids_json(rows: &[Candidate]) -> String {

@@ -64,6 +64,12 @@ pub const MIGRATIONS: &[Migration] = &[
         file: "0007_unique_windows.sql",
         sql: include_str!("../../../../migrations/sqlserver/0007_unique_windows.sql"),
     },
+    Migration {
+        version: 8,
+        name: "rate_limits",
+        file: "0008_rate_limits.sql",
+        sql: include_str!("../../../../migrations/sqlserver/0008_rate_limits.sql"),
+    },
 ];
 
 pub fn latest_version() -> i32 {
@@ -641,7 +647,7 @@ mod tests {
                 .map(|(t, c)| (t.to_string(), c.to_string()))
                 .collect(),
             compatibility_level: 150,
-            applied_versions: vec![1, 2, 3, 4, 5, 6, 7],
+            applied_versions: vec![1, 2, 3, 4, 5, 6, 7, 8],
         };
         check(&deck(), &state).unwrap();
 

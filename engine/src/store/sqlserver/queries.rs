@@ -166,6 +166,10 @@ pub const QUEUE_COLUMNS: &[&str] = &[
     "lag_warn_secs",
     "lag_crit_secs",
     "updated_at",
+    "rate_max_starts",
+    "rate_period_secs",
+    "rate_window_start",
+    "rate_window_starts",
 ];
 pub const INSTANCE_COLUMNS: &[&str] = &[
     "id",

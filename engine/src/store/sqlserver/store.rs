@@ -20,7 +20,8 @@ use crate::model::{
     Applied, AuditEntry, AuditFilter, CancelOutcome, ClaimRequest, Completion, EngineSettings,
     EnqueueOutcome, EnqueueRequest, FailureReason, HeartbeatReport, HotStatus, InstanceInfo,
     InstanceKind, Job, JobEdit, JobId, JobState, NewAuditEntry, Pillar, PruneStep, PruneTarget,
-    QueueConfig, QueuePatch, RescueKind, RescueStep, StoreWrittenError, Timestamp, claim_order,
+    QueueConfig, QueuePatch, RateLimit, RescueKind, RescueStep, StoreWrittenError, Timestamp,
+    claim_order,
 };
 use crate::query::{
     BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, MAX_PAGE_SIZE, Page,
@@ -307,6 +308,29 @@ impl SqlServerStore {
 
     /// Run a sweep statement until it comes back short of a full batch.
     fn queue_config(row: &tiberius::Row) -> Result<QueueConfig, Fault> {
+        let rate_limit = match (
+            opt_u32(row, "rate_max_starts")?,
+            opt_u32(row, "rate_period_secs")?,
+        ) {
+            (Some(starts), Some(per_secs)) if per_secs > 0 => Some(RateLimit { starts, per_secs }),
+            _ => None,
+        };
+        // The period's end, once its starts are used up (by this process's clock: it is only
+        // shown, the claim decides by the database's).
+        let rate_limited_until = match (
+            rate_limit,
+            rows::opt_int(row, "rate_window_start")?,
+            rows::opt_int(row, "rate_window_starts")?,
+        ) {
+            (Some(limit), Some(start), Some(used)) => {
+                let now = chrono::Utc::now().timestamp();
+                let period = i64::from(limit.per_secs);
+                (start == now - now.rem_euclid(period) && used >= i64::from(limit.starts))
+                    .then(|| chrono::DateTime::from_timestamp(start + period, 0))
+                    .flatten()
+            }
+            _ => None,
+        };
         Ok(QueueConfig {
             name: req_str(row, "name")?,
             paused: rows::req_bool(row, "paused")?,
@@ -317,6 +341,8 @@ impl SqlServerStore {
             lag_warn_secs: opt_u32(row, "lag_warn_secs")?,
             lag_crit_secs: opt_u32(row, "lag_crit_secs")?,
             updated_at: rows::opt_time(row, "updated_at")?,
+            rate_limit,
+            rate_limited_until,
         })
     }
 
@@ -832,6 +858,9 @@ impl Store for SqlServerStore {
         );
         let (lw_set, lw) = (set(&patch.lag_warn_secs), val(&patch.lag_warn_secs));
         let (lc_set, lc) = (set(&patch.lag_crit_secs), val(&patch.lag_crit_secs));
+        let rl_set = patch.rate_limit.is_some();
+        let rl_starts = patch.rate_limit.flatten().map(|l| to_i32(l.starts));
+        let rl_period = patch.rate_limit.flatten().map(|l| to_i32(l.per_secs));
         let rows = self
             .rows_of(
                 "update_queue",
@@ -839,7 +868,7 @@ impl Store for SqlServerStore {
                 &queries::UPDATE_QUEUE,
                 &[
                     &name, &p_set, &p_val, &h_set, &h_val, &mw_set, &mw, &zt_set, &zt, &et_set,
-                    &et, &lw_set, &lw, &lc_set, &lc,
+                    &et, &lw_set, &lw, &lc_set, &lc, &rl_set, &rl_starts, &rl_period,
                 ],
             )
             .await?;

@@ -279,7 +279,8 @@ SELECT COUNT_BIG(*) AS purged FROM @ledger;"
 
 /// @P1 name; then for each field a "set" flag and a value: @P2/@P3 paused, @P4/@P5 hidden,
 /// @P6/@P7 max_workers, @P8/@P9 zombie timeout, @P10/@P11 execution timeout,
-/// @P12/@P13 lag warn, @P14/@P15 lag crit. Update-then-insert; answers the row.
+/// @P12/@P13 lag warn, @P14/@P15 lag crit, @P16 rate limit set flag with @P17 starts and
+/// @P18 period (NULL starts: no limit). Update-then-insert; answers the row.
 pub const UPDATE_QUEUE: Statement = Statement {
     name: "update_queue",
     class: Class::Transition,
@@ -312,9 +313,28 @@ IF @@ROWCOUNT = 0
            @now, @now
     WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[queues] AS q WITH (UPDLOCK, HOLDLOCK)
                       WHERE q.name = @name);
+-- A changed limit keeps the current period's count: lowering it below what already started
+-- holds the rest of the period back.
+IF @P16 = 1 AND @P17 IS NULL
+    DELETE FROM [{schema}].[rate_limits] WHERE queue = @name;
+IF @P16 = 1 AND @P17 IS NOT NULL
+BEGIN
+    UPDATE r SET r.max_starts = @P17, r.period_secs = @P18
+    FROM [{schema}].[rate_limits] AS r WITH (UPDLOCK, HOLDLOCK)
+    WHERE r.queue = @name;
+    IF @@ROWCOUNT = 0
+        INSERT INTO [{schema}].[rate_limits] (queue, max_starts, period_secs, window_start, window_starts)
+        SELECT @name, @P17, @P18, 0, 0
+        WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[rate_limits] AS r WITH (UPDLOCK, HOLDLOCK)
+                          WHERE r.queue = @name);
+END
 SELECT q.name, q.paused, q.hidden, q.max_workers, q.zombie_timeout_secs,
-       q.execution_timeout_secs, q.lag_warn_secs, q.lag_crit_secs, q.updated_at
-FROM [{schema}].[queues] AS q WHERE q.name = @name;"),
+       q.execution_timeout_secs, q.lag_warn_secs, q.lag_crit_secs, q.updated_at,
+       r.max_starts AS rate_max_starts, r.period_secs AS rate_period_secs,
+       r.window_start AS rate_window_start, r.window_starts AS rate_window_starts
+FROM [{schema}].[queues] AS q
+LEFT JOIN [{schema}].[rate_limits] AS r ON r.queue = q.name
+WHERE q.name = @name;"),
 };
 
 /// @P1 JSON document.

@@ -40,8 +40,11 @@ pub const LIST_QUEUES: Statement = Statement {
     reads: Reads::Rows(QUEUE_COLUMNS),
     sql: "SET NOCOUNT ON;
 SELECT q.name, q.paused, q.hidden, q.max_workers, q.zombie_timeout_secs,
-       q.execution_timeout_secs, q.lag_warn_secs, q.lag_crit_secs, q.updated_at
+       q.execution_timeout_secs, q.lag_warn_secs, q.lag_crit_secs, q.updated_at,
+       r.max_starts AS rate_max_starts, r.period_secs AS rate_period_secs,
+       r.window_start AS rate_window_start, r.window_starts AS rate_window_starts
 FROM [{schema}].[queues] AS q
+LEFT JOIN [{schema}].[rate_limits] AS r ON r.queue = q.name
 ORDER BY q.name;",
 };
 

@@ -47,6 +47,9 @@ DECLARE @candidates TABLE (seq          BIGINT        NOT NULL PRIMARY KEY,
                            id           BINARY(16)    NOT NULL);
 DECLARE @claimed TABLE (seq BIGINT NOT NULL PRIMARY KEY,
                         queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
+DECLARE @limits TABLE (queue        NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL PRIMARY KEY,
+                       period_start BIGINT NOT NULL,
+                       left_starts  BIGINT NOT NULL);
 DECLARE @remaining BIGINT = @limit;
 DECLARE @band INT;
 DECLARE @got BIGINT;
@@ -76,6 +79,22 @@ SELECT q.name, NULL, @limit
 FROM [{schema}].[queues] AS q WITH (READPAST)
 WHERE q.paused = 0 AND q.max_workers IS NULL
   AND (@queues IS NULL OR q.name IN (SELECT w.name FROM @wanted AS w));
+
+-- Rate-limited lanes: the starts left in the current period (Unix seconds, aligned to the
+-- epoch). UPDLOCK: claimers of one limited queue take turns on its row until commit, so the
+-- last start is spent once.
+INSERT INTO @limits (queue, period_start, left_starts)
+SELECT r.queue, p.period_start,
+       r.max_starts - CASE WHEN r.window_start = p.period_start THEN r.window_starts ELSE 0 END
+FROM [{schema}].[rate_limits] AS r WITH (UPDLOCK, ROWLOCK)
+JOIN @lanes AS l ON l.queue = r.queue
+CROSS APPLY (SELECT DATEDIFF_BIG(SECOND, CAST('1970-01-01' AS DATETIME2(6)), @now)
+                    - DATEDIFF_BIG(SECOND, CAST('1970-01-01' AS DATETIME2(6)), @now) % r.period_secs
+                    AS period_start) AS p;
+UPDATE l
+SET l.slots = CASE WHEN m.left_starts < l.slots THEN m.left_starts ELSE l.slots END
+FROM @lanes AS l
+JOIN @limits AS m ON m.queue = l.queue;
 
 -- Each lane's highest band. READPAST: a row another claimer is taking is no reason to wait.
 UPDATE l
@@ -133,6 +152,16 @@ WHERE h.status = 0;
 
 INSERT INTO @ledger (queue, pending_delta, fetched_delta)
 SELECT c.queue, -COUNT(*), COUNT(*) FROM @claimed AS c GROUP BY c.queue;
+
+-- What this claim took counts against each limited queue's current period.
+UPDATE r
+SET r.window_starts = CASE WHEN r.window_start = m.period_start THEN r.window_starts ELSE 0 END
+                      + t.taken,
+    r.window_start = m.period_start
+FROM [{schema}].[rate_limits] AS r WITH (ROWLOCK)
+JOIN @limits AS m ON m.queue = r.queue
+JOIN (SELECT c.queue, COUNT_BIG(*) AS taken FROM @claimed AS c GROUP BY c.queue) AS t
+  ON t.queue = m.queue;
 ",
         counters_apply!(),
         "
