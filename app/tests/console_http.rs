@@ -947,3 +947,59 @@ async fn a_search_past_its_window_says_so_and_links_to_older_jobs() {
     assert!(!payload.contains(&format!("/jobs/{old}")));
     assert!(payload.contains(">0 jobs match<"));
 }
+
+/// A queue whose period's starts are used up says so on the queues page, and a job waiting in
+/// it says why it is not starting; lifting the limit from the queues page's form clears both.
+#[tokio::test]
+async fn a_rate_limited_queue_and_its_waiting_job_say_until_when() {
+    let f = fixture(AuthConfig::default()).await;
+    let router = &f.router;
+    f.store
+        .update_queue(
+            "metered",
+            deck_engine::QueuePatch {
+                rate_limit: Some(Some(deck_engine::RateLimit {
+                    starts: 1,
+                    per_secs: 86_400,
+                })),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    enqueue(&f.store, "metered", "{}").await;
+    let waiting = enqueue(&f.store, "metered", "{}").await;
+    let day = chrono::Utc::now().timestamp().div_euclid(86_400);
+    let started = start_running(&f.store, "metered").await;
+    if chrono::Utc::now().timestamp().div_euclid(86_400) != day {
+        eprintln!("notice: the claim straddled midnight UTC; nothing to check");
+        return;
+    }
+    assert_eq!(started.len(), 1, "one start a day");
+
+    let (_, queues, _) = get(router, "/queues", None).await;
+    assert!(queues.contains("rate limited until"), "{queues}");
+    assert!(queues.contains("1 starts per 86400 s"), "{queues}");
+    let (_, job, _) = get(router, &format!("/jobs/{waiting}"), None).await;
+    assert!(
+        job.contains("data-held") && job.contains("rate limited until"),
+        "{job}"
+    );
+
+    let token = csrf(router, None).await;
+    let (status, _) = post(
+        router,
+        "/fn/queue/limits",
+        "queue=metered&max_workers=&zombie_timeout=&execution_timeout=&lag_warn=&lag_crit=\
+         &rate_starts=&rate_per=&back=%2Fqueues",
+        Some(&token),
+        None,
+    )
+    .await;
+    assert!(status.is_redirection(), "{status}");
+    let cfg = f.store.list_queues().await.unwrap();
+    let metered = cfg.iter().find(|q| q.name == "metered").unwrap();
+    assert_eq!(metered.rate_limit, None, "empty fields lift the limit");
+    let (_, job, _) = get(router, &format!("/jobs/{waiting}"), None).await;
+    assert!(!job.contains("data-held"), "{job}");
+}

@@ -26,12 +26,22 @@ pub fn JobPage() -> impl IntoView {
         };
         let job = console.store().get_job(id).await;
         let progress = console.running_progress().remove(&id);
+        let held = match &job {
+            Ok(Some(j)) if j.state == JobState::Pending => console
+                .store()
+                .list_queues()
+                .await
+                .ok()
+                .and_then(|qs| qs.into_iter().find(|q| q.name == j.queue))
+                .and_then(|q| held_reason(&q)),
+            _ => None,
+        };
         let section = match &job {
             Ok(Some(job)) if job.pillar() == Pillar::Dlq => "/jobs?source=dlq",
             _ => "/jobs",
         };
         let body = match job {
-            Ok(Some(job)) => view! { <JobView job=job editing=editing draft=draft progress=progress/> }.into_any(),
+            Ok(Some(job)) => view! { <JobView job=job editing=editing draft=draft progress=progress held=held/> }.into_any(),
             Ok(None) => view! {
                 <div class="empty"><p>{format!("No job {id} in the active jobs, the archive or the dead-letter queue. It may have been purged or pruned by retention.")}</p>
                 <a href="/jobs">"Back to jobs"</a></div>
@@ -43,6 +53,20 @@ pub fn JobPage() -> impl IntoView {
         view! { <Layout title="Job".into() section=section doc_title=doc_title>{body}</Layout> }
             .into_any()
     })
+}
+
+/// Why a pending job of this queue is not starting, when its queue holds it back.
+fn held_reason(q: &deck_engine::QueueConfig) -> Option<String> {
+    if q.paused {
+        Some("its queue is paused".into())
+    } else {
+        q.rate_limited_until.map(|until| {
+            format!(
+                "its queue is rate limited until {} (this period's starts are used up; no attempt is spent)",
+                format::time(until)
+            )
+        })
+    }
 }
 
 fn state_text(state: JobState) -> (String, &'static str) {
@@ -63,6 +87,9 @@ pub fn JobView(
     /// The latest progress report, when this process runs the job.
     #[prop(default = None)]
     progress: Option<deck_engine::Progress>,
+    /// Why a pending job is held back by its queue (paused, rate limited).
+    #[prop(default = None)]
+    held: Option<String>,
 ) -> impl IntoView {
     let now = Utc::now();
     let id = job.id.to_string();
@@ -80,6 +107,7 @@ pub fn JobView(
         <dl class="meta">
             <dt>"Id"</dt><dd><code>{id.clone()}</code></dd>
             <dt>"State"</dt><dd><span class=state_class>{state}</span>{job.cancel_requested.then(|| view! { " " <span class="badge warn">"cancel requested"</span> })}</dd>
+            {held.map(|why| view! { <dt>"Waiting"</dt><dd data-held>{why}</dd> })}
             {(job.state == JobState::Processing).then(|| view! {
                 <dt>"Progress"</dt><dd>{progress_view(progress.as_ref(), now)}</dd>
             })}
