@@ -808,8 +808,50 @@ async fn queues_list_pause_resume_and_patch() {
     );
     assert_eq!(r.body["lag_warn_secs"], 10, "absent fields stay");
 
+    let r = h
+        .call(
+            Method::PATCH,
+            "/api/v1/queues/mail",
+            Some(json!({"rate_limit": {"starts": 100, "per_secs": 60}})),
+        )
+        .await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["rate_limit"], json!({"starts": 100, "per_secs": 60}));
+    let listed = h.get("/api/v1/queues").await.body;
+    let mail = listed["queues"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|q| q["name"] == "mail")
+        .cloned()
+        .unwrap();
+    assert_eq!(mail["rate_limit"]["starts"], 100, "{mail}");
+    assert_eq!(
+        mail["rate_limited_until"],
+        Value::Null,
+        "nothing started yet"
+    );
+    let r = h
+        .call(
+            Method::PATCH,
+            "/api/v1/queues/mail",
+            Some(json!({"rate_limit": null})),
+        )
+        .await;
+    assert_eq!(r.body["rate_limit"], Value::Null, "null lifts the limit");
+
     for (body, code, field) in [
         (json!({"max_workers": 0}), "invalid_field", "max_workers"),
+        (
+            json!({"rate_limit": {"starts": 0, "per_secs": 60}}),
+            "invalid_field",
+            "rate_limit.starts",
+        ),
+        (
+            json!({"rate_limit": {"starts": 5, "per_secs": 86401}}),
+            "invalid_field",
+            "rate_limit.per_secs",
+        ),
         (json!({"max_wrkers": 2}), "unknown_field", "max_wrkers"),
         (json!({"max_workers": -1}), "invalid_value", "max_workers"),
         (json!({}), "empty_patch", ""),
