@@ -291,8 +291,17 @@ async fn released_jobs_go_back_unrun_and_wake_a_waiting_claim() {
         f.workers().release(&lease, &[a, b]).await.unwrap(),
         vec![a, b]
     );
+    // The release wakes the waiting claim, which may have taken the job again already: it is
+    // pending with its run uncounted, or the patient claimer's with one run counted.
     let j = f.job(a).await;
-    assert_eq!((j.state, j.attempt), (JobState::Pending, 0));
+    assert!(
+        matches!(
+            (j.state, j.attempt),
+            (JobState::Pending, 0) | (JobState::Fetched | JobState::Processing, 1)
+        ),
+        "{:?}",
+        (j.state, j.attempt)
+    );
     let got = waiting.await.unwrap();
     assert_eq!(ids(&got), vec![a, b]);
     assert_eq!(
