@@ -256,9 +256,11 @@ impl Operations {
         let detail = serde_json::to_string(&patch).ok();
         let pausing = patch.paused == Some(true);
         let resuming = patch.paused == Some(false);
+        // A raised or lifted rate limit lets waiting jobs start now, not at the next poll.
+        let rate_changed = patch.rate_limit.is_some();
         let queue = self.store.update_queue(name, patch).await?;
         if let Some(rt) = &self.runtime {
-            let claim_again = resuming || queue.max_workers.is_some();
+            let claim_again = resuming || rate_changed || queue.max_workers.is_some();
             rt.queue_changed(queue.clone(), pausing, claim_again).await;
         }
         self.events.send_with(|| {
@@ -439,13 +441,17 @@ fn queue_action(patch: &QueuePatch) -> &'static str {
 fn describe_queue(q: &QueueConfig) -> String {
     let limit = |v: Option<u32>| v.map_or_else(|| "default".to_string(), |n| n.to_string());
     format!(
-        "queue {}: {}{}, max workers {}, execution timeout {} s",
+        "queue {}: {}{}, max workers {}, execution timeout {} s, rate limit {}",
         q.name,
         if q.paused { "paused" } else { "running" },
         if q.hidden { ", hidden" } else { "" },
         q.max_workers
             .map_or_else(|| "unlimited".to_string(), |n| n.to_string()),
-        limit(q.execution_timeout_secs)
+        limit(q.execution_timeout_secs),
+        q.rate_limit.map_or_else(
+            || "none".to_string(),
+            |l| format!("{} starts per {} s", l.starts, l.per_secs)
+        )
     )
 }
 
