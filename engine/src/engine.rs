@@ -13,6 +13,10 @@
 //! # Ok(()) }
 //! ```
 
+mod builder;
+
+pub use builder::EngineBuilder;
+
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -35,6 +35,12 @@ pub enum StoreError {
     #[error("job {0} not found")]
     JobNotFound(JobId),
 
+    /// No schedule has this name.
+    #[error(
+        "no schedule is named {0:?}\n  help: list the schedules (GET /api/v1/schedules) for their names"
+    )]
+    ScheduleNotFound(String),
+
     /// The job exists but is in a state where this operation makes no sense
     /// (editing a running job, resurrecting a pending one, ...).
     #[error("job {id} is {state}; cannot {action}")]

@@ -14,24 +14,29 @@ pub mod model;
 pub mod ops;
 pub mod query;
 pub mod runtime;
+pub mod schedule;
 pub mod store;
 pub mod telemetry;
 pub mod validation;
 
 pub use channel::WaitOutcome;
 pub use config::{ConfigError, ConfigProblem, EngineConfig};
-pub use engine::{EMBEDDED_ACTOR, Engine, EngineError, ShutdownReport};
+pub use engine::{EMBEDDED_ACTOR, Engine, EngineBuilder, EngineError, ShutdownReport};
 pub use error::{StoreError, StoreResult};
 pub use fingerprint::{Fingerprint, FingerprintHead, ParseFingerprintError, fingerprint};
 pub use handler::{
     HandlerError, HandlerOutcome, HandlerRegistry, JobContext, Middleware, Next, Route,
 };
 pub use model::*;
-pub use ops::{BulkReport, Operations};
+pub use ops::{BulkReport, DeclareReport, Operations};
 pub use query::*;
 pub use runtime::{
     BreakerConfig, BreakerInfo, BreakerStateName, EngineEvent, EventKind, Progress, RetryPolicy,
     RunningJobInfo, RuntimeCounters, RuntimeSnapshot,
+};
+pub use schedule::{
+    FireOutcome, MisfirePolicy, OverlapPolicy, Schedule, ScheduleDefinition, ScheduleJob,
+    ScheduleOrigin, ScheduleRun, ScheduleSpec,
 };
 pub use store::{Store, StoreHealth, StoreOptions, WriteFailure, open_store};
 pub use telemetry::*;

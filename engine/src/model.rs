@@ -765,22 +765,26 @@ pub enum PruneTarget {
     Audit,
     /// Idempotency keys whose uniqueness window has lapsed (each key carries its own end).
     UniqueKeys,
+    /// A schedule's history of handled occurrences (its last run stays on the schedule);
+    /// kept as long as the archive.
+    ScheduleRuns,
 }
 
 impl PruneTarget {
-    pub const ALL: [PruneTarget; 5] = [
+    pub const ALL: [PruneTarget; 6] = [
         PruneTarget::Archive,
         PruneTarget::Dlq,
         PruneTarget::MetricBuckets,
         PruneTarget::Audit,
         PruneTarget::UniqueKeys,
+        PruneTarget::ScheduleRuns,
     ];
 
     /// How long `policy` keeps this target's rows. The audit log is kept as long as the
     /// metrics.
     pub fn kept_for(self, policy: &RetentionPolicy) -> Duration {
         match self {
-            PruneTarget::Archive => policy.archive,
+            PruneTarget::Archive | PruneTarget::ScheduleRuns => policy.archive,
             PruneTarget::Dlq => policy.dlq,
             PruneTarget::MetricBuckets | PruneTarget::Audit => policy.metrics,
             PruneTarget::UniqueKeys => Duration::ZERO,
@@ -826,6 +830,21 @@ pub struct PruneReport {
     pub audit: u64,
     /// Lapsed uniqueness windows.
     pub unique_keys: u64,
+    /// Schedule history rows older than the archive's retention.
+    #[serde(default)]
+    pub schedule_runs: u64,
+}
+
+impl PruneReport {
+    /// Rows deleted, all targets together.
+    pub fn total(&self) -> u64 {
+        self.archive
+            + self.dlq
+            + self.metric_buckets
+            + self.audit
+            + self.unique_keys
+            + self.schedule_runs
+    }
 }
 
 /// Engine-wide settings persisted in the store so every instance follows them.

@@ -63,6 +63,9 @@ pub struct EngineConfig {
     /// How often old archive and dead-letter rows are pruned.
     #[serde(with = "values::duration")]
     pub retention_interval: Duration,
+    /// How often the scheduler looks for due occurrences of recurring schedules.
+    #[serde(with = "values::duration")]
+    pub schedule_interval: Duration,
     pub breaker: BreakerConfig,
     /// Largest handler result (JSON bytes); larger results send the job to the DLQ.
     pub result_max_bytes: usize,
@@ -92,6 +95,7 @@ impl Default for EngineConfig {
             rescue_interval: Duration::from_secs(60),
             rescue: RescuePolicy::default(),
             retention_interval: Duration::from_secs(3600),
+            schedule_interval: Duration::from_secs(1),
             breaker: BreakerConfig::default(),
             result_max_bytes: crate::validation::MAX_PAYLOAD_BYTES,
             wait_poll_interval: Duration::from_millis(250),

@@ -121,7 +121,18 @@ impl EngineConfig {
                 "use 100ms or more (jobs enqueued by this process wake its workers at once \
                  anyway)",
             );
-        } else if self.poll_interval > WARN_POLL {
+        }
+        if self.schedule_interval
+            > Duration::from_secs(crate::schedule::MISFIRE_GRACE_SECS as u64 / 2)
+        {
+            r.warnings.push(format!(
+                "schedule_interval = {} is over {} s: occurrences found that late count as \
+                 misfires, and a schedule with misfire = skip would skip them",
+                human(self.schedule_interval),
+                crate::schedule::MISFIRE_GRACE_SECS / 2
+            ));
+        }
+        if self.poll_interval > WARN_POLL {
             r.warnings.push(format!(
                 "poll_interval = {} is over 10s: jobs enqueued by other processes may wait \
                  that long before they start",
@@ -158,6 +169,11 @@ impl EngineConfig {
                 "retention_interval",
                 self.retention_interval,
                 Duration::from_secs(1),
+            ),
+            (
+                "schedule_interval",
+                self.schedule_interval,
+                Duration::from_millis(10),
             ),
             (
                 "wait_poll_interval",

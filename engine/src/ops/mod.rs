@@ -19,6 +19,7 @@
 mod audit;
 mod bulk;
 mod enqueue;
+mod schedules;
 
 use std::sync::Arc;
 
@@ -38,6 +39,7 @@ use crate::validation;
 
 pub use audit::Audited;
 pub use bulk::{BULK_STEP, BulkReport};
+pub use schedules::DeclareReport;
 
 /// How far back `set_instance_quiet` looks for the instance's kind: any row a console still
 /// lists, and more.
@@ -397,8 +399,7 @@ impl Operations {
             .with_events(self.events.clone())
             .run_once()
             .await?;
-        let total =
-            report.archive + report.dlq + report.metric_buckets + report.audit + report.unique_keys;
+        let total = report.total();
         self.audited(
             actor,
             "retention.prune",

@@ -29,6 +29,7 @@ use crate::runtime::pruner::{Pruner, PrunerConfig};
 use crate::runtime::rescuer::{Rescuer, RescuerConfig};
 use crate::runtime::retry::RetryPolicy;
 use crate::runtime::running::{CancelReason, RunningJob, RunningJobs};
+use crate::runtime::scheduler::{Scheduler, SchedulerConfig};
 use crate::runtime::starter::run_starter;
 use crate::runtime::timeouts::{TimeoutWatchdog, WatchdogConfig};
 use crate::runtime::{Counters, Pool, QueueCache, Shared};
@@ -150,6 +151,13 @@ impl Runtime {
             )
             .with_events(shared.events.clone());
             loops.push(tokio::spawn(pruner.run(shared.claiming.clone())));
+            let scheduler = Scheduler::new(
+                crate::ops::Operations::for_runtime(shared.clone()),
+                SchedulerConfig {
+                    interval: cfg.schedule_interval,
+                },
+            );
+            loops.push(tokio::spawn(scheduler.run(shared.claiming.clone())));
         } else {
             drop(completions_rx);
         }

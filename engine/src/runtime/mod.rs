@@ -41,6 +41,7 @@ pub(crate) mod pool;
 pub(crate) mod pruner;
 pub(crate) mod rescuer;
 pub(crate) mod running;
+pub(crate) mod scheduler;
 pub(crate) mod snapshot;
 pub(crate) mod starter;
 pub(crate) mod steps;

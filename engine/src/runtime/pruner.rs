@@ -54,15 +54,14 @@ impl Pruner {
         let settings = self.store.load_settings().await?;
         let policy = settings.retention.policy(self.config.batch_size);
         let report = prune(&*self.store, &policy).await?;
-        let total =
-            report.archive + report.dlq + report.metric_buckets + report.audit + report.unique_keys;
-        if total > 0 {
+        if report.total() > 0 {
             tracing::info!(
                 archive = report.archive,
                 dlq = report.dlq,
                 metric_buckets = report.metric_buckets,
                 audit = report.audit,
                 unique_keys = report.unique_keys,
+                schedule_runs = report.schedule_runs,
                 "retention sweep deleted old rows"
             );
         }
@@ -72,12 +71,13 @@ impl Pruner {
                     EventKind::Pruned,
                     format!(
                         "retention: {} archived, {} dead-letter jobs, {} metric buckets, {} \
-                         audit entries, {} lapsed unique keys deleted",
+                         audit entries, {} lapsed unique keys, {} schedule history rows deleted",
                         report.archive,
                         report.dlq,
                         report.metric_buckets,
                         report.audit,
-                        report.unique_keys
+                        report.unique_keys,
+                        report.schedule_runs
                     ),
                 )
             });
@@ -125,6 +125,7 @@ pub async fn prune(store: &dyn Store, policy: &RetentionPolicy) -> StoreResult<P
             PruneTarget::MetricBuckets => report.metric_buckets = deleted,
             PruneTarget::Audit => report.audit = deleted,
             PruneTarget::UniqueKeys => report.unique_keys = deleted,
+            PruneTarget::ScheduleRuns => report.schedule_runs = deleted,
         }
     }
     Ok(report)

@@ -8,6 +8,9 @@ use async_trait::async_trait;
 use crate::error::StoreResult;
 use crate::model::*;
 use crate::query::*;
+use crate::schedule::{
+    FireOutcome, Schedule, ScheduleDefinition, ScheduleFire, ScheduleOrigin, ScheduleRun,
+};
 use crate::store::{Store, StoreHealth};
 use crate::telemetry::*;
 use crate::{BulkAction, CancelOutcome, InstanceInfo, JobEdit, PruneStep, RescueStep};
@@ -30,6 +33,13 @@ pub enum StoreCall {
     BulkByIds,
     BulkPreview,
     BulkFilterStep,
+    ListSchedules,
+    CreateSchedule,
+    ReplaceSchedule,
+    SetScheduleEnabled,
+    DeleteSchedule,
+    FireSchedule,
+    ScheduleRuns,
     ListQueues,
     UpdateQueue,
     LoadSettings,
@@ -222,6 +232,67 @@ impl<H: Interpose> Store for InterposedStore<H> {
         self.hooks.before(StoreCall::BulkFilterStep).await?;
         let answer = self.inner.bulk_filter_step(step).await;
         self.hooks.after(StoreCall::BulkFilterStep);
+        answer
+    }
+
+    async fn list_schedules(&self) -> StoreResult<Vec<Schedule>> {
+        self.hooks.before(StoreCall::ListSchedules).await?;
+        let answer = self.inner.list_schedules().await;
+        self.hooks.after(StoreCall::ListSchedules);
+        answer
+    }
+
+    async fn create_schedule(
+        &self,
+        definition: ScheduleDefinition,
+        origin: ScheduleOrigin,
+        enabled: bool,
+    ) -> StoreResult<Schedule> {
+        self.hooks.before(StoreCall::CreateSchedule).await?;
+        let answer = self
+            .inner
+            .create_schedule(definition, origin, enabled)
+            .await;
+        self.hooks.after(StoreCall::CreateSchedule);
+        answer
+    }
+
+    async fn replace_schedule(
+        &self,
+        definition: ScheduleDefinition,
+        origin: ScheduleOrigin,
+    ) -> StoreResult<Schedule> {
+        self.hooks.before(StoreCall::ReplaceSchedule).await?;
+        let answer = self.inner.replace_schedule(definition, origin).await;
+        self.hooks.after(StoreCall::ReplaceSchedule);
+        answer
+    }
+
+    async fn set_schedule_enabled(&self, name: &str, enabled: bool) -> StoreResult<Schedule> {
+        self.hooks.before(StoreCall::SetScheduleEnabled).await?;
+        let answer = self.inner.set_schedule_enabled(name, enabled).await;
+        self.hooks.after(StoreCall::SetScheduleEnabled);
+        answer
+    }
+
+    async fn delete_schedule(&self, name: &str) -> StoreResult<Applied> {
+        self.hooks.before(StoreCall::DeleteSchedule).await?;
+        let answer = self.inner.delete_schedule(name).await;
+        self.hooks.after(StoreCall::DeleteSchedule);
+        answer
+    }
+
+    async fn fire_schedule(&self, fire: ScheduleFire) -> StoreResult<Vec<FireOutcome>> {
+        self.hooks.before(StoreCall::FireSchedule).await?;
+        let answer = self.inner.fire_schedule(fire).await;
+        self.hooks.after(StoreCall::FireSchedule);
+        answer
+    }
+
+    async fn schedule_runs(&self, name: &str, limit: u32) -> StoreResult<Vec<ScheduleRun>> {
+        self.hooks.before(StoreCall::ScheduleRuns).await?;
+        let answer = self.inner.schedule_runs(name, limit).await;
+        self.hooks.after(StoreCall::ScheduleRuns);
         answer
     }
 

@@ -26,6 +26,9 @@ use crate::query::{
     BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobCount, JobFilter, JobQuery, JobSummary,
     Page,
 };
+use crate::schedule::{
+    FireOutcome, Schedule, ScheduleDefinition, ScheduleFire, ScheduleOrigin, ScheduleRun,
+};
 use crate::telemetry::{ErrorGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket};
 
 pub mod health;
@@ -168,6 +171,46 @@ pub trait Store: Send + Sync + 'static {
     async fn load_settings(&self) -> StoreResult<EngineSettings>;
 
     async fn save_settings(&self, settings: &EngineSettings) -> StoreResult<()>;
+
+    // ------------------------------------------------------------------ schedules
+
+    /// Committed read of every schedule, by name, with its last run.
+    async fn list_schedules(&self) -> StoreResult<Vec<Schedule>>;
+
+    /// Create a schedule, handled through now (by the database clock): its first occurrence
+    /// is the first one after now. `Conflict` `schedule_exists` when the name is taken.
+    async fn create_schedule(
+        &self,
+        definition: ScheduleDefinition,
+        origin: ScheduleOrigin,
+        enabled: bool,
+    ) -> StoreResult<Schedule>;
+
+    /// Replace a schedule's definition (and origin), keeping its state: enabled, handled
+    /// through, last run, history. `ScheduleNotFound` when there is none by that name.
+    async fn replace_schedule(
+        &self,
+        definition: ScheduleDefinition,
+        origin: ScheduleOrigin,
+    ) -> StoreResult<Schedule>;
+
+    /// Pause or resume. Resuming moves `handled_through` up to now, so what passed while
+    /// paused is not caught up on. `ScheduleNotFound` when absent.
+    async fn set_schedule_enabled(&self, name: &str, enabled: bool) -> StoreResult<Schedule>;
+
+    /// Delete a schedule and its history (its jobs stay). `NotApplied` when absent.
+    async fn delete_schedule(&self, name: &str) -> StoreResult<Applied>;
+
+    /// Handle occurrences of one schedule in one transaction: per occurrence, write its key
+    /// (schedule, scheduled time, manual) unless it is there already, and its job — or, with
+    /// `skip_while_active` and the schedule's last job still in the hot pillar, the key
+    /// alone, marked skipped. The schedule's last run and `handled_through` (never moved
+    /// back) follow. A disabled schedule handles nothing unless the fire is manual.
+    /// Outcomes in occurrence order. `ScheduleNotFound` when the schedule is gone.
+    async fn fire_schedule(&self, fire: ScheduleFire) -> StoreResult<Vec<FireOutcome>>;
+
+    /// A schedule's handled occurrences, newest first, at most `limit`.
+    async fn schedule_runs(&self, name: &str, limit: u32) -> StoreResult<Vec<ScheduleRun>>;
 
     // ------------------------------------------------------------------ maintenance
 

@@ -105,6 +105,10 @@ impl From<StoreError> for ApiError {
                 "job_not_found",
                 format!("job {id} not found; it may never have existed or been pruned"),
             ),
+            StoreError::ScheduleNotFound(ref name) => ApiError::not_found(
+                "schedule_not_found",
+                format!("no schedule is named {name:?}; GET /api/v1/schedules lists them"),
+            ),
             StoreError::InvalidState { .. } => ApiError::conflict("invalid_state", e.to_string()),
             StoreError::Conflict {
                 code,

@@ -149,6 +149,16 @@ pub(crate) fn prune_step(
             .execute(rusqlite::params_from_iter(params.iter()))
             .map(|n| n as u64)
             .map_err(db_err("prune")),
+        PruneTarget::ScheduleRuns => conn
+            .prepare_cached(
+                "DELETE FROM schedule_runs WHERE (schedule, scheduled_at, manual) IN \
+                 (SELECT schedule, scheduled_at, manual FROM schedule_runs WHERE recorded_at < ?1 \
+                  ORDER BY recorded_at LIMIT ?2)",
+            )
+            .map_err(db_err("prune"))?
+            .execute(rusqlite::params_from_iter(params.iter()))
+            .map(|n| n as u64)
+            .map_err(db_err("prune")),
         PruneTarget::Audit => conn
             .prepare_cached(
                 "DELETE FROM audit_log WHERE id IN \

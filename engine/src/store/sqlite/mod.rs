@@ -17,6 +17,7 @@ mod operators;
 mod producers;
 mod readers;
 mod reads;
+mod schedules;
 mod schema;
 mod telemetry;
 mod workers;
@@ -40,6 +41,9 @@ use crate::model::{
 use crate::query::{
     BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobCount, JobFilter, JobQuery, JobSummary,
     Page,
+};
+use crate::schedule::{
+    FireOutcome, Schedule, ScheduleDefinition, ScheduleFire, ScheduleOrigin, ScheduleRun,
 };
 use crate::store::{SqliteSynchronous, Store, StoreHealth, StoreOptions};
 use crate::telemetry::{ErrorGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket};
@@ -381,6 +385,68 @@ impl Store for SqliteStore {
             .write("update queue", move |conn| {
                 maintenance::update_queue(conn, &name, &patch, now_us())
             })
+            .await
+    }
+
+    async fn list_schedules(&self) -> StoreResult<Vec<Schedule>> {
+        self.readers.read(schedules::list).await
+    }
+
+    async fn create_schedule(
+        &self,
+        definition: ScheduleDefinition,
+        origin: ScheduleOrigin,
+        enabled: bool,
+    ) -> StoreResult<Schedule> {
+        self.writer
+            .write("create schedule", move |conn| {
+                schedules::create(conn, &definition, origin, enabled, now_us())
+            })
+            .await
+    }
+
+    async fn replace_schedule(
+        &self,
+        definition: ScheduleDefinition,
+        origin: ScheduleOrigin,
+    ) -> StoreResult<Schedule> {
+        self.writer
+            .write("edit schedule", move |conn| {
+                schedules::replace(conn, &definition, origin, now_us())
+            })
+            .await
+    }
+
+    async fn set_schedule_enabled(&self, name: &str, enabled: bool) -> StoreResult<Schedule> {
+        let name = name.to_string();
+        self.writer
+            .write("pause schedule", move |conn| {
+                schedules::set_enabled(conn, &name, enabled, now_us())
+            })
+            .await
+    }
+
+    async fn delete_schedule(&self, name: &str) -> StoreResult<Applied> {
+        let name = name.to_string();
+        self.writer
+            .write("delete schedule", move |conn| {
+                schedules::delete(conn, &name)
+            })
+            .await
+    }
+
+    async fn fire_schedule(&self, fire: ScheduleFire) -> StoreResult<Vec<FireOutcome>> {
+        self.writer
+            .write("fire schedule", move |conn| {
+                schedules::fire(conn, fire, now_us())
+            })
+            .await
+    }
+
+    async fn schedule_runs(&self, name: &str, limit: u32) -> StoreResult<Vec<ScheduleRun>> {
+        let name = name.to_string();
+        self.readers
+            .read(move |conn| schedules::runs(conn, &name, limit))
             .await
     }
 

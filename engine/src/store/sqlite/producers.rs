@@ -231,6 +231,19 @@ fn take_key(conn: &Connection, req: &EnqueueRequest, id: JobId, now: i64) -> Sto
     Ok(())
 }
 
+/// Insert one already-validated job with the id the caller fixed (a schedule's occurrence
+/// names its job before the write). No idempotency key is looked at: the caller's own key
+/// (the occurrence's) already decided that the job is new.
+pub(crate) fn enqueue_with_id(
+    conn: &Connection,
+    req: EnqueueRequest,
+    id: JobId,
+    now: i64,
+) -> StoreResult<()> {
+    ensure_queues(conn, [req.queue.as_str()], now)?;
+    insert_jobs(conn, vec![NewJob::from_request(req, id, now)?])
+}
+
 /// Enqueue already-validated requests. A key held by an active job, by a finished job inside
 /// its uniqueness window, or by an earlier job of the same batch, returns that job's id
 /// instead of writing a new one.

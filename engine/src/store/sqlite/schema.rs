@@ -60,6 +60,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         "rate_limits",
         include_str!("../../../../migrations/sqlite/0010_rate_limits.sql"),
     ),
+    (
+        11,
+        "schedules",
+        include_str!("../../../../migrations/sqlite/0011_schedules.sql"),
+    ),
 ];
 
 /// The version whose rows need fingerprints computed in Rust after its script.

@@ -70,6 +70,12 @@ pub const MIGRATIONS: &[Migration] = &[
         file: "0008_rate_limits.sql",
         sql: include_str!("../../../../migrations/sqlserver/0008_rate_limits.sql"),
     },
+    Migration {
+        version: 9,
+        name: "schedules",
+        file: "0009_schedules.sql",
+        sql: include_str!("../../../../migrations/sqlserver/0009_schedules.sql"),
+    },
 ];
 
 pub fn latest_version() -> i32 {
@@ -647,7 +653,7 @@ mod tests {
                 .map(|(t, c)| (t.to_string(), c.to_string()))
                 .collect(),
             compatibility_level: 150,
-            applied_versions: vec![1, 2, 3, 4, 5, 6, 7, 8],
+            applied_versions: vec![1, 2, 3, 4, 5, 6, 7, 8, 9],
         };
         check(&deck(), &state).unwrap();
 

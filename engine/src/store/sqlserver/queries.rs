@@ -40,6 +40,7 @@ pub use maintenance::*;
 pub use operators::*;
 pub use producers::*;
 pub use reads::*;
+pub use schedules::*;
 pub use workers::*;
 
 /// How an operation may read (DESIGN §4).
@@ -798,6 +799,7 @@ mod maintenance;
 mod operators;
 mod producers;
 mod reads;
+mod schedules;
 mod workers;
 
 /// Every fixed statement, for the rules and for tracing.
@@ -830,6 +832,14 @@ pub const ALL: &[Statement] = &[
     PRUNE_ERROR_GROUPS,
     PRUNE_AUDIT,
     PRUNE_UNIQUE_KEYS,
+    PRUNE_SCHEDULE_RUNS,
+    LIST_SCHEDULES,
+    CREATE_SCHEDULE,
+    REPLACE_SCHEDULE,
+    SET_SCHEDULE_ENABLED,
+    DELETE_SCHEDULE,
+    FIRE_SCHEDULE,
+    SCHEDULE_RUNS,
     HEARTBEAT_INSTANCE,
     SET_INSTANCE_QUIET,
     DEREGISTER_INSTANCE,

@@ -7,6 +7,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Serialize;
 
+mod schedules;
+
 use super::connection::SchemaName;
 use super::enqueue;
 use super::job_lists::{self, Built};
@@ -26,6 +28,9 @@ use crate::model::{
 use crate::query::{
     BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, MAX_PAGE_SIZE, Page,
     SEARCH_WINDOW_ROWS,
+};
+use crate::schedule::{
+    FireOutcome, Schedule, ScheduleDefinition, ScheduleFire, ScheduleOrigin, ScheduleRun,
 };
 use crate::store::Store;
 use crate::telemetry::{
@@ -878,6 +883,43 @@ impl Store for SqlServerStore {
         Self::queue_config(row).map_err(|f| self.fault("update_queue", f))
     }
 
+    async fn list_schedules(&self) -> StoreResult<Vec<Schedule>> {
+        self.list_schedule_rows().await
+    }
+
+    async fn create_schedule(
+        &self,
+        definition: ScheduleDefinition,
+        origin: ScheduleOrigin,
+        enabled: bool,
+    ) -> StoreResult<Schedule> {
+        self.create_schedule_row(definition, origin, enabled).await
+    }
+
+    async fn replace_schedule(
+        &self,
+        definition: ScheduleDefinition,
+        origin: ScheduleOrigin,
+    ) -> StoreResult<Schedule> {
+        self.replace_schedule_row(definition, origin).await
+    }
+
+    async fn set_schedule_enabled(&self, name: &str, enabled: bool) -> StoreResult<Schedule> {
+        self.set_schedule_enabled_row(name, enabled).await
+    }
+
+    async fn delete_schedule(&self, name: &str) -> StoreResult<Applied> {
+        self.delete_schedule_row(name).await
+    }
+
+    async fn fire_schedule(&self, fire: ScheduleFire) -> StoreResult<Vec<FireOutcome>> {
+        self.fire_schedule_rows(fire).await
+    }
+
+    async fn schedule_runs(&self, name: &str, limit: u32) -> StoreResult<Vec<ScheduleRun>> {
+        self.schedule_run_rows(name, limit).await
+    }
+
     async fn load_settings(&self) -> StoreResult<EngineSettings> {
         let rows = self
             .rows_of(
@@ -970,6 +1012,7 @@ impl Store for SqlServerStore {
             PruneTarget::MetricBuckets => &queries::PRUNE_METRICS,
             PruneTarget::Audit => &queries::PRUNE_AUDIT,
             PruneTarget::UniqueKeys => &queries::PRUNE_UNIQUE_KEYS,
+            PruneTarget::ScheduleRuns => &queries::PRUNE_SCHEDULE_RUNS,
         };
         let deleted = self
             .count_of(
