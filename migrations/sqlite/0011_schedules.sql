@@ -1,6 +1,8 @@
 -- Recurring schedules. A schedule's definition (spec, time zone, job template, misfire and
 -- overlap policies) is one JSON document the engine writes and reads; the columns beside it
--- are what the store itself decides on. `handled_through` is the scheduler's cursor: every
+-- are what the store itself decides on. `last_job_id` is the last job enqueued (the
+-- overlap policy looks at it); `last_skipped` says the last run was skipped instead.
+-- `handled_through` is the scheduler's cursor: every
 -- occurrence up to it was run or skipped (microseconds, like every time in this file).
 CREATE TABLE schedules (
     name              TEXT    NOT NULL PRIMARY KEY,
@@ -10,6 +12,7 @@ CREATE TABLE schedules (
     handled_through   INTEGER NOT NULL,
     last_scheduled_at INTEGER,
     last_job_id       TEXT,
+    last_skipped      INTEGER,
     last_manual       INTEGER,
     last_recorded_at  INTEGER,
     created_at        INTEGER NOT NULL,

@@ -1,7 +1,9 @@
 -- The Deck schema, version 9: recurring schedules. A schedule's definition (spec, time
 -- zone, job template, misfire and overlap policies) is one JSON document the engine writes
 -- and reads; the columns beside it are what the statements decide on. [handled_through] is
--- the schedulers' cursor: every occurrence up to it was run or skipped.
+-- the schedulers' cursor: every occurrence up to it was run or skipped. [last_job_id] is the
+-- last job enqueued (the overlap policy looks at it); [last_skipped] says the last run was
+-- skipped instead.
 --
 -- [schedule_runs] holds one row per handled occurrence: its primary key (schedule,
 -- scheduled time, manual) is what makes an occurrence one job across every instance. It is
@@ -18,6 +20,7 @@ CREATE TABLE [{schema}].[schedules] (
     [handled_through]   DATETIME2(6)  NOT NULL,
     [last_scheduled_at] DATETIME2(6)  NULL,
     [last_job_id]       BINARY(16)    NULL,
+    [last_skipped]      BIT           NULL,
     [last_manual]       BIT           NULL,
     [last_recorded_at]  DATETIME2(6)  NULL,
     [created_at]        DATETIME2(6)  NOT NULL,

@@ -24,6 +24,7 @@ pub mod maintenance;
 pub mod ownership;
 pub mod queues;
 pub mod reads;
+pub mod recurring;
 pub mod rollback;
 pub mod scheduling;
 pub mod support;
@@ -57,6 +58,12 @@ macro_rules! store_conformance_tests {
             uniqueness::a_key_outlives_retention_and_purge_inside_its_window,
             uniqueness::a_resurrected_job_holds_its_key_again_as_an_active_job,
             uniqueness::racing_enqueues_of_one_unique_key_create_one_job,
+            recurring::schedules_round_trip_and_keep_their_state_through_edits,
+            recurring::an_occurrence_enqueues_one_job_and_its_key_refuses_a_second,
+            recurring::overlap_skips_an_occurrence_while_the_last_job_is_active,
+            recurring::a_paused_schedule_fires_nothing_but_a_manual_run,
+            recurring::racing_instances_enqueue_each_occurrence_once,
+            recurring::schedule_history_is_pruned_and_the_last_run_stays,
             scheduling::future_jobs_are_not_claimable_until_due,
             scheduling::claim_order_is_priority_then_due_time_then_id,
             scheduling::expired_jobs_are_not_claimed_and_rescue_dead_letters_them,

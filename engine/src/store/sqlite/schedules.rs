@@ -14,7 +14,8 @@ use super::connection::db_err;
 use super::producers;
 
 const SCHEDULE_COLUMNS: &str = "name, definition, enabled, origin, handled_through, \
-     last_scheduled_at, last_job_id, last_manual, last_recorded_at, created_at, updated_at";
+     last_scheduled_at, last_job_id, last_skipped, last_manual, last_recorded_at, created_at, \
+     updated_at";
 
 fn corrupt(name: &str, what: impl std::fmt::Display) -> StoreError {
     StoreError::database(
@@ -34,6 +35,7 @@ struct RawSchedule {
     handled_through: i64,
     last_scheduled_at: Option<i64>,
     last_job_id: Option<String>,
+    last_skipped: Option<bool>,
     last_manual: Option<bool>,
     last_recorded_at: Option<i64>,
     created_at: i64,
@@ -49,10 +51,11 @@ fn raw(r: &Row<'_>) -> rusqlite::Result<RawSchedule> {
         handled_through: r.get(4)?,
         last_scheduled_at: r.get(5)?,
         last_job_id: r.get(6)?,
-        last_manual: r.get(7)?,
-        last_recorded_at: r.get(8)?,
-        created_at: r.get(9)?,
-        updated_at: r.get(10)?,
+        last_skipped: r.get(7)?,
+        last_manual: r.get(8)?,
+        last_recorded_at: r.get(9)?,
+        created_at: r.get(10)?,
+        updated_at: r.get(11)?,
     })
 }
 
@@ -66,7 +69,11 @@ impl RawSchedule {
             Some(at) => Some(ScheduleRun {
                 schedule: self.name.clone(),
                 scheduled_at: from_us(at),
-                job_id: match &self.last_job_id {
+                job_id: match self
+                    .last_job_id
+                    .as_ref()
+                    .filter(|_| self.last_skipped != Some(true))
+                {
                     Some(text) => {
                         Some(parse_id(text).map_err(|_| corrupt(&self.name, "last job id"))?)
                     }
@@ -265,7 +272,7 @@ pub(crate) fn fire(
         // The next occurrence of this call sees this job as the schedule's last one.
         conn.prepare_cached(
             "UPDATE schedules SET last_scheduled_at = ?2, last_job_id = COALESCE(?3, last_job_id), \
-             last_manual = ?4, last_recorded_at = ?5 WHERE name = ?1",
+             last_skipped = ?3 IS NULL, last_manual = ?4, last_recorded_at = ?5 WHERE name = ?1",
         )
         .map_err(db_err("fire schedule"))?
         .execute(params![

@@ -12,6 +12,7 @@ pub const SCHEDULE_COLUMNS: &[&str] = &[
     "handled_through",
     "last_scheduled_at",
     "last_job_id",
+    "last_skipped",
     "last_manual",
     "last_recorded_at",
     "created_at",
@@ -26,7 +27,7 @@ pub const LIST_SCHEDULES: Statement = Statement {
     reads: Reads::Rows(SCHEDULE_COLUMNS),
     sql: "SET NOCOUNT ON;
 SELECT s.name, s.definition, s.enabled, s.origin, s.handled_through, s.last_scheduled_at,
-       s.last_job_id, s.last_manual, s.last_recorded_at, s.created_at, s.updated_at
+       s.last_job_id, s.last_skipped, s.last_manual, s.last_recorded_at, s.created_at, s.updated_at
 FROM [{schema}].[schedules] AS s
 ORDER BY s.name;",
 };
@@ -47,7 +48,7 @@ WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[schedules] AS s WITH (UPDLOCK, HOLDL
                   WHERE s.name = @name);
 SET @created = @@ROWCOUNT;
 SELECT s.name, s.definition, s.enabled, s.origin, s.handled_through, s.last_scheduled_at,
-       s.last_job_id, s.last_manual, s.last_recorded_at, s.created_at, s.updated_at
+       s.last_job_id, s.last_skipped, s.last_manual, s.last_recorded_at, s.created_at, s.updated_at
 FROM [{schema}].[schedules] AS s
 WHERE s.name = @name AND @created = 1;"),
 };
@@ -62,7 +63,7 @@ UPDATE s SET s.definition = @P2, s.origin = @P3, s.updated_at = SYSUTCDATETIME()
 FROM [{schema}].[schedules] AS s
 WHERE s.name = @name;
 SELECT s.name, s.definition, s.enabled, s.origin, s.handled_through, s.last_scheduled_at,
-       s.last_job_id, s.last_manual, s.last_recorded_at, s.created_at, s.updated_at
+       s.last_job_id, s.last_skipped, s.last_manual, s.last_recorded_at, s.created_at, s.updated_at
 FROM [{schema}].[schedules] AS s
 WHERE s.name = @name;"),
 };
@@ -83,7 +84,7 @@ SET s.handled_through = CASE WHEN @P2 = 1 AND s.enabled = 0 AND s.handled_throug
 FROM [{schema}].[schedules] AS s
 WHERE s.name = @name;
 SELECT s.name, s.definition, s.enabled, s.origin, s.handled_through, s.last_scheduled_at,
-       s.last_job_id, s.last_manual, s.last_recorded_at, s.created_at, s.updated_at
+       s.last_job_id, s.last_skipped, s.last_manual, s.last_recorded_at, s.created_at, s.updated_at
 FROM [{schema}].[schedules] AS s
 WHERE s.name = @name;"),
 };
@@ -145,6 +146,7 @@ BEGIN
         UPDATE s
         SET s.last_scheduled_at = @at,
             s.last_job_id = CASE WHEN @outcome = 1 THEN @job ELSE s.last_job_id END,
+            s.last_skipped = CASE WHEN @outcome = 3 THEN 1 ELSE 0 END,
             s.last_manual = @manual,
             s.last_recorded_at = @now
         FROM [{schema}].[schedules] AS s

@@ -28,6 +28,7 @@ fn schedule(row: &tiberius::Row) -> Result<Schedule, Fault> {
             schedule: name.clone(),
             scheduled_at: at,
             job_id: match row.try_get::<&[u8], _>("last_job_id")? {
+                Some(_) if rows::req_bool(row, "last_skipped")? => None,
                 Some(bytes) => Some(rows::id_from_bytes(bytes)?),
                 None => None,
             },
