@@ -93,9 +93,27 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<Exi
         );
     }
 
-    let engine = Engine::start(store, handlers, engine_config)
+    let mut builder = Engine::builder(store)
+        .handlers(handlers)
+        .config(engine_config)
+        .declared_by("deck.toml");
+    if let Some(schedules) = settings.schedule_definitions() {
+        builder = builder.schedules(schedules);
+    }
+    let (engine, declared) = builder
+        .start_with_report()
         .await
         .context("cannot start the engine")?;
+    if let Some(d) = declared {
+        tracing::info!(
+            event = "schedules.declared",
+            created = ?d.created,
+            updated = ?d.updated,
+            unchanged = d.unchanged.len(),
+            paused_undeclared = ?d.paused_undeclared,
+            "[[schedules]] from the configuration declared"
+        );
+    }
     tracing::info!(
         event = "server.started",
         instance = engine.instance_id(),
@@ -111,6 +129,12 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<Exi
             .update_queue("deck.toml", name, queue.patch())
             .await
             .with_context(|| format!("cannot apply [queues.{name}] from the configuration"))?;
+    }
+
+    if settings.demo {
+        crate::demo::schedules::start(engine.operations()).await;
+    } else {
+        crate::demo::schedules::pause(engine.operations()).await;
     }
 
     let shutdown = CancellationToken::new();

@@ -168,6 +168,17 @@ pub fn load(sources: &ConfigSources) -> Result<Loaded, ConfigError> {
             }
         }
     }
+    if figment.find_value("schedules").is_ok() {
+        // Entries deny unknown fields themselves (the key walk does not enter arrays).
+        match figment.extract_inner::<Vec<super::ScheduleFileSettings>>("schedules") {
+            Ok(schedules) => settings.schedules = Some(schedules),
+            Err(errors) => {
+                for e in errors {
+                    problems.push(Problem::from_figment(&e, &figment, Some("schedules")));
+                }
+            }
+        }
+    }
     if let Some(auth) = section::<AuthSettings>(&figment, Some("auth"), &mut problems) {
         settings.auth = auth;
     }
@@ -500,6 +511,78 @@ mod tests {
             err.contains("handlers[0].types") && err.contains("handlers[0].url"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn schedules_are_read_from_the_file_and_their_mistakes_are_named() {
+        let file = "[[schedules]]\nname = \"nightly\"\ncron = \"30 2 * * *\"\n\
+                    time_zone = \"Europe/Berlin\"\nqueue = \"reports\"\n\
+                    job_type = \"report.generate\"\npayload = { kind = \"daily\", days = 1 }\n\
+                    tags = [\"finance\"]\nexpires_after = \"1h\"\nmisfire = \"run_all\"\n\
+                    misfire_cap = 3\noverlap = \"skip_while_active\"\n\
+                    [[schedules]]\nname = \"tick\"\nevery = \"15m\"\nqueue = \"q\"\n\
+                    job_type = \"t\"\n";
+        let loaded = load_with(file, &[], &[]).unwrap();
+        let defs = loaded.settings.schedule_definitions().expect("declared");
+        assert_eq!(defs.len(), 2);
+        let nightly = &defs[0];
+        assert_eq!(
+            nightly.spec,
+            deck_engine::ScheduleSpec::Cron("30 2 * * *".into())
+        );
+        assert_eq!(nightly.time_zone, "Europe/Berlin");
+        let payload: serde_json::Value = serde_json::from_str(&nightly.job.payload).unwrap();
+        assert_eq!(payload, serde_json::json!({"kind": "daily", "days": 1}));
+        assert_eq!(nightly.job.expires_after_secs, Some(3600));
+        assert_eq!(
+            nightly.misfire,
+            deck_engine::MisfirePolicy::RunAll { cap: 3 }
+        );
+        assert_eq!(nightly.overlap, deck_engine::OverlapPolicy::SkipWhileActive);
+        assert_eq!(defs[1].spec, deck_engine::ScheduleSpec::EverySecs(900));
+        assert_eq!(defs[1].time_zone, "UTC");
+        assert!(
+            load_with("", &[], &[])
+                .unwrap()
+                .settings
+                .schedule_definitions()
+                .is_none(),
+            "no [[schedules]]: nothing declared, the stored schedules are left alone"
+        );
+
+        let cases = [
+            ("cron = \"* * *\"", "schedules[0].cron"),
+            (
+                "cron = \"@hourly\"\ntime_zone = \"Mars/Base\"",
+                "schedules[0].time_zone",
+            ),
+            ("every = \"soon\"", "schedules[0].every"),
+            ("cron = \"@hourly\"\nevery = \"1h\"", "schedules[0].every"),
+            ("", "schedules[0].cron"),
+            (
+                "cron = \"@hourly\"\nmisfire = \"later\"",
+                "schedules[0].misfire",
+            ),
+            (
+                "cron = \"@hourly\"\nmisfire_cap = 3",
+                "schedules[0].misfire_cap",
+            ),
+            (
+                "cron = \"@hourly\"\noverlap = \"never\"",
+                "schedules[0].overlap",
+            ),
+            ("cron = \"@hourly\"\nqeue = \"x\"", "qeue"),
+        ];
+        for (extra, key) in cases {
+            let file =
+                format!("[[schedules]]\nname = \"s\"\nqueue = \"q\"\njob_type = \"t\"\n{extra}\n");
+            let err = load_with(&file, &[], &[]).unwrap_err().to_string();
+            assert!(err.contains(key), "{extra:?} should name {key}: {err}");
+        }
+        let twice = "[[schedules]]\nname = \"s\"\nqueue = \"q\"\njob_type = \"t\"\ncron = \"@hourly\"\n\
+                     [[schedules]]\nname = \"s\"\nqueue = \"q\"\njob_type = \"t\"\ncron = \"@daily\"\n";
+        let err = load_with(twice, &[], &[]).unwrap_err().to_string();
+        assert!(err.contains("schedules[1].name"), "{err}");
     }
 
     #[test]

@@ -5,6 +5,7 @@
 //! semantic checks (ranges, addresses, relations between settings).
 
 mod load;
+mod schedules;
 mod validate;
 
 use std::collections::BTreeMap;
@@ -15,6 +16,7 @@ use deck_engine::{QueuePatch, RateLimit, StoreOptions};
 use serde::{Deserialize, Serialize};
 
 pub use load::{ConfigSources, Loaded, load};
+pub use schedules::ScheduleFileSettings;
 
 /// The default database: the embedded store in the working directory.
 pub const DEFAULT_DATABASE: &str = "sqlite://deck.db";
@@ -41,6 +43,9 @@ pub struct Settings {
     pub handlers: Vec<deck_http_handlers::HttpHandlerConfig>,
     /// `[queues.NAME]`: queue settings applied (and audited, as `deck.toml`) at start.
     pub queues: BTreeMap<String, QueueFileSettings>,
+    /// `[[schedules]]`: recurring schedules declared at start. Absent: the stored schedules
+    /// are left as they are; present (even `schedules = []`): the whole declared list.
+    pub schedules: Option<Vec<ScheduleFileSettings>>,
     /// Console authentication (extended by the console).
     pub auth: AuthSettings,
     pub http: HttpSettings,
@@ -56,6 +61,7 @@ impl Default for Settings {
             engine: deck_engine::EngineConfig::default(),
             handlers: Vec::new(),
             queues: BTreeMap::new(),
+            schedules: None,
             auth: AuthSettings::default(),
             http: HttpSettings::default(),
         }
@@ -90,6 +96,16 @@ impl QueueFileSettings {
             lag_crit_secs: self.lag_crit_secs.map(Some),
             rate_limit: self.rate_limit.map(Some),
         }
+    }
+}
+
+impl Settings {
+    /// The declared schedules as the engine takes them (`None`: none declared). The
+    /// configuration was validated when it loaded, so an entry that fails here is skipped.
+    pub fn schedule_definitions(&self) -> Option<Vec<deck_engine::ScheduleDefinition>> {
+        self.schedules
+            .as_ref()
+            .map(|entries| entries.iter().filter_map(|e| e.definition().ok()).collect())
     }
 }
 

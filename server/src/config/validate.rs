@@ -132,6 +132,24 @@ pub(super) fn validate(s: &Settings, problems: &mut Vec<Problem>, warnings: &mut
         }
     }
 
+    for (i, entry) in s.schedules.iter().flatten().enumerate() {
+        if let Err(e) = entry.definition() {
+            problem(&format!("schedules[{i}].{}", e.key), e.problem, e.help);
+        }
+        let first = s
+            .schedules
+            .iter()
+            .flatten()
+            .position(|o| o.name == entry.name);
+        if first.is_some_and(|f| f < i) {
+            problem(
+                &format!("schedules[{i}].name"),
+                format!("{:?} is declared twice", entry.name),
+                "give every schedule its own name".into(),
+            );
+        }
+    }
+
     let handlers = deck_http_handlers::check(&s.handlers, &|var| std::env::var(var).ok());
     for p in handlers.problems {
         problem(&p.key, p.problem, p.help);

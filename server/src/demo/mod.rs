@@ -3,6 +3,7 @@
 //! a realistic mix flowing so every job state shows up in the console within a minute.
 
 pub mod handlers;
+pub mod schedules;
 pub mod webhook;
 pub mod workload;
 
