@@ -50,6 +50,21 @@ fn unix_micros() -> i64 {
     chrono::Utc::now().timestamp_micros()
 }
 
+/// A handler for `job_type` that notes when each of its runs happened (Unix µs).
+fn record_times(handlers: &mut HandlerRegistry, job_type: &str, times: &Arc<Mutex<Vec<i64>>>) {
+    let times = times.clone();
+    handlers.register(job_type, move |_ctx, _payload: Value| {
+        let times = times.clone();
+        async move {
+            times
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(unix_micros());
+            Ok(())
+        }
+    });
+}
+
 pub async fn run(args: RateLimitArgs) -> anyhow::Result<Value> {
     anyhow::ensure!(args.starts > 0, "--starts must be at least 1");
     anyhow::ensure!(
@@ -95,28 +110,8 @@ pub async fn run(args: RateLimitArgs) -> anyhow::Result<Value> {
     let limited_starts: Arc<Mutex<Vec<i64>>> = Arc::default();
     let free_finished: Arc<Mutex<Vec<i64>>> = Arc::default();
     let mut handlers = HandlerRegistry::new();
-    let starts = limited_starts.clone();
-    handlers.register(LIMITED_TYPE, move |_ctx, _payload: Value| {
-        let starts = starts.clone();
-        async move {
-            starts
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(unix_micros());
-            Ok(())
-        }
-    });
-    let finished = free_finished.clone();
-    handlers.register(FREE_TYPE, move |_ctx, _payload: Value| {
-        let finished = finished.clone();
-        async move {
-            finished
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push(unix_micros());
-            Ok(())
-        }
-    });
+    record_times(&mut handlers, LIMITED_TYPE, &limited_starts);
+    record_times(&mut handlers, FREE_TYPE, &free_finished);
     let config = EngineConfig {
         worker_count: Some(args.workers),
         poll_interval: Duration::from_millis(100),
