@@ -8,6 +8,8 @@
 use leptos::prelude::*;
 use leptos::server_fn::error::ServerFnError;
 
+pub mod schedules;
+
 #[cfg(feature = "ssr")]
 use crate::auth::Identity;
 #[cfg(feature = "ssr")]

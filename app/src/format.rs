@@ -123,6 +123,37 @@ pub fn enc(value: &str) -> String {
     out
 }
 
+/// Undo percent-encoding in a URL path segment (`+` stays a plus: this is a path, not a
+/// form). `None` when an escape is broken or the bytes are not UTF-8.
+pub fn percent_decode(text: &str) -> Option<String> {
+    let bytes = text.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// A time in an IANA time zone, with the zone's abbreviation: `2026-12-03 09:00:00 CET`. A
+/// zone name that does not parse shows the time in UTC (the name was checked when it was
+/// stored; this only keeps a page from failing over it).
+pub fn zoned(t: DateTime<Utc>, zone: &str) -> String {
+    match deck_engine::schedule::parse_zone(zone) {
+        Ok(tz) => deck_engine::schedule::in_zone(t, tz)
+            .format("%Y-%m-%d %H:%M:%S %Z")
+            .to_string(),
+        Err(_) => format!("{} UTC", time(t)),
+    }
+}
+
 /// Build `path?k=v&…` from the pairs whose value is not empty.
 pub fn url(path: &str, pairs: &[(&str, &str)]) -> String {
     let query: Vec<String> = pairs
@@ -165,6 +196,27 @@ mod tests {
             url("/jobs", &[("source", "dlq"), ("queue", ""), ("q", "x y")]),
             "/jobs?source=dlq&q=x%20y"
         );
+    }
+
+    #[test]
+    fn path_segments_decode_what_enc_encoded() {
+        for text in ["a b/c?d#e", "café + more", "..", "%41"] {
+            assert_eq!(percent_decode(&enc(text)).as_deref(), Some(text), "{text}");
+        }
+        assert_eq!(percent_decode("a+b").as_deref(), Some("a+b"));
+        assert_eq!(percent_decode("%4"), None);
+        assert_eq!(percent_decode("%zz"), None);
+        assert_eq!(percent_decode("%ff"), None, "not UTF-8");
+    }
+
+    #[test]
+    fn times_show_in_their_zone() {
+        let t = chrono::DateTime::parse_from_rfc3339("2026-12-03T08:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
+        assert_eq!(zoned(t, "Europe/Berlin"), "2026-12-03 09:00:00 CET");
+        assert_eq!(zoned(t, "UTC"), "2026-12-03 08:00:00 UTC");
+        assert_eq!(zoned(t, "Mars/Olympus"), "2026-12-03 08:00:00 UTC");
     }
 
     #[test]

@@ -17,6 +17,7 @@ pub mod live_pages;
 pub mod page_cache;
 pub mod pages;
 pub mod request;
+pub mod schedule_form;
 pub mod security_headers;
 pub mod session;
 pub mod state;
@@ -50,6 +51,8 @@ use pages::job::JobPage;
 use pages::jobs::JobsPage;
 use pages::overview::OverviewPage;
 use pages::queues::QueuesPage;
+use pages::schedules::SchedulesPage;
+use pages::schedules::detail::SchedulePage;
 
 /// Where the server functions (every action) live.
 pub const FN_PREFIX: &str = "/fn";
@@ -87,6 +90,8 @@ pub fn App() -> impl IntoView {
             <Routes fallback=|| view! { <NotFound/> }>
                 <Route path=path!("/") view=OverviewPage ssr=SsrMode::Async/>
                 <Route path=path!("/queues") view=QueuesPage ssr=SsrMode::Async/>
+                <Route path=path!("/schedules") view=SchedulesPage ssr=SsrMode::Async/>
+                <Route path=path!("/schedules/:name") view=SchedulePage ssr=SsrMode::Async/>
                 <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async/>
                 <Route path=path!("/jobs/:id") view=JobPage ssr=SsrMode::Async/>
                 <Route path=path!("/dlq/bulk") view=BulkPage ssr=SsrMode::Async/>

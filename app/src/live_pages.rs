@@ -34,11 +34,12 @@ const MIN_TICK: Duration = Duration::from_secs(1);
 /// pointed at an action or at a page that only renders once.
 pub fn is_live_page(path: &str) -> bool {
     let path = path.split('?').next().unwrap_or_default();
+    let one_segment = |rest: &str| !rest.is_empty() && !rest.contains('/');
     path == "/jobs"
         || path == "/queues"
-        || path
-            .strip_prefix("/jobs/")
-            .is_some_and(|id| !id.is_empty() && !id.contains('/'))
+        || path == "/schedules"
+        || path.strip_prefix("/jobs/").is_some_and(one_segment)
+        || path.strip_prefix("/schedules/").is_some_and(one_segment)
 }
 
 #[derive(Clone)]
@@ -134,7 +135,8 @@ pub async fn stream(
     if !q.path.starts_with('/') || !is_live_page(&q.path) {
         return (
             StatusCode::BAD_REQUEST,
-            "live refresh covers /jobs, /jobs/{id} and /queues; the overview has /live",
+            "live refresh covers /jobs, /jobs/{id}, /queues, /schedules and /schedules/{name}; the \
+             overview has /live",
         )
             .into_response();
     }
@@ -245,6 +247,8 @@ mod tests {
             "/queues",
             "/queues?q=x",
             "/jobs/0193",
+            "/schedules",
+            "/schedules/nightly%2Freport?tz=UTC",
         ] {
             assert!(is_live_page(ok), "{ok}");
         }
@@ -256,6 +260,8 @@ mod tests {
             "/settings",
             "/audit",
             "/dlq/bulk",
+            "/schedules/",
+            "/schedules/a/b",
         ] {
             assert!(!is_live_page(refused), "{refused}");
         }

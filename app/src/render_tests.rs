@@ -387,3 +387,210 @@ fn run_times_show_each_job_types_runs_and_percentiles() {
     let none = html(|| view! { <RunTimes run_times=Ok(Arc::new(Vec::new()))/> }.into_any());
     assert!(none.contains("No job finished in the last hour"), "{none}");
 }
+
+fn at(s: &str) -> chrono::DateTime<Utc> {
+    chrono::DateTime::parse_from_rfc3339(s)
+        .unwrap()
+        .with_timezone(&Utc)
+}
+
+fn schedule(name: &str, cron: &str, zone: &str, enabled: bool) -> deck_engine::Schedule {
+    let created = at("2026-12-01T00:00:00Z");
+    deck_engine::Schedule {
+        definition: deck_engine::ScheduleDefinition {
+            name: name.into(),
+            spec: deck_engine::ScheduleSpec::Cron(cron.into()),
+            time_zone: zone.into(),
+            job: deck_engine::ScheduleJob {
+                queue: "reports".into(),
+                job_type: "report.generate".into(),
+                payload: "{}".into(),
+                priority: 0,
+                tags: vec![],
+                max_attempts: None,
+                expires_after_secs: None,
+            },
+            misfire: Default::default(),
+            overlap: Default::default(),
+        },
+        enabled,
+        origin: deck_engine::ScheduleOrigin::Operator,
+        handled_through: created,
+        last_run: None,
+        created_at: created,
+        updated_at: created,
+    }
+}
+
+fn run_view(
+    name: &str,
+    scheduled_at: chrono::DateTime<Utc>,
+    outcome: crate::pages::schedules::RunOutcome,
+) -> crate::pages::schedules::RunView {
+    use crate::pages::schedules::RunOutcome;
+    crate::pages::schedules::RunView {
+        run: deck_engine::ScheduleRun {
+            schedule: name.into(),
+            scheduled_at,
+            job_id: match &outcome {
+                RunOutcome::Skipped => None,
+                RunOutcome::Job { id, .. } | RunOutcome::Unread { id, .. } => Some(*id),
+            },
+            manual: false,
+            recorded_at: scheduled_at,
+        },
+        outcome,
+    }
+}
+
+#[test]
+fn schedule_rows_show_the_next_run_in_their_zone_and_the_last_runs_job() {
+    use crate::pages::schedules::{RunOutcome, ScheduleList, ScheduleRow};
+    let now = at("2026-12-03T07:57:00Z");
+    let dead = JobId::new();
+    let rows = vec![
+        ScheduleRow {
+            schedule: schedule("berlin", "0 9 * * *", "Europe/Berlin", true),
+            next: Ok(Some(at("2026-12-03T08:00:00Z"))),
+            last: Some(run_view(
+                "berlin",
+                at("2026-12-02T08:00:00Z"),
+                RunOutcome::Job {
+                    id: dead,
+                    state: Some(JobState::Dead(FailureReason::Fatal)),
+                },
+            )),
+        },
+        ScheduleRow {
+            schedule: schedule("busy", "* * * * *", "UTC", false),
+            next: Ok(Some(at("2026-12-03T07:58:00Z"))),
+            last: Some(run_view(
+                "busy",
+                at("2026-12-03T07:56:00Z"),
+                RunOutcome::Skipped,
+            )),
+        },
+    ];
+    let out = html(move || view! { <ScheduleList rows=rows now=now can_act=true/> }.into_any());
+    for part in [
+        ">2026-12-03 09:00:00 CET</time>",
+        "in 3 m 0 s",
+        &format!(r#"href="/jobs/{dead}""#),
+        r#"data-outcome="dead""#,
+        "dead: Fatal",
+        ">skipped (previous still active)<",
+        r#"data-state="paused""#,
+        "(paused)",
+        r#"value="resume""#,
+        r#"action="/fn/schedule/delete""#,
+        r#"name="confirm" value="yes" required"#,
+    ] {
+        assert!(out.contains(part), "{part}: {out}");
+    }
+    let viewer = html(move || {
+        let rows = vec![ScheduleRow {
+            schedule: schedule("berlin", "0 9 * * *", "Europe/Berlin", true),
+            next: Ok(None),
+            last: None,
+        }];
+        view! { <ScheduleList rows=rows now=now can_act=false/> }.into_any()
+    });
+    assert!(!viewer.contains("/fn/schedule"), "{viewer}");
+    assert!(
+        viewer.contains("never again") && viewer.contains("never run"),
+        "{viewer}"
+    );
+}
+
+#[test]
+fn the_schedule_page_shows_five_occurrences_in_the_zone_it_is_given() {
+    use crate::pages::schedules::detail::ScheduleDetail;
+    let now = at("2026-12-03T00:00:00Z");
+    let page = |zone: &str| {
+        let zone = zone.to_string();
+        html(move || {
+            view! {
+                <ScheduleDetail
+                    schedule=schedule("berlin", "0 9 * * *", "Europe/Berlin", true)
+                    now=now
+                    zone=zone
+                    zone_problem=None
+                    history=Ok(Vec::new())
+                    draft=None
+                    can_act=false/>
+            }
+            .into_any()
+        })
+    };
+    let times = |out: &str| {
+        let doc = scraper::Html::parse_fragment(out);
+        let sel = scraper::Selector::parse("#next-occurrences li time").unwrap();
+        doc.select(&sel)
+            .map(|t| t.text().collect::<String>())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        times(&page("UTC")),
+        (3..=7)
+            .map(|d| format!("2026-12-0{d} 08:00:00 UTC"))
+            .collect::<Vec<_>>(),
+        "09:00 in Berlin in winter is 08:00 UTC"
+    );
+    assert_eq!(
+        times(&page("Europe/Berlin")),
+        (3..=7)
+            .map(|d| format!("2026-12-0{d} 09:00:00 CET"))
+            .collect::<Vec<_>>()
+    );
+    assert_eq!(
+        times(&page("America/New_York"))[0],
+        "2026-12-03 03:00:00 EST"
+    );
+}
+
+#[test]
+fn the_schedule_form_marks_the_refused_field_and_gives_back_what_was_typed() {
+    use crate::pages::schedules::form::ScheduleFormView;
+    use crate::schedule_form::ScheduleForm;
+    let typed = r#"{"note":"</textarea><script>window.__pwned=1</script>"#;
+    let form = ScheduleForm {
+        name: "nightly".into(),
+        payload: typed.into(),
+        ..ScheduleForm::default()
+    };
+    let problem = deck_engine::validation::ValidationError::new(
+        "job.payload",
+        "is not JSON <here>",
+        "give a JSON value",
+    );
+    let out = html(move || {
+        view! { <ScheduleFormView endpoint="schedule/create" form=form problem=Some(problem)/> }
+            .into_any()
+    });
+    let doc = scraper::Html::parse_fragment(&out);
+    let one = |css: &str| {
+        let sel = scraper::Selector::parse(css).unwrap();
+        doc.select(&sel).count()
+    };
+    assert_eq!(one("script"), 0, "{out}");
+    assert_eq!(
+        one(r#"textarea[name=payload][aria-invalid="true"]"#),
+        1,
+        "{out}"
+    );
+    assert_eq!(
+        one(r#"[aria-invalid="true"]"#),
+        1,
+        "only the payload: {out}"
+    );
+    assert_eq!(
+        one(r#"#schedule-form-problem[data-field="payload"]"#),
+        1,
+        "{out}"
+    );
+    assert!(out.contains("is not JSON &lt;here&gt;"), "{out}");
+    assert!(out.contains("give a JSON value"));
+    let sel = scraper::Selector::parse("textarea[name=payload]").unwrap();
+    let value: String = doc.select(&sel).next().unwrap().text().collect();
+    assert_eq!(value, typed, "exactly as typed");
+}

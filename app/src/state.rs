@@ -111,6 +111,17 @@ pub struct Draft {
     pub created: std::time::Instant,
 }
 
+/// A schedule form the engine (or the form itself) refused, kept as typed so the page can
+/// show it again with the problem next to it.
+#[derive(Debug, Clone)]
+pub struct ScheduleDraft {
+    pub form: crate::schedule_form::ScheduleForm,
+    pub problem: deck_engine::validation::ValidationError,
+    /// The schedule being edited; `None` for a new one.
+    pub editing: Option<String>,
+    pub created: std::time::Instant,
+}
+
 /// A bulk-by-filter run in progress (or done), shown on its progress page.
 #[derive(Debug, Clone)]
 pub struct BulkRun {
@@ -147,6 +158,7 @@ struct Inner {
     /// Run times per job type over the last hour, read once per tick like the snapshot.
     run_times: TickCache<Vec<RunTimeHistogram>, StoreError>,
     drafts: Mutex<HashMap<String, Draft>>,
+    schedule_drafts: Mutex<HashMap<String, ScheduleDraft>>,
     runs: Mutex<HashMap<String, BulkRun>>,
 }
 
@@ -175,6 +187,7 @@ impl Console {
             options,
             events: Mutex::new(VecDeque::new()),
             drafts: Mutex::new(HashMap::new()),
+            schedule_drafts: Mutex::new(HashMap::new()),
             runs: Mutex::new(HashMap::new()),
         }))
     }
@@ -326,6 +339,19 @@ impl Console {
 
     pub fn take_draft(&self, id: &str) -> Option<Draft> {
         lock(&self.0.drafts).remove(id)
+    }
+
+    pub fn put_schedule_draft(&self, draft: ScheduleDraft) -> String {
+        let id = random_token();
+        let mut drafts = lock(&self.0.schedule_drafts);
+        drafts.retain(|_, d| d.created.elapsed() < Duration::from_secs(3_600));
+        drafts.insert(id.clone(), draft);
+        id
+    }
+
+    /// Kept (not taken) when shown: a reload of the rejected form shows it again.
+    pub fn schedule_draft(&self, id: &str) -> Option<ScheduleDraft> {
+        lock(&self.0.schedule_drafts).get(id).cloned()
     }
 
     pub fn put_run(&self, run: BulkRun) {

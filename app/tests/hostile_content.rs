@@ -74,6 +74,8 @@ struct Seeded {
     pending: JobId,
     archived: JobId,
     dead: JobId,
+    /// A schedule whose name, job and tags are hostile, run once.
+    schedule: String,
 }
 
 fn request(method: &str, path: &str) -> axum::http::request::Builder {
@@ -237,6 +239,33 @@ async fn seeded() -> Seeded {
         .await
         .unwrap();
 
+    let schedule = hostile("schedule");
+    let ops = Operations::over_store(store.clone());
+    ops.create_schedule(
+        &markup("schedule actor"),
+        deck_engine::ScheduleDefinition {
+            name: schedule.clone(),
+            spec: deck_engine::ScheduleSpec::Cron("@hourly".into()),
+            time_zone: "Europe/Berlin".into(),
+            job: deck_engine::ScheduleJob {
+                queue: hostile("schedule queue"),
+                job_type: hostile("schedule type"),
+                payload: serde_json::json!({ "note": hostile("schedule payload") }).to_string(),
+                priority: 0,
+                tags: vec![markup("schedule tag")],
+                max_attempts: None,
+                expires_after_secs: None,
+            },
+            misfire: Default::default(),
+            overlap: Default::default(),
+        },
+    )
+    .await
+    .unwrap();
+    ops.run_schedule_now(&markup("schedule actor"), &schedule)
+        .await
+        .unwrap();
+
     let console = Console::new(
         HostileBackend(Operations::over_store(store.clone())),
         ConsoleOptions {
@@ -259,6 +288,7 @@ async fn seeded() -> Seeded {
         pending,
         archived,
         dead,
+        schedule,
     }
 }
 
@@ -361,6 +391,51 @@ async fn no_page_runs_what_users_planted() {
     };
     let (rejected, review) = (draft(&rejected), draft(&review));
 
+    // A schedule form refused (its cron), kept as typed.
+    let schedule_page = deck_app::pages::schedules::schedule_url(&s.schedule);
+    let refused = post(
+        r,
+        "/fn/schedule/create",
+        &[
+            ("name", &hostile("draft name")),
+            ("kind", "cron"),
+            ("expr", &hostile("draft cron")),
+            ("time_zone", &hostile("draft zone")),
+            ("queue", &hostile("draft schedule queue")),
+            ("job_type", &hostile("draft type")),
+            ("payload", &hostile("draft schedule payload")),
+            ("priority", "0"),
+            ("tags", &markup("draft schedule tags")),
+            ("misfire", "run_once"),
+            ("overlap", "allow"),
+            ("back", "/schedules"),
+        ],
+    )
+    .await;
+    assert!(refused.starts_with("/schedules?form="), "{refused}");
+    let refused = refused.split('&').next().unwrap_or_default().to_string();
+    let refused_edit = post(
+        r,
+        "/fn/schedule/edit",
+        &[
+            ("name", &s.schedule),
+            ("kind", "every"),
+            ("expr", &hostile("draft interval")),
+            ("back", &schedule_page),
+        ],
+    )
+    .await;
+    assert!(refused_edit.contains("form="), "{refused_edit}");
+    let refused_edit = refused_edit
+        .split('&')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    let odd_zone = format!(
+        "{schedule_page}?tz={}",
+        deck_app::format::enc(&hostile("zone"))
+    );
+
     let dlq_filter = format!(
         "/dlq/bulk?{}",
         serde_urlencoded::to_string([("source", "dlq".to_string()), ("queue", hostile("queue"))])
@@ -383,6 +458,7 @@ async fn no_page_runs_what_users_planted() {
         ("/".into(), &["queue", "queue done", "queue retry", "error", "breaker type", "event"]),
         ("/queues".into(), &["queue", "queue done", "queue retry"]),
         ("/queues?q=x&hidden=1".into(), &[]),
+        (format!("/queues?q={}", deck_app::format::enc(&hostile("queue"))), &["queue"]),
         ("/jobs".into(), &["queue retry", "type", "retry error"]),
         ("/jobs?source=archive".into(), &["queue done", "type"]),
         ("/jobs?source=dlq".into(), &["queue", "type", "error"]),
@@ -396,13 +472,27 @@ async fn no_page_runs_what_users_planted() {
         (format!("/jobs/{}", deck_app::format::enc(&hostile("not an id"))), &[]),
         (dlq_filter.clone(), &["queue", "error"]),
         (format!("{dlq_filter}&action=purge"), &["queue", "error"]),
+        ("/schedules".into(), &["schedule", "schedule queue", "schedule type"]),
+        (schedule_page.clone(), &["schedule", "schedule queue", "schedule type", "schedule payload", "schedule tag"]),
+        (odd_zone, &["schedule", "zone"]),
+        (refused, &["schedule", "draft name", "draft cron", "draft zone", "draft schedule queue", "draft type", "draft schedule payload", "draft schedule tags"]),
+        (refused_edit, &["schedule", "draft interval", "schedule queue"]),
         ("/settings".into(), &[]),
         ("/instances".into(), &["instance", "host", "version"]),
-        ("/audit".into(), &["audit actor", "audit action", "audit target", "audit detail", "queue"]),
+        ("/audit".into(), &["audit actor", "audit action", "audit target", "audit detail", "queue", "schedule"]),
     ];
     for (path, fields) in &pages {
         check_page(r, path, fields).await;
     }
+    // A schedule that is not there: a 404 that names it, inertly.
+    let missing = format!(
+        "/schedules/{}",
+        deck_app::format::enc(&hostile("no schedule"))
+    );
+    let (status, html, policy) = get(r, &missing).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{html}");
+    assert_inert(&missing, &html, policy_nonce(&policy));
+    assert!(shows(&html, "no schedule"), "{html}");
 
     // Last: a bulk run by a hostile filter that matches nothing, and its progress page.
     let filter =

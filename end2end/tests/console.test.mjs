@@ -75,6 +75,51 @@ test("queues: pause, resume, limits, hide and show", async () => {
   assert.match(await flash(), /shown/);
 });
 
+test("schedules: the demo's schedules run, run now, pause and resume, a schedule created in the form, next occurrences in a chosen zone", async () => {
+  // The demo's every-15-seconds schedule has a last run within ~15 s of the start.
+  await waitForRows("/schedules", 'tr[data-schedule="demo-ledger-sync"] td.last-run a.job-link', 30);
+  const row = page.locator('tr[data-schedule="demo-ledger-sync"]');
+  assert.ok(await row.locator("td.next-run time").isVisible());
+  await shot(page, "schedules");
+
+  await page.locator('tr[data-schedule="demo-nightly-digest"] td.name a').click();
+  const occurrences = page.locator("#next-occurrences li time");
+  assert.equal(await occurrences.count(), 5);
+  await page.fill("#tz-form input[name=tz]", "Asia/Tokyo");
+  await page.locator("#tz-form button").click();
+  // 02:30 in Berlin is 10:30 in Tokyo in winter, 09:30 in summer.
+  assert.match(await occurrences.first().innerText(), /(10|09):30:00/);
+  await shot(page, "schedule");
+
+  await page.locator("form[action$='/fn/schedule/run'] button").first().click();
+  assert.match(await flash(), /demo-nightly-digest/);
+  await page.locator("#schedule-history a.job-link").first().click();
+  assert.match(page.url(), /\/jobs\//);
+
+  await go("/schedules");
+  await page.fill("#new-schedule input[name=name]", "e2e-every-minute");
+  await page.fill("#new-schedule input[name=expr]", "* * * * *");
+  await page.fill("#new-schedule input[name=queue]", "default");
+  await page.fill("#new-schedule input[name=job_type]", "demo.echo");
+  await page.locator("#new-schedule button", { hasText: "Create schedule" }).click();
+  assert.match(await flash(), /e2e-every-minute/);
+  await go("/schedules");
+  const created = page.locator('tr[data-schedule="e2e-every-minute"]');
+  await created.locator("button[value=pause]").click();
+  assert.ok(await page.locator('tr[data-schedule="e2e-every-minute"] [data-state=paused]').isVisible());
+  await page.locator('tr[data-schedule="e2e-every-minute"] button[value=resume]').click();
+  assert.ok(await page.locator('tr[data-schedule="e2e-every-minute"] [data-state=enabled]').isVisible());
+
+  await go("/schedules");
+  await page.fill("#new-schedule input[name=name]", "e2e-bad");
+  await page.fill("#new-schedule input[name=expr]", "* * *");
+  await page.fill("#new-schedule input[name=queue]", "default");
+  await page.fill("#new-schedule input[name=job_type]", "demo.echo");
+  await page.locator("#new-schedule button", { hasText: "Create schedule" }).click();
+  assert.match(await page.locator("#schedule-form-problem").innerText(), /cron/);
+  assert.equal(await page.locator('tr[data-schedule="e2e-bad"]').count(), 0);
+});
+
 test("jobs: sources, filters in the URL, sort and keyset paging", async () => {
   await waitForRows("/jobs?source=archive", "table.jobs tbody tr");
   await page.selectOption("select[name=queue]", { index: 1 });

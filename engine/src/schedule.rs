@@ -334,6 +334,15 @@ fn parse_cron(expr: &str) -> Result<Cron, ValidationError> {
 /// Check a whole definition; the parsed timing comes back for the caller's use.
 pub fn validate_definition(def: &ScheduleDefinition) -> Result<Timing, ValidationError> {
     validation::validate_name("name", &def.name)?;
+    if def.name == "." || def.name == ".." {
+        // A path segment browsers and routers resolve: the schedule's URL would point
+        // elsewhere.
+        return Err(ValidationError::new(
+            "name",
+            format!("{:?} is not a schedule name", def.name),
+            "give a name with at least one character other than a dot",
+        ));
+    }
     let timing = Timing::parse(&def.spec, &def.time_zone)?;
     if timing.next_after(Utc::now()).is_none() {
         return Err(ValidationError::new(

@@ -8,9 +8,10 @@ use crate::format::enc;
 use crate::request::{current_url, path, query, session, theme};
 use crate::session::CSRF_FIELD;
 
-const NAV: [(&str, &str); 7] = [
+const NAV: [(&str, &str); 8] = [
     ("/", "Overview"),
     ("/queues", "Queues"),
+    ("/schedules", "Schedules"),
     ("/jobs", "Jobs"),
     ("/settings", "Settings"),
     ("/instances", "Instances"),
@@ -72,7 +73,13 @@ pub fn Layout(
         Some(_) => switch("carbon").into_any(),
         None => view! { {switch("carbon")}{switch("blueprint")} }.into_any(),
     };
-    let doc_title = format!("{} · The Deck", doc_title.as_deref().unwrap_or(&title));
+    // leptos_meta (0.8) writes the title into `<title>` as given, unescaped: a queue or
+    // schedule name holding `</title>` would end it and inject markup. Browsers decode
+    // entities in a title, so escaping here shows the name as it is.
+    let doc_title = crate::session::escape(&format!(
+        "{} · The Deck",
+        doc_title.as_deref().unwrap_or(&title)
+    ));
     let flash_ok = q.get("ok").map(str::to_string);
     let flash_err = q.get("err").map(str::to_string);
     view! {
@@ -144,11 +151,17 @@ pub fn OperatorOnly(children: Children) -> impl IntoView {
 /// close the box and inject markup. So the text is escaped here, once, and handed over as
 /// `inner_html` (which tachys writes as given, whatever it decides about textarea children).
 /// The parser drops one newline right after the start tag; the one put first keeps a text
-/// that itself starts with a newline intact.
+/// that itself starts with a newline intact. `invalid` marks it as the field a form's
+/// problem is about.
 #[component]
-pub fn TextBox(name: &'static str, rows: u32, text: String) -> impl IntoView {
+pub fn TextBox(
+    name: &'static str,
+    rows: u32,
+    text: String,
+    #[prop(optional)] invalid: bool,
+) -> impl IntoView {
     let content = format!("\n{}", crate::session::escape(&text));
-    view! { <textarea name=name rows=rows.to_string() spellcheck="false" inner_html=content></textarea> }
+    view! { <textarea name=name rows=rows.to_string() spellcheck="false" aria-invalid=invalid.then_some("true") inner_html=content></textarea> }
 }
 
 #[component]

@@ -234,11 +234,15 @@ pub fn AuditPage() -> impl IntoView {
 }
 
 /// Action families an operator filters by; a full action name works too.
-const AUDIT_FAMILIES: [(&str, &str); 7] = [
+const AUDIT_FAMILIES: [(&str, &str); 8] = [
     ("job", "one job (cancel, resurrect, edit, purge)"),
     ("jobs", "selected jobs"),
     ("dlq", "dead letters by filter"),
     ("queue", "queues (pause, limits, hide)"),
+    (
+        "schedule",
+        "schedules (create, edit, pause, run now, delete)",
+    ),
     ("settings", "settings"),
     ("retention", "pruning history now"),
     ("instance", "instances (quiet, resume)"),
@@ -275,8 +279,13 @@ fn AuditFilters(raw: Vec<(&'static str, String)>, problems: Vec<String>) -> impl
     }
 }
 
-fn target_view(target: &str) -> AnyView {
-    // Job ids link to the inspector; filters link to the list they describe.
+fn target_view(action: &str, target: &str) -> AnyView {
+    // Job ids link to the inspector; filters link to the list they describe; schedules to
+    // their page (a deleted one answers that it is gone).
+    if action.starts_with("schedule.") {
+        let page = crate::pages::schedules::schedule_url(target);
+        return view! { <a href=page>{target.to_string()}</a> }.into_any();
+    }
     if target.starts_with("source=") {
         return view! { <a href=format!("/jobs?{target}")>{target.to_string()}</a> }.into_any();
     }
@@ -322,7 +331,7 @@ pub fn AuditTable(
                     <td class="when">{format::time(e.at)}</td>
                     <td>{e.actor.clone()}</td>
                     <td><code>{e.action.clone()}</code></td>
-                    <td class="target">{target_view(&e.target)}</td>
+                    <td class="target">{target_view(&e.action, &e.target)}</td>
                     <td class="num">{format::count(e.count)}</td>
                     <td class="msg">{detail_view(&e.action, e.detail.as_deref())}</td>
                 </tr>

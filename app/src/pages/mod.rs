@@ -4,3 +4,4 @@ pub mod job;
 pub mod jobs;
 pub mod overview;
 pub mod queues;
+pub mod schedules;
