@@ -189,7 +189,7 @@ pub fn ScheduleList(rows: Vec<ScheduleRow>, now: Timestamp, can_act: bool) -> im
                 <tr data-schedule=name.clone() class:paused=!s.enabled>
                     <td class="name"><a href=schedule_url(&name)>{name.clone()}</a></td>
                     <td><code>{def.spec.to_string()}</code><br/><small class="muted">{zone.clone()}</small></td>
-                    <td><code>{def.job.job_type.clone()}</code>" → "<a href=url("/queues", &[("q", &def.job.queue)])>{def.job.queue.clone()}</a></td>
+                    <td><code>{def.job.job_type.clone()}</code>" → "<a class="in-text" href=url("/queues", &[("q", &def.job.queue)])>{def.job.queue.clone()}</a></td>
                     <td class="next-run"><NextRun next=row.next.clone() zone=zone.clone() enabled=s.enabled now=now/></td>
                     <td class="last-run"><LastRun last=row.last.clone() zone=zone now=now/></td>
                     <td class="state"><StateBadges enabled=s.enabled origin=s.origin/></td>
