@@ -11,6 +11,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 deck=$(realpath -m "${DECK:-target/debug/deck}")
+# What JSON Schema cannot say (valid cron expressions and zone names, a replace's name) is
+# told to schemathesis by these hooks.
+export SCHEMATHESIS_HOOKS
+SCHEMATHESIS_HOOKS=$(realpath contract/hooks.py)
 schemathesis=$(realpath -m "${SCHEMATHESIS:-target/contract-venv/bin/schemathesis}")
 # Per-operation example budget and a wall-clock cap for the whole run; CI's total is bounded.
 max_examples=${CONTRACT_MAX_EXAMPLES:-100}

@@ -1,6 +1,7 @@
 //! The OpenAPI document, generated from the handlers and completed with what the derive cannot
-//! say: that `delay_ms` and `scheduled_at` exclude each other, the `?wait=` grammar, and who
-//! must authenticate.
+//! say: that `delay_ms` and `scheduled_at` exclude each other, that a schedule has exactly one
+//! of `cron` and `every_secs`, that a misfire policy has no fields besides its own, the
+//! `?wait=` grammar, and who must authenticate.
 //!
 //! The document describes the server that serves it. With users configured every operation
 //! that answers 401 states `bearer` or `basic` as its security requirement; with none (which
@@ -12,7 +13,8 @@ use std::sync::OnceLock;
 
 use utoipa::openapi::OpenApi;
 use utoipa::openapi::schema::{
-    AllOfBuilder, AnyOfBuilder, ArrayBuilder, ObjectBuilder, Schema, Type,
+    AdditionalProperties, AllOfBuilder, AnyOfBuilder, ArrayBuilder, ObjectBuilder, OneOfBuilder,
+    Schema, Type,
 };
 use utoipa::openapi::security::{Http, HttpAuthScheme, SecurityRequirement, SecurityScheme};
 use utoipa::openapi::{RefOr, path::Operation};
@@ -43,6 +45,8 @@ pub fn document(credentials_required: bool, openapi_public: bool) -> OpenApi {
     schedule_or_delay(&mut doc);
     wait_pattern(&mut doc);
     non_empty_patch(&mut doc);
+    one_timing(&mut doc);
+    closed_misfire(&mut doc);
     if credentials_required {
         if openapi_public {
             public_document(&mut doc);
@@ -190,4 +194,50 @@ fn schedule_or_delay(doc: &mut OpenApi) {
         "EnqueueJob".to_string(),
         Schema::AllOf(wrapped.build()).into(),
     );
+}
+
+/// A schedule's timing is `cron` or `every_secs`: exactly one of them given and not `null`, in
+/// what clients send and in what they read back.
+fn one_timing(doc: &mut OpenApi) {
+    let Some(components) = doc.components.as_mut() else {
+        return;
+    };
+    let given = |field: &str, kind: Type| -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .property(field, ObjectBuilder::new().schema_type(kind))
+            .required(field)
+            .into()
+    };
+    for name in ["NewSchedule", "ScheduleEdit", "Schedule"] {
+        let Some(schedule) = components.schemas.remove(name) else {
+            continue;
+        };
+        let exactly_one = OneOfBuilder::new()
+            .item(given("cron", Type::String))
+            .item(given("every_secs", Type::Integer))
+            .description(Some(
+                "Exactly one of `cron` and `every_secs` is given (the other absent or `null`).",
+            ));
+        let wrapped = AllOfBuilder::new().item(schedule).item(exactly_one);
+        components
+            .schemas
+            .insert(name.to_string(), Schema::AllOf(wrapped.build()).into());
+    }
+}
+
+/// Each misfire policy is its own closed object: `cap` belongs to `run_all` alone (the derive
+/// leaves the variants open; the server refuses other fields).
+fn closed_misfire(doc: &mut OpenApi) {
+    let misfire = doc
+        .components
+        .as_mut()
+        .and_then(|c| c.schemas.get_mut("Misfire"));
+    if let Some(RefOr::T(Schema::OneOf(policies))) = misfire {
+        for policy in policies.items.iter_mut() {
+            if let RefOr::T(Schema::Object(policy)) = policy {
+                policy.additional_properties =
+                    Some(Box::new(AdditionalProperties::FreeForm(false)));
+            }
+        }
+    }
 }

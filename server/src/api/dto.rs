@@ -18,6 +18,8 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+pub mod schedules;
+
 use super::error::ApiError;
 use super::limits::{AnyJson, Name, Tag, check_delay, check_int};
 use super::wire::{
@@ -315,7 +317,7 @@ impl From<&AttemptError> for AttemptErrorDto {
 
 /// Stored JSON text as a value; text that is somehow not JSON is passed on as a string
 /// rather than failing the whole read.
-fn json_value(text: &str) -> Value {
+pub fn json_value(text: &str) -> Value {
     if text.trim().is_empty() {
         return Value::Null;
     }

@@ -7,7 +7,7 @@ use std::borrow::Cow;
 
 use deck_engine::validation::{MAX_NAME_CHARS, MAX_TAGS_CHARS};
 use utoipa::openapi::RefOr;
-use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaType, Type};
+use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaFormat, SchemaType, Type};
 use utoipa::{PartialSchema, ToSchema};
 
 use super::error::ApiError;
@@ -65,6 +65,40 @@ impl ToSchema for Name {
     }
 }
 
+/// A schedule's name: a name (see `name_pattern`) other than `.` and `..`, path segments
+/// browsers and routers resolve (the schedule's URL would point elsewhere). Spelled out by
+/// length, as one, two, or three and more characters, again without look-around.
+pub fn schedule_name_pattern() -> String {
+    let edge = format!("[^{CONTROL}{SPACE}]");
+    let edge_not_dot = format!("[^{CONTROL}{SPACE}.]");
+    let inner = format!("[^{CONTROL}]");
+    format!("^({edge_not_dot}|{edge_not_dot}{edge}|\\.{edge_not_dot}|{edge}{inner}+{edge})$")
+}
+
+/// The schema of a schedule's name (see `schedule_name_pattern`).
+pub struct ScheduleName;
+
+impl PartialSchema for ScheduleName {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .min_length(Some(1))
+            .max_length(Some(MAX_NAME_CHARS))
+            .pattern(Some(schedule_name_pattern()))
+            .description(Some(format!(
+                "1 to {MAX_NAME_CHARS} characters, no control characters, no leading or \
+                 trailing whitespace, not `.` or `..`."
+            )))
+            .into()
+    }
+}
+
+impl ToSchema for ScheduleName {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("ScheduleName")
+    }
+}
+
 /// The schema of one tag (see `tag_pattern`).
 pub struct Tag;
 
@@ -108,6 +142,88 @@ impl PartialSchema for AnyJson {
 impl ToSchema for AnyJson {
     fn name() -> Cow<'static, str> {
         Cow::Borrowed("AnyJson")
+    }
+}
+
+/// Largest `?count=` of upcoming occurrences a schedule read lists.
+pub const MAX_UPCOMING: u32 = 50;
+/// Upcoming occurrences listed when `?count=` is absent.
+pub const DEFAULT_UPCOMING: u32 = 5;
+/// Largest `?limit=` of a schedule's run history.
+pub const MAX_RUNS: u32 = 500;
+/// Runs listed when `?limit=` is absent.
+pub const DEFAULT_RUNS: u32 = 50;
+
+/// `format` of a cron expression. JSON Schema cannot state croner's grammar (nor "occurs
+/// again"), so the document names the format and describes it; the server checks it (400
+/// `invalid_field`, field `cron`), and `contract/hooks.py` generates valid ones.
+pub const CRON_FORMAT: &str = "cron";
+/// `format` of an IANA time-zone name (`Europe/Berlin`), checked by the server against the
+/// tz database it was built with (400 `invalid_field`).
+pub const TIME_ZONE_FORMAT: &str = "iana-time-zone";
+
+/// The schema of a cron expression (see `CRON_FORMAT`).
+pub struct CronExpr;
+
+impl PartialSchema for CronExpr {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::Custom(CRON_FORMAT.to_string())))
+            .description(Some(
+                "A cron expression: 5 fields (minute hour day-of-month month day-of-week, e.g. \
+                 `0 9 * * MON-FRI`), 6 with seconds first (`30 0 9 * * *`), or an alias \
+                 (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`). Names (`JAN`, \
+                 `MON`), ranges, lists, steps (`*/15`), `L`, `W` and `#` as croner reads \
+                 them. It must occur again.",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for CronExpr {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("CronExpr")
+    }
+}
+
+/// The schema of a time-zone name (see `TIME_ZONE_FORMAT`).
+pub struct IanaTimeZone;
+
+impl PartialSchema for IanaTimeZone {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .format(Some(SchemaFormat::Custom(TIME_ZONE_FORMAT.to_string())))
+            .description(Some(
+                "An IANA time-zone name from the tz database, as written there (`UTC`, \
+                 `Europe/Berlin`, `America/New_York`).",
+            ))
+            .into()
+    }
+}
+
+impl ToSchema for IanaTimeZone {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("TimeZone")
+    }
+}
+
+/// A count query parameter within `1..=max`, absent meaning `default`.
+pub fn check_count(
+    field: &str,
+    value: Option<u32>,
+    default: u32,
+    max: u32,
+) -> Result<u32, ApiError> {
+    match value {
+        None => Ok(default),
+        Some(v) if (1..=max).contains(&v) => Ok(v),
+        Some(v) => Err(ApiError::bad_request(
+            "invalid_field",
+            format!("invalid {field}: is {v} (give 1 to {max})"),
+        )
+        .with_field(field)),
     }
 }
 

@@ -1,12 +1,13 @@
 //! The JSON API under `/api/v1`: enqueue (one or a batch), read jobs with long-polling,
-//! cancel, resurrect, queues, stats, the worker protocol for external workers — and its OpenAPI document, generated from the handlers
-//! themselves so the two cannot drift apart.
+//! cancel, resurrect, queues, recurring schedules, stats, the worker protocol for external
+//! workers — and its OpenAPI document, generated from the handlers themselves so the two
+//! cannot drift apart.
 //!
 //! Errors are always `{"error": {"code", "message", "field"}}` (see `error`). Bad input is
 //! rejected before the engine sees it, so nothing is written. Reads need the viewer role,
 //! everything that changes state needs an operator, the worker protocol a worker (or an
 //! operator) (see `principal`); operator actions on
-//! existing jobs and queues are written to the audit log.
+//! existing jobs, queues and schedules are written to the audit log.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -33,6 +34,7 @@ mod limits;
 pub mod principal;
 mod progress;
 mod queues;
+mod schedules;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -143,13 +145,24 @@ pub fn api_router(state: ApiState) -> Router {
     tags(
         (name = "jobs", description = "Enqueue, read (with long-polling), cancel, resurrect"),
         (name = "queues", description = "List, pause, resume, change settings"),
+        (name = "schedules", description = "Recurring jobs: cron expressions in an IANA time \
+                                             zone or fixed intervals; list, read the coming \
+                                             occurrences, create, replace, pause, resume, run \
+                                             now, delete, run history"),
         (name = "stats", description = "Summary numbers"),
         (name = "instances", description = "Quiet and resume engine instances"),
         (name = "workers", description = "The worker protocol: external workers in any language \
                                            claim jobs, heartbeat them and report outcomes"),
         (name = "meta", description = "This document"),
     ),
-    components(schemas(limits::Name, limits::Tag, limits::AnyJson)),
+    components(schemas(
+        limits::Name,
+        limits::Tag,
+        limits::AnyJson,
+        limits::CronExpr,
+        limits::IanaTimeZone,
+        limits::ScheduleName,
+    )),
 )]
 struct ApiDoc;
 
@@ -160,6 +173,20 @@ fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(progress::report_progress))
         .routes(routes!(queues::update_queue))
         .routes(routes!(workers::complete))
+        // Schedule bodies carry a job template's payload; the rest share the paths.
+        .routes(routes!(
+            schedules::list_schedules,
+            schedules::create_schedule
+        ))
+        .routes(routes!(
+            schedules::get_schedule,
+            schedules::replace_schedule,
+            schedules::delete_schedule
+        ))
+        .routes(routes!(schedules::pause))
+        .routes(routes!(schedules::resume))
+        .routes(routes!(schedules::run_now))
+        .routes(routes!(schedules::list_runs))
         .layer(DefaultBodyLimit::max(SINGLE_BODY_LIMIT));
     let batch = OpenApiRouter::new()
         .routes(routes!(jobs::enqueue_batch))

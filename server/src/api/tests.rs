@@ -21,6 +21,7 @@ use super::principal::{Principal, Role};
 
 mod document;
 mod doors;
+mod schedules;
 mod workers;
 use super::{ApiState, Authenticator, api_router as router};
 
@@ -1127,6 +1128,15 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("post", "/api/v1/queues/{name}/pause"),
     ("post", "/api/v1/queues/{name}/resume"),
     ("patch", "/api/v1/queues/{name}"),
+    ("get", "/api/v1/schedules"),
+    ("post", "/api/v1/schedules"),
+    ("get", "/api/v1/schedules/{name}"),
+    ("put", "/api/v1/schedules/{name}"),
+    ("delete", "/api/v1/schedules/{name}"),
+    ("post", "/api/v1/schedules/{name}/pause"),
+    ("post", "/api/v1/schedules/{name}/resume"),
+    ("post", "/api/v1/schedules/{name}/run"),
+    ("get", "/api/v1/schedules/{name}/runs"),
     ("post", "/api/v1/instances/{instance}/quiet"),
     ("post", "/api/v1/instances/{instance}/resume"),
     ("get", "/api/v1/stats"),

@@ -34,6 +34,15 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for ObjectOnly<T> {
     }
 }
 
+/// A required (or defaulted) object field (see `ObjectOnly`).
+pub fn object<'de, D, T>(de: D) -> Result<T, D::Error>
+where
+    D: Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    ObjectOnly::<T>::deserialize(de).map(|ObjectOnly(t)| t)
+}
+
 /// A list of objects (see `ObjectOnly`).
 pub fn objects<'de, D, T>(de: D) -> Result<Vec<T>, D::Error>
 where

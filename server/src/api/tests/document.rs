@@ -6,7 +6,11 @@
 use deck_engine::validation::{MAX_NAME_CHARS, MAX_TAGS_CHARS, validate_name, validate_tags};
 
 use super::*;
-use crate::api::limits::{MAX_DELAY_MS, MAX_STORED_INT, WAIT_PATTERN, name_pattern, tag_pattern};
+use crate::api::limits::{
+    MAX_DELAY_MS, MAX_STORED_INT, WAIT_PATTERN, name_pattern, schedule_name_pattern, tag_pattern,
+};
+
+mod schedules;
 
 async fn document(h: &Harness) -> Value {
     let r = h.get("/api/v1/openapi.json").await;
@@ -488,6 +492,8 @@ async fn name_and_tag_schemas_state_the_engines_rules() {
         ("Continuation", "queue"),
         ("Continuation", "type"),
         ("ResurrectEdits", "queue"),
+        ("ScheduleJob", "queue"),
+        ("ScheduleJob", "type"),
     ] {
         let p = non_null(&doc, property(&doc, schema, field));
         assert_eq!(p, &schemas["Name"], "{schema}.{field}");
@@ -616,13 +622,68 @@ async fn error_statuses_are_documented_per_operation() {
                 Method::PATCH,
                 "/api/v1/queues/q",
                 Some("application/json"),
-                big,
+                big.clone(),
             ),
         ),
         (
             "/api/v1/queues/{name}/pause",
             "post",
             raw(Method::POST, "/api/v1/queues/%0A/pause", None, ""),
+        ),
+        (
+            "/api/v1/schedules",
+            "post",
+            raw(Method::POST, "/api/v1/schedules", Some("text/plain"), "x"),
+        ),
+        (
+            "/api/v1/schedules",
+            "post",
+            raw(
+                Method::POST,
+                "/api/v1/schedules",
+                Some("application/json"),
+                big.clone(),
+            ),
+        ),
+        (
+            "/api/v1/schedules/{name}",
+            "put",
+            raw(Method::PUT, "/api/v1/schedules/s", Some("text/plain"), "x"),
+        ),
+        (
+            "/api/v1/schedules/{name}",
+            "put",
+            raw(
+                Method::PUT,
+                "/api/v1/schedules/s",
+                Some("application/json"),
+                big,
+            ),
+        ),
+        (
+            "/api/v1/schedules/{name}",
+            "get",
+            raw(Method::GET, "/api/v1/schedules/s?tz=Nowhere", None, ""),
+        ),
+        (
+            "/api/v1/schedules/{name}",
+            "get",
+            raw(Method::GET, "/api/v1/schedules/s", None, ""),
+        ),
+        (
+            "/api/v1/schedules/{name}/run",
+            "post",
+            raw(Method::POST, "/api/v1/schedules/s/run", None, ""),
+        ),
+        (
+            "/api/v1/schedules/{name}",
+            "delete",
+            raw(Method::DELETE, "/api/v1/schedules/s", None, ""),
+        ),
+        (
+            "/api/v1/schedules/{name}/runs",
+            "get",
+            raw(Method::GET, "/api/v1/schedules/s/runs?limit=0", None, ""),
         ),
         (
             "/api/v1/jobs/{id}/cancel",
