@@ -53,7 +53,7 @@ deck_pid=$!
 # follow the document's links, e.g. enqueue then read or cancel that job) gets its own run and
 # a third of the time.
 run_phases() {
-  local phases=$1 seconds=$2
+  local phases=$1 seconds=$2 mode=$3
   # From the temporary folder: schemathesis keeps a cache of past failures in ./.schemathesis
   # and replays them first; every run here starts clean, as CI does.
   (cd "$work" && exec "$schemathesis" run "$base/api/v1/openapi.json" \
@@ -61,7 +61,7 @@ run_phases() {
     --request-timeout 75 \
     --max-response-time 70 \
     --checks all \
-    --mode all \
+    --mode "$mode" \
     --phases "$phases" \
     --max-examples "$max_examples" \
     --max-time "$seconds" \
@@ -72,8 +72,12 @@ run_phases() {
 }
 
 status=0
-run_phases examples,coverage,fuzzing $((max_time * 2 / 3)) || status=$?
-run_phases stateful $((max_time - max_time * 2 / 3)) || status=$?
+run_phases examples,coverage,fuzzing $((max_time * 2 / 3)) all || status=$?
+# Sequences of valid calls only: invalid input is what the fuzzing phase sends, and in the
+# stateful phase schemathesis 4 flagged a POST /schedules whose every field was valid (it
+# passed the server's checks and the document's) as "violating format" (seen once in three
+# runs; a false positive that made the run fail at random).
+run_phases stateful $((max_time - max_time * 2 / 3)) positive || status=$?
 
 if ! kill -0 "$deck_pid" 2>/dev/null; then
   echo "contract: deck serve exited during the run; its log:" >&2
