@@ -182,6 +182,15 @@ impl Engine {
         self.inner.ops.enqueue_batch(reqs).await
     }
 
+    /// Enqueue a batch of jobs with callbacks, in one transaction (all or none), and wake the
+    /// fetcher. See [`crate::batch`] for when each callback fires.
+    pub async fn create_batch(
+        &self,
+        req: crate::batch::BatchRequest,
+    ) -> StoreResult<crate::batch::BatchCreated> {
+        self.inner.ops.create_batch(req).await
+    }
+
     /// Wait for a job to finish: at once if it already has; woken directly when this process
     /// completes it; found by the result sweep when another process does.
     pub async fn wait(&self, id: JobId, timeout: Duration) -> StoreResult<WaitOutcome> {

@@ -3,6 +3,7 @@
 //! Everything about jobs and nothing about HTTP: the model, the store contract and its
 //! backends, the worker runtime, handlers and awaitable results.
 
+pub mod batch;
 pub mod channel;
 pub mod config;
 pub mod engine;
@@ -17,8 +18,12 @@ pub mod runtime;
 pub mod schedule;
 pub mod store;
 pub mod telemetry;
+pub mod trace;
 pub mod validation;
 
+pub use batch::{
+    Batch, BatchCallback, BatchCallbacks, BatchCreated, BatchEvent, BatchId, BatchRequest,
+};
 pub use channel::WaitOutcome;
 pub use config::{ConfigError, ConfigProblem, EngineConfig};
 pub use engine::{EMBEDDED_ACTOR, Engine, EngineBuilder, EngineError, ShutdownReport};

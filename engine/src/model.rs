@@ -9,6 +9,8 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
+use crate::batch::BatchId;
+
 pub type Timestamp = DateTime<Utc>;
 
 /// A job's identity: a UUID v7, so ids sort by creation time.
@@ -375,6 +377,12 @@ pub struct Job {
     pub continuation: Option<Continuation>,
     /// The payload as first enqueued, kept when an operator edits the job.
     pub original_payload: Option<String>,
+    /// The batch this job is a member of.
+    #[serde(default)]
+    pub batch_id: Option<BatchId>,
+    /// W3C trace context of the span that enqueued the job (see `EnqueueRequest`).
+    #[serde(default)]
+    pub trace_context: Option<String>,
 }
 
 impl Job {
@@ -427,6 +435,11 @@ pub struct EnqueueRequest {
     pub max_attempts: Option<u32>,
     #[serde(default)]
     pub continuation: Option<Continuation>,
+    /// W3C trace context (`traceparent`, optionally `;tracestate`) of the span that enqueued
+    /// the job, so the run's span links back to it across processes. Filled by the engine
+    /// from the current span when left empty; see `crate::trace`.
+    #[serde(default)]
+    pub trace_context: Option<String>,
 }
 
 impl EnqueueRequest {

@@ -73,7 +73,7 @@ pub fn validate_name(field: &str, value: &str) -> Result<(), ValidationError> {
     Ok(())
 }
 
-fn validate_optional_name(field: &str, value: Option<&str>) -> Result<(), ValidationError> {
+pub fn validate_optional_name(field: &str, value: Option<&str>) -> Result<(), ValidationError> {
     value.map_or(Ok(()), |v| validate_name(field, v))
 }
 
@@ -144,6 +144,7 @@ pub fn validate_enqueue(req: &EnqueueRequest) -> Result<(), ValidationError> {
     validate_optional_name("idempotency_key", req.idempotency_key.as_deref())?;
     validate_optional_name("correlation_id", req.correlation_id.as_deref())?;
     validate_optional_name("created_by", req.created_by.as_deref())?;
+    crate::trace::validate("trace_context", req.trace_context.as_deref())?;
     if req.scheduled_at.is_some() && req.delay_ms.is_some() {
         return Err(ValidationError::new(
             "delay_ms",

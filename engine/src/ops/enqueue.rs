@@ -68,7 +68,7 @@ impl Operations {
     /// write is queued when the store orders writes on submit (the claim then runs right
     /// after it, possibly in the same transaction), otherwise once it committed and
     /// `created` says there is new work.
-    async fn write_then_wake<T>(
+    pub(super) async fn write_then_wake<T>(
         &self,
         write: impl Future<Output = StoreResult<T>>,
         created: impl Fn(&T) -> bool,

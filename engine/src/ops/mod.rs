@@ -17,6 +17,7 @@
 //! picks settings up; their job heartbeat sees a cancel).
 
 mod audit;
+mod batches;
 mod bulk;
 mod enqueue;
 mod schedules;

@@ -18,6 +18,7 @@
 //! those cases print a notice and pass vacuously.
 
 pub mod admin;
+pub mod batches;
 pub mod concurrency;
 pub mod enqueue;
 pub mod maintenance;
@@ -64,6 +65,13 @@ macro_rules! store_conformance_tests {
             recurring::a_paused_schedule_fires_nothing_but_a_manual_run,
             recurring::racing_instances_enqueue_each_occurrence_once,
             recurring::schedule_history_is_pruned_and_the_last_run_stays,
+            batches::a_batch_is_written_whole_with_its_members,
+            batches::the_last_success_fires_on_success_and_on_complete_once,
+            batches::a_death_fires_on_death_once_and_completes_the_batch,
+            batches::resurrecting_a_dead_member_reopens_the_batch,
+            batches::purging_a_pending_member_takes_it_out_of_the_batch,
+            batches::members_finishing_together_on_two_handles_fire_each_callback_once,
+            batches::trace_context_travels_with_the_job_through_every_pillar,
             scheduling::future_jobs_are_not_claimable_until_due,
             scheduling::claim_order_is_priority_then_due_time_then_id,
             scheduling::expired_jobs_are_not_claimed_and_rescue_dead_letters_them,

@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::batch::{Batch, BatchCreated, BatchId, BatchRequest};
 use crate::error::StoreResult;
 use crate::model::*;
 use crate::query::*;
@@ -40,6 +41,10 @@ pub enum StoreCall {
     DeleteSchedule,
     FireSchedule,
     ScheduleRuns,
+    CreateBatch,
+    GetBatch,
+    ListBatches,
+    BatchMembers,
     ListQueues,
     UpdateQueue,
     LoadSettings,
@@ -232,6 +237,34 @@ impl<H: Interpose> Store for InterposedStore<H> {
         self.hooks.before(StoreCall::BulkFilterStep).await?;
         let answer = self.inner.bulk_filter_step(step).await;
         self.hooks.after(StoreCall::BulkFilterStep);
+        answer
+    }
+
+    async fn create_batch(&self, req: BatchRequest) -> StoreResult<BatchCreated> {
+        self.hooks.before(StoreCall::CreateBatch).await?;
+        let answer = self.inner.create_batch(req).await;
+        self.hooks.after(StoreCall::CreateBatch);
+        answer
+    }
+
+    async fn get_batch(&self, id: BatchId) -> StoreResult<Option<Batch>> {
+        self.hooks.before(StoreCall::GetBatch).await?;
+        let answer = self.inner.get_batch(id).await;
+        self.hooks.after(StoreCall::GetBatch);
+        answer
+    }
+
+    async fn list_batches(&self, before: Option<BatchId>, limit: u32) -> StoreResult<Vec<Batch>> {
+        self.hooks.before(StoreCall::ListBatches).await?;
+        let answer = self.inner.list_batches(before, limit).await;
+        self.hooks.after(StoreCall::ListBatches);
+        answer
+    }
+
+    async fn batch_members(&self, id: BatchId, limit: u32) -> StoreResult<Vec<JobSummary>> {
+        self.hooks.before(StoreCall::BatchMembers).await?;
+        let answer = self.inner.batch_members(id, limit).await;
+        self.hooks.after(StoreCall::BatchMembers);
         answer
     }
 

@@ -16,6 +16,7 @@
 
 use async_trait::async_trait;
 
+use crate::batch::{Batch, BatchCreated, BatchId, BatchRequest};
 use crate::error::StoreResult;
 use crate::model::{
     Applied, AuditEntry, AuditFilter, CancelOutcome, ClaimRequest, Completion, EngineSettings,
@@ -211,6 +212,26 @@ pub trait Store: Send + Sync + 'static {
 
     /// A schedule's handled occurrences, newest first, at most `limit`.
     async fn schedule_runs(&self, name: &str, limit: u32) -> StoreResult<Vec<ScheduleRun>>;
+
+    // ------------------------------------------------------------------ batches
+
+    /// Write a batch and every member (pending, each with the batch's id) in one
+    /// transaction, or nothing. From then on every final move of a member (success, death,
+    /// cancel, expiry, rescue) counts it in the batch row in the move's own transaction, and
+    /// the callbacks the counts make due are enqueued there, each at most once (see
+    /// `crate::batch`); a resurrected dead member reopens the batch, a purged pending member
+    /// leaves it.
+    async fn create_batch(&self, req: BatchRequest) -> StoreResult<BatchCreated>;
+
+    /// Committed read of one batch.
+    async fn get_batch(&self, id: BatchId) -> StoreResult<Option<Batch>>;
+
+    /// Batches newest first, `before` pages back.
+    async fn list_batches(&self, before: Option<BatchId>, limit: u32) -> StoreResult<Vec<Batch>>;
+
+    /// A batch's members in whichever pillar each is: active first, then dead, then
+    /// succeeded; at most `limit`.
+    async fn batch_members(&self, id: BatchId, limit: u32) -> StoreResult<Vec<JobSummary>>;
 
     // ------------------------------------------------------------------ maintenance
 

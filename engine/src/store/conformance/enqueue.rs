@@ -33,6 +33,7 @@ pub async fn enqueue_round_trips_every_field(f: StoreFactory) {
         expires_at: Some(expires),
         max_attempts: Some(5),
         continuation: Some(continuation.clone()),
+        trace_context: Some("00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01".into()),
     };
     let before = now_ms();
     let out = store.enqueue(r.clone()).await.unwrap();
@@ -51,6 +52,8 @@ pub async fn enqueue_round_trips_every_field(f: StoreFactory) {
     assert_eq!(j.expires_at.map(trunc_ms), Some(expires));
     assert_eq!(j.max_attempts, Some(5));
     assert_eq!(j.continuation, Some(continuation));
+    assert_eq!(j.trace_context, r.trace_context);
+    assert_eq!(j.batch_id, None);
     assert_eq!(j.state, JobState::Pending);
     assert_eq!(j.attempt, 0);
     assert_eq!(j.worker_id, None);

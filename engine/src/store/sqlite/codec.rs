@@ -4,6 +4,7 @@
 use chrono::{DateTime, Utc};
 use rusqlite::Row;
 
+use crate::batch::BatchId;
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
     AttemptError, Continuation, FailureReason, HotStatus, Job, JobId, JobState, Pillar, Timestamp,
@@ -91,8 +92,9 @@ pub(crate) fn error_json(error: &AttemptError) -> StoreResult<String> {
 /// Columns every pillar has, in the order `job_from_row` reads them.
 pub(crate) const COMMON_COLS: &str = "id, queue, job_type, priority, tags, attempt, max_attempts, \
      created_at, scheduled_at, started_at, heartbeat_at, expires_at, worker_id, idempotency_key, \
-     correlation_id, created_by, continuation, errors, original_payload, payload";
-const COMMON_COUNT: usize = 20;
+     correlation_id, created_by, continuation, errors, original_payload, payload, batch_id, \
+     trace_context";
+const COMMON_COUNT: usize = 22;
 
 /// Pillar-specific columns appended after `COMMON_COLS`.
 pub(crate) fn extra_cols(pillar: Pillar) -> &'static str {
@@ -169,6 +171,11 @@ pub(crate) fn job_from_row(pillar: Pillar, r: &Row<'_>) -> rusqlite::Result<Job>
         errors: json_col::<Vec<AttemptError>>(17, r.get(17)?)?.unwrap_or_default(),
         original_payload: r.get(18)?,
         payload: r.get(19)?,
+        batch_id: r
+            .get::<_, Option<String>>(20)?
+            .map(|t| parse_id(&t).map(|id| BatchId(id.0)))
+            .transpose()?,
+        trace_context: r.get(21)?,
         state: state_of(pillar, r.get(c)?, c)?,
         cancel_requested: r.get::<_, i64>(c + 1)? != 0,
         finished_at: opt_from_us(r.get(c + 2)?),

@@ -6,6 +6,7 @@
 //! `BEGIN IMMEDIATE` (the busy timeout queues them up), and every decision (claim,
 //! ownership, rescue) is made inside that transaction.
 
+mod batches;
 mod checkpointer;
 mod codec;
 mod connection;
@@ -32,6 +33,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use crate::batch::{Batch, BatchCreated, BatchId, BatchRequest};
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
     Applied, AuditEntry, AuditFilter, CancelOutcome, ClaimRequest, Completion, EngineSettings,
@@ -447,6 +449,30 @@ impl Store for SqliteStore {
         let name = name.to_string();
         self.readers
             .read(move |conn| schedules::runs(conn, &name, limit))
+            .await
+    }
+
+    async fn create_batch(&self, req: BatchRequest) -> StoreResult<BatchCreated> {
+        self.writer
+            .write("create batch", move |conn| {
+                batches::create(conn, req, now_us())
+            })
+            .await
+    }
+
+    async fn get_batch(&self, id: BatchId) -> StoreResult<Option<Batch>> {
+        self.readers.read(move |conn| batches::get(conn, id)).await
+    }
+
+    async fn list_batches(&self, before: Option<BatchId>, limit: u32) -> StoreResult<Vec<Batch>> {
+        self.readers
+            .read(move |conn| batches::list(conn, before, limit))
+            .await
+    }
+
+    async fn batch_members(&self, id: BatchId, limit: u32) -> StoreResult<Vec<JobSummary>> {
+        self.readers
+            .read(move |conn| batches::members(conn, id, limit))
             .await
     }
 

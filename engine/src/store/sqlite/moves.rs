@@ -11,6 +11,7 @@ use crate::error::StoreResult;
 use crate::fingerprint::FingerprintHead;
 use crate::model::{Continuation, EnqueueRequest, FailureReason, JobId};
 
+use super::batches::advance_batches;
 use super::codec::{from_us, minute_of};
 use super::connection::db_err;
 use super::error_groups::{GroupDelta, bump_error_groups, sample_of};
@@ -119,6 +120,7 @@ pub(crate) struct Finished {
     pub result: Option<String>,
     pub continuation: Option<String>,
     pub correlation_id: Option<String>,
+    pub batch_id: Option<String>,
 }
 
 /// Enqueue the continuations whose trigger fires, in the caller's transaction.
@@ -206,7 +208,8 @@ pub(crate) fn move_to_dlq(
         "INSERT INTO dlq (id, queue, job_type, priority, tags, reason, attempt, max_attempts, \
              created_at, scheduled_at, started_at, heartbeat_at, finished_at, duration_ms, \
              expires_at, worker_id, idempotency_key, correlation_id, created_by, error_prefix, \
-             last_error, continuation, errors, original_payload, payload) \
+             last_error, continuation, errors, original_payload, payload, batch_id, \
+             trace_context) \
          SELECT id, queue, job_type, priority, tags, ?1, attempt, max_attempts, created_at, \
              scheduled_at, started_at, heartbeat_at, ?2, ?3, expires_at, worker_id, \
              idempotency_key, correlation_id, created_by, \
@@ -214,9 +217,9 @@ pub(crate) fn move_to_dlq(
              CASE WHEN ?5 IS NOT NULL THEN json_insert(coalesce(errors, '[]'), '$[#]', json(?5)) \
                   ELSE json_insert(coalesce(errors, '[]'), '$[#]', json_object('attempt', attempt, \
                       'at', ?6, 'kind', ?7, 'message', ?4)) END, \
-             original_payload, payload \
+             original_payload, payload, batch_id, trace_context \
          FROM jobs WHERE {where_sql} \
-         RETURNING id, queue, job_type, last_error, continuation, correlation_id"
+         RETURNING id, queue, job_type, last_error, continuation, correlation_id, batch_id"
     );
     let at = from_us(now).to_rfc3339_opts(SecondsFormat::Micros, true);
     let (json, message, kind, group_kind) = match error {
@@ -256,6 +259,7 @@ pub(crate) fn move_to_dlq(
         Option<String>,
         Option<String>,
         Option<String>,
+        Option<String>,
     );
     let moved: Vec<Moved> = stmt
         .query_map(rusqlite::params_from_iter(values), |r| {
@@ -266,6 +270,7 @@ pub(crate) fn move_to_dlq(
                 r.get(3)?,
                 r.get(4)?,
                 r.get(5)?,
+                r.get(6)?,
             ))
         })
         .map_err(db_err("move to DLQ"))?
@@ -285,7 +290,7 @@ pub(crate) fn move_to_dlq(
         .prepare_cached("UPDATE dlq SET fingerprint = ?1 WHERE id = ?2")
         .map_err(db_err("move to DLQ"))?;
     let mut finished = Vec::new();
-    for (id, queue, job_type, last_error, continuation, correlation_id) in &moved {
+    for (id, queue, job_type, last_error, continuation, correlation_id, batch_id) in &moved {
         counters.entry(queue.clone()).or_default().1 += 1;
         let m = metrics.entry(queue.clone()).or_default();
         m.failed += 1;
@@ -307,7 +312,7 @@ pub(crate) fn move_to_dlq(
                 delta: 0,
             })
             .delta += 1;
-        if continuation.is_some() {
+        if continuation.is_some() || batch_id.is_some() {
             finished.push(Finished {
                 id: id.clone(),
                 succeeded: false,
@@ -316,6 +321,7 @@ pub(crate) fn move_to_dlq(
                 result: None,
                 continuation: continuation.clone(),
                 correlation_id: correlation_id.clone(),
+                batch_id: batch_id.clone(),
             });
         }
     }
@@ -323,6 +329,7 @@ pub(crate) fn move_to_dlq(
     bump_metrics(conn, now, &metrics)?;
     bump_error_groups(conn, now, &groups)?;
     enqueue_continuations(conn, &finished, now)?;
+    advance_batches(conn, &finished, now)?;
     // The job type of each row moved (for the run-time bins of runs that ended here).
     Ok(moved.into_iter().map(|m| m.2).collect())
 }

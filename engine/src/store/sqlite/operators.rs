@@ -1,6 +1,6 @@
 //! Operator transitions: cancel, resurrect, edit, purge and the bulk forms of them.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -12,6 +12,7 @@ use crate::model::{
 use crate::query::{BulkAction, BulkStep, JobFilter};
 use crate::validation::normalize_payload;
 
+use super::batches::{self, BatchDelta};
 use super::codec::{encode_tags, id_text, ids_json, job_from_row, select_job, to_json};
 use super::connection::db_err;
 use super::moves::{DeadError, bump_counters, delete_archive, delete_dlq, move_to_dlq};
@@ -145,10 +146,21 @@ pub(crate) fn resurrect(
         last_error: job.errors.last().map(|e| e.message.clone()),
         errors,
         original_payload: job.original_payload,
+        batch_id: job.batch_id.map(|b| id_text(JobId(b.0))),
+        trace_context: job.trace_context,
     };
+    let batch = row.batch_id.clone();
     delete_dlq(conn, "id = ?1", &[Value::Text(id_text(id))], now)?;
     ensure_queues(conn, [job.queue.as_str()], now)?;
     insert_jobs(conn, vec![row])?;
+    // A dead member back in the hot pillar reopens its batch.
+    if let Some(batch) = batch {
+        let reopen = BatchDelta {
+            dead: -1,
+            ..BatchDelta::default()
+        };
+        batches::apply(conn, &batch, reopen, now)?;
+    }
     Ok(Applied::Applied)
 }
 
@@ -225,14 +237,29 @@ pub(crate) fn purge(
     let json = Value::Text(ids_json(ids));
     match source {
         Pillar::Hot => {
-            let n = conn
+            let gone: Vec<Option<String>> = conn
                 .prepare_cached(
-                    "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1)) AND status = 0",
+                    "DELETE FROM jobs WHERE id IN (SELECT value FROM json_each(?1)) AND status = 0 \
+                     RETURNING batch_id",
                 )
                 .map_err(db_err("purge"))?
-                .execute([json])
+                .query_map([json], |r| r.get(0))
+                .map_err(db_err("purge"))?
+                .collect::<Result<_, _>>()
                 .map_err(db_err("purge"))?;
-            Ok(n as u64)
+            // A purged pending member leaves its batch (which may finish without it).
+            let mut left: BTreeMap<&str, i64> = BTreeMap::new();
+            for batch in gone.iter().flatten() {
+                *left.entry(batch.as_str()).or_default() -= 1;
+            }
+            for (batch, total) in left {
+                let delta = BatchDelta {
+                    total,
+                    ..BatchDelta::default()
+                };
+                batches::apply(conn, batch, delta, now)?;
+            }
+            Ok(gone.len() as u64)
         }
         Pillar::Archive => delete_archive(conn, "id IN (SELECT value FROM json_each(?1))", &[json]),
         Pillar::Dlq => delete_dlq(

@@ -32,13 +32,16 @@ pub(crate) struct NewJob {
     pub errors: Option<String>,
     pub last_error: Option<String>,
     pub original_payload: Option<String>,
+    pub batch_id: Option<String>,
+    pub trace_context: Option<String>,
 }
 
 const INSERT_HEAD: &str = "INSERT INTO jobs (id, queue, job_type, payload, tags, priority, \
      idempotency_key, correlation_id, created_by, created_at, scheduled_at, expires_at, \
-     max_attempts, continuation, errors, last_error, original_payload, status, attempt) VALUES ";
-const ROW_PARAMS: &str = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)";
-const PARAMS_PER_ROW: usize = 17;
+     max_attempts, continuation, errors, last_error, original_payload, batch_id, trace_context, \
+     status, attempt) VALUES ";
+const ROW_PARAMS: &str = "(?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,0,0)";
+const PARAMS_PER_ROW: usize = 19;
 
 /// Chunk sizes for multi-row inserts. Few distinct sizes keep the statement cache small
 /// while a batch of any length needs only a handful of statements.
@@ -75,6 +78,8 @@ impl NewJob {
             errors: None,
             last_error: None,
             original_payload: None,
+            batch_id: None,
+            trace_context: req.trace_context,
         })
     }
 
@@ -96,6 +101,8 @@ impl NewJob {
         out.push(opt_text(self.errors));
         out.push(opt_text(self.last_error));
         out.push(opt_text(self.original_payload));
+        out.push(opt_text(self.batch_id));
+        out.push(opt_text(self.trace_context));
     }
 }
 

@@ -65,6 +65,11 @@ pub(crate) const MIGRATIONS: &[(i64, &str, &str)] = &[
         "schedules",
         include_str!("../../../../migrations/sqlite/0011_schedules.sql"),
     ),
+    (
+        12,
+        "batches_and_trace_context",
+        include_str!("../../../../migrations/sqlite/0012_batches_and_trace_context.sql"),
+    ),
 ];
 
 /// The version whose rows need fingerprints computed in Rust after its script.

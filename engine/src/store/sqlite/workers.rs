@@ -15,6 +15,7 @@ use crate::model::{
 };
 use crate::telemetry::run_time;
 
+use super::batches::advance_batches;
 use super::codec::{error_json, id_text, ids_json, job_from_row, parse_id, select_job};
 use super::connection::db_err;
 use super::moves::{
@@ -380,15 +381,17 @@ fn complete_succeeded(
             "INSERT INTO archive (id, queue, job_type, priority, tags, attempt, max_attempts, \
                  created_at, scheduled_at, started_at, heartbeat_at, finished_at, duration_ms, \
                  expires_at, worker_id, idempotency_key, correlation_id, created_by, last_error, \
-                 continuation, errors, original_payload, payload, result) \
+                 continuation, errors, original_payload, payload, result, batch_id, \
+                 trace_context) \
              SELECT j.id, j.queue, j.job_type, j.priority, j.tags, j.attempt, j.max_attempts, \
                  j.created_at, j.scheduled_at, j.started_at, j.heartbeat_at, ?1, c.value ->> 'd', \
                  j.expires_at, j.worker_id, j.idempotency_key, j.correlation_id, j.created_by, \
                  j.last_error, j.continuation, j.errors, j.original_payload, j.payload, \
-                 c.value ->> 'r' \
+                 c.value ->> 'r', j.batch_id, j.trace_context \
              FROM jsonb_each(?2) AS c CROSS JOIN jobs AS j ON j.id = c.value ->> 'id' \
              WHERE j.status = 2 AND j.worker_id = ?3 \
-             RETURNING id, queue, duration_ms, continuation, result, correlation_id, job_type",
+             RETURNING id, queue, duration_ms, continuation, result, correlation_id, job_type, \
+                 batch_id",
         )
         .map_err(db_err("complete"))?;
     type Row = (
@@ -399,6 +402,7 @@ fn complete_succeeded(
         Option<String>,
         Option<String>,
         String,
+        Option<String>,
     );
     let moved: Vec<Row> = stmt
         .query_map(params![now, json, worker_id], |r| {
@@ -410,6 +414,7 @@ fn complete_succeeded(
                 r.get(4)?,
                 r.get(5)?,
                 r.get(6)?,
+                r.get(7)?,
             ))
         })
         .map_err(db_err("complete"))?
@@ -426,7 +431,7 @@ fn complete_succeeded(
     let mut run_times = RunTimeDelta::new();
     let mut finished = Vec::new();
     let mut applied = HashSet::with_capacity(moved.len());
-    for (id, queue, duration, continuation, result, correlation_id, job_type) in moved {
+    for (id, queue, duration, continuation, result, correlation_id, job_type, batch_id) in moved {
         let duration = duration.unwrap_or(0);
         *run_times
             .entry((job_type, run_time::bin_of(duration.max(0) as u64)))
@@ -438,7 +443,7 @@ fn complete_succeeded(
         m.duration_sum_ms += duration;
         m.duration_max_ms = m.duration_max_ms.max(duration);
         applied.insert(parse_id(&id).map_err(db_err("complete"))?);
-        if continuation.is_some() {
+        if continuation.is_some() || batch_id.is_some() {
             finished.push(Finished {
                 id,
                 succeeded: true,
@@ -447,6 +452,7 @@ fn complete_succeeded(
                 result,
                 continuation,
                 correlation_id,
+                batch_id,
             });
         }
     }
@@ -454,6 +460,7 @@ fn complete_succeeded(
     bump_metrics(conn, now, &metrics)?;
     bump_run_times(conn, now, &run_times)?;
     enqueue_continuations(conn, &finished, now)?;
+    advance_batches(conn, &finished, now)?;
     Ok(applied)
 }
 

@@ -203,6 +203,8 @@ pub fn job(row: &Row, pillar: Pillar) -> Result<Job, Fault> {
         result,
         continuation,
         original_payload: opt_str(row, "original_payload")?,
+        batch_id: None,
+        trace_context: None,
     })
 }
 

@@ -7,6 +7,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde::Serialize;
 
+mod batches;
 mod schedules;
 
 use super::connection::SchemaName;
@@ -16,6 +17,7 @@ use super::pool::{self, Fault, LastConnectError, Pool, PooledConn, Repeat, Retry
 use super::queries::{self, MAX_ROWS_PER_STATEMENT, Reads, Statement};
 use super::reader;
 use super::rows::{self, count, id_from_hex, ids_json, json_time, opt_str, opt_u32, req_str};
+use crate::batch::{Batch, BatchCreated, BatchId, BatchRequest};
 use crate::error::{StoreError, StoreResult};
 use crate::fingerprint::FingerprintHead;
 use crate::model::{
@@ -26,8 +28,8 @@ use crate::model::{
     claim_order,
 };
 use crate::query::{
-    BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, MAX_PAGE_SIZE, Page,
-    SEARCH_WINDOW_ROWS,
+    BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary,
+    MAX_PAGE_SIZE, Page, SEARCH_WINDOW_ROWS,
 };
 use crate::schedule::{
     FireOutcome, Schedule, ScheduleDefinition, ScheduleFire, ScheduleOrigin, ScheduleRun,
@@ -881,6 +883,22 @@ impl Store for SqlServerStore {
             .first()
             .ok_or_else(|| StoreError::database("update_queue", "no row came back", false))?;
         Self::queue_config(row).map_err(|f| self.fault("update_queue", f))
+    }
+
+    async fn create_batch(&self, req: BatchRequest) -> StoreResult<BatchCreated> {
+        self.create_batch_rows(req).await
+    }
+
+    async fn get_batch(&self, id: BatchId) -> StoreResult<Option<Batch>> {
+        self.batch_row(id).await
+    }
+
+    async fn list_batches(&self, before: Option<BatchId>, limit: u32) -> StoreResult<Vec<Batch>> {
+        self.batch_rows(before, limit).await
+    }
+
+    async fn batch_members(&self, id: BatchId, limit: u32) -> StoreResult<Vec<JobSummary>> {
+        self.batch_member_rows(id, limit).await
     }
 
     async fn list_schedules(&self) -> StoreResult<Vec<Schedule>> {
