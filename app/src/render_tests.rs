@@ -196,6 +196,8 @@ fn job_view_pretty_prints_and_escapes_the_payload() {
         result: None,
         continuation: None,
         original_payload: Some(r#"{"to":"old"}"#.into()),
+        batch_id: None,
+        trace_context: None,
     };
     let out = html(move || view! { <JobView job=job editing=false draft=None/> }.into_any());
     assert!(
@@ -239,6 +241,8 @@ fn job_with_payload(payload: &str) -> Job {
         result: None,
         continuation: None,
         original_payload: None,
+        batch_id: None,
+        trace_context: None,
     }
 }
 
@@ -302,6 +306,8 @@ fn running_job(now: chrono::DateTime<Utc>) -> Job {
         result: None,
         continuation: None,
         original_payload: None,
+        batch_id: None,
+        trace_context: None,
     }
 }
 

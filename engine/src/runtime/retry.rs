@@ -150,6 +150,8 @@ mod tests {
             result: None,
             continuation: None,
             original_payload: None,
+            batch_id: None,
+            trace_context: None,
         }
     }
 

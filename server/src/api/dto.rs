@@ -18,6 +18,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+pub mod batches;
 pub mod schedules;
 
 use super::error::ApiError;
@@ -120,6 +121,7 @@ impl EnqueueJob {
             expires_at: self.expires_at,
             max_attempts: self.max_attempts,
             continuation: self.continuation.map(Into::into),
+            trace_context: None,
         }
     }
 }
@@ -288,6 +290,9 @@ pub struct JobView {
     /// The payload as first enqueued, when an operator edited it (`null` otherwise).
     #[schema(value_type = AnyJson)]
     pub original_payload: Option<Value>,
+    /// The batch this job is a member of (`GET /batches/{id}`).
+    #[schema(value_type = Option<String>, format = Uuid)]
+    pub batch_id: Option<Uuid>,
     /// Present when the request waited (`?wait=`): true when the wait ended before the job
     /// finished.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -366,6 +371,7 @@ impl From<&Job> for JobView {
             cancel_requested: job.cancel_requested,
             continuation: job.continuation.as_ref().map(Into::into),
             original_payload: job.original_payload.as_deref().map(json_value),
+            batch_id: job.batch_id.map(|b| b.0),
             timed_out: None,
         }
     }

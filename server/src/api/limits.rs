@@ -41,6 +41,30 @@ pub fn tag_pattern() -> String {
 /// `?wait=`: a non-negative decimal number with an optional unit (`parse_wait`).
 pub const WAIT_PATTERN: &str = r"^[0-9]+(\.[0-9]+)?(ms|s|m)?$";
 
+/// Free text shown to people (a batch's description): no control characters, at most
+/// `deck_engine::batch::MAX_DESCRIPTION_CHARS` characters.
+pub struct Description;
+
+impl PartialSchema for Description {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .max_length(Some(deck_engine::batch::MAX_DESCRIPTION_CHARS))
+            .pattern(Some(format!("^[^{CONTROL}]*$")))
+            .description(Some(format!(
+                "At most {} characters, no control characters.",
+                deck_engine::batch::MAX_DESCRIPTION_CHARS
+            )))
+            .into()
+    }
+}
+
+impl ToSchema for Description {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("Description")
+    }
+}
+
 /// The schema of a name (see `name_pattern`).
 pub struct Name;
 

@@ -24,6 +24,7 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+mod batches;
 mod document;
 pub mod dto;
 pub mod error;
@@ -149,6 +150,9 @@ pub fn api_router(state: ApiState) -> Router {
                                              zone or fixed intervals; list, read the coming \
                                              occurrences, create, replace, pause, resume, run \
                                              now, delete, run history"),
+        (name = "batches", description = "Many jobs enqueued as one batch, with callbacks \
+                                           (on_success, on_complete, on_death) enqueued \
+                                           exactly once; list and read with members"),
         (name = "stats", description = "Summary numbers"),
         (name = "instances", description = "Quiet and resume engine instances"),
         (name = "workers", description = "The worker protocol: external workers in any language \
@@ -162,6 +166,7 @@ pub fn api_router(state: ApiState) -> Router {
         limits::CronExpr,
         limits::IanaTimeZone,
         limits::ScheduleName,
+        limits::Description,
     )),
 )]
 struct ApiDoc;
@@ -190,9 +195,11 @@ fn routes() -> OpenApiRouter<ApiState> {
         .layer(DefaultBodyLimit::max(SINGLE_BODY_LIMIT));
     let batch = OpenApiRouter::new()
         .routes(routes!(jobs::enqueue_batch))
+        .routes(routes!(batches::create_batch, batches::list_batches))
         .layer(DefaultBodyLimit::max(BATCH_BODY_LIMIT));
     let rest = OpenApiRouter::new()
         .routes(routes!(jobs::get_job))
+        .routes(routes!(batches::get_batch))
         .routes(routes!(jobs::cancel))
         .routes(routes!(queues::list_queues))
         .routes(routes!(queues::pause))

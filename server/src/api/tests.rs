@@ -19,6 +19,7 @@ use tower::ServiceExt;
 
 use super::principal::{Principal, Role};
 
+mod batches;
 mod document;
 mod doors;
 mod schedules;
@@ -1128,6 +1129,9 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("post", "/api/v1/queues/{name}/pause"),
     ("post", "/api/v1/queues/{name}/resume"),
     ("patch", "/api/v1/queues/{name}"),
+    ("post", "/api/v1/batches"),
+    ("get", "/api/v1/batches"),
+    ("get", "/api/v1/batches/{id}"),
     ("get", "/api/v1/schedules"),
     ("post", "/api/v1/schedules"),
     ("get", "/api/v1/schedules/{name}"),

@@ -80,6 +80,7 @@ pub fn request(args: &EnqueueArgs) -> anyhow::Result<EnqueueRequest> {
         expires_at,
         max_attempts: args.max_attempts,
         continuation: None,
+        trace_context: None,
     })
 }
 

@@ -13,6 +13,8 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 const TICK: Duration = Duration::from_secs(1);
+/// A new invoice batch this often (in ticks).
+const BATCH_EVERY_TICKS: u64 = 90;
 const TENANTS: &[&str] = &["acme", "globex", "initech", "umbrella"];
 
 pub async fn run(engine: Engine, shutdown: CancellationToken) {
@@ -20,7 +22,12 @@ pub async fn run(engine: Engine, shutdown: CancellationToken) {
     let mut seq: u64 = rand::rng().random_range(1_000..9_000);
     let mut batch = seed(&mut seq);
     let mut ticker = tokio::time::interval(TICK);
+    let mut ticks: u64 = 0;
     loop {
+        if ticks.is_multiple_of(BATCH_EVERY_TICKS) {
+            super::batches::start(&engine, ticks / BATCH_EVERY_TICKS + 1).await;
+        }
+        ticks += 1;
         if !batch.is_empty() {
             let n = batch.len();
             if let Err(e) = engine.enqueue_batch(std::mem::take(&mut batch)).await {
@@ -302,7 +309,7 @@ fn echo(seq: &mut u64) -> EnqueueRequest {
     )
 }
 
-trait Tagged {
+pub(super) trait Tagged {
     fn tagged(self, tags: &[&str]) -> Self;
 }
 
