@@ -38,6 +38,39 @@ struct JobJson<'a> {
     unique_for_ms: Option<u64>,
     #[serde(skip_serializing_if = "<[_]>::is_empty")]
     unique_states: &'a [UniqueState],
+    /// Read by `[enqueue_batch]` from schema version 10 on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    trace_context: Option<&'a str>,
+}
+
+/// Width of the `trace_context` columns (UTF-16 code units, as NVARCHAR counts them).
+pub const MAX_TRACE_CONTEXT_UNITS: usize = 1024;
+
+/// What the columns cannot hold is refused before anything is sent (the engine's own checks
+/// allow less; this holds for every caller of the store).
+fn validate_widths(reqs: &[EnqueueRequest]) -> StoreResult<()> {
+    for (i, r) in reqs.iter().enumerate() {
+        let Some(text) = r.trace_context.as_deref() else {
+            continue;
+        };
+        let units = text.encode_utf16().count();
+        if units > MAX_TRACE_CONTEXT_UNITS {
+            let field = if reqs.len() == 1 {
+                "trace_context".to_string()
+            } else {
+                format!("jobs[{i}].trace_context")
+            };
+            return Err(StoreError::Invalid(validation::ValidationError::new(
+                field,
+                format!("is {units} characters long"),
+                format!(
+                    "give a W3C traceparent, optionally followed by ';' and a tracestate, in at \
+                     most {MAX_TRACE_CONTEXT_UNITS} characters"
+                ),
+            )));
+        }
+    }
+    Ok(())
 }
 
 const MAX_DELAY_MS: u64 = 2_000_000_000_000;
@@ -49,7 +82,9 @@ fn utc(t: crate::model::Timestamp) -> String {
 
 /// The JSON array for `[enqueue_batch]`. With `ids`, each job gets its id from the caller (a
 /// retry then finds the rows it already wrote); without, the procedure makes UUID v7 ids.
+/// Refuses (`StoreError::Invalid`) a request the columns cannot hold.
 pub(crate) fn request_json(reqs: &[EnqueueRequest], ids: Option<&[JobId]>) -> StoreResult<String> {
+    validate_widths(reqs)?;
     let jobs: Vec<JobJson<'_>> = reqs
         .iter()
         .enumerate()
@@ -73,6 +108,7 @@ pub(crate) fn request_json(reqs: &[EnqueueRequest], ids: Option<&[JobId]>) -> St
             continuation: r.continuation.as_ref(),
             unique_for_ms: r.unique_for_ms,
             unique_states: &r.unique_states,
+            trace_context: r.trace_context.as_deref(),
         })
         .collect();
     serde_json::to_string(&jobs).map_err(|e| StoreError::database("encode parameters", e, false))
@@ -201,9 +237,10 @@ mod tests {
             job["continuation"],
             serde_json::json!({"queue": "audit", "job_type": "log", "trigger": "on_failure"})
         );
-        // Without ids the procedure makes them.
+        // Without ids the procedure makes them; without a trace context the field is left out.
         let json = request_json(std::slice::from_ref(&req), None).unwrap();
         assert!(!json.contains("\"id\""), "{json}");
+        assert!(!json.contains("trace_context"), "{json}");
         // Numbers the API takes but the T-SQL types cannot hold are capped, not refused.
         req.delay_ms = Some(u64::MAX);
         req.max_attempts = Some(u32::MAX);
@@ -211,6 +248,29 @@ mod tests {
             serde_json::from_str(&request_json(&[req], None).unwrap()).unwrap();
         assert_eq!(v[0]["delay_ms"], MAX_DELAY_MS);
         assert_eq!(v[0]["max_attempts"], i64::from(i32::MAX));
+    }
+
+    #[test]
+    fn the_trace_context_travels_and_is_held_to_its_column() {
+        let mut req = EnqueueRequest::new("q", "t", "{}");
+        req.trace_context =
+            Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01;vendor=abc".into());
+        let v: serde_json::Value =
+            serde_json::from_str(&request_json(std::slice::from_ref(&req), None).unwrap()).unwrap();
+        assert_eq!(v[0]["trace_context"], req.trace_context.clone().unwrap());
+
+        req.trace_context = Some("x".repeat(MAX_TRACE_CONTEXT_UNITS + 1));
+        let err = request_json(std::slice::from_ref(&req), None).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Invalid(e) if e.field == "trace_context"),
+            "{err}"
+        );
+        let plain = EnqueueRequest::new("q", "t", "{}");
+        let err = request_json(&[plain, req], None).unwrap_err();
+        assert!(
+            matches!(&err, StoreError::Invalid(e) if e.field == "jobs[1].trace_context"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -76,6 +76,12 @@ pub const MIGRATIONS: &[Migration] = &[
         file: "0009_schedules.sql",
         sql: include_str!("../../../../migrations/sqlserver/0009_schedules.sql"),
     },
+    Migration {
+        version: 10,
+        name: "batches_and_trace_context",
+        file: "0010_batches_and_trace_context.sql",
+        sql: include_str!("../../../../migrations/sqlserver/0010_batches_and_trace_context.sql"),
+    },
 ];
 
 pub fn latest_version() -> i32 {
@@ -555,6 +561,7 @@ mod tests {
             "instances",
             "audit_log",
             "schema_version",
+            "batches",
         ] {
             assert!(shape.tables.contains_key(table), "{table}");
         }
@@ -572,7 +579,34 @@ mod tests {
         assert_eq!(hot["scheduled_at"].scale, Some(6));
         assert!(hot["worker_id"].nullable);
         assert!(!hot.contains_key("PK_jobs_hot"));
-        assert_eq!(hot.len(), 25);
+        // 25 in 0001, batch_id and trace_context from 0010.
+        assert_eq!(hot.len(), 27);
+        assert_eq!(hot["batch_id"].length, Some(16));
+        assert!(hot["batch_id"].nullable);
+        assert_eq!(hot["trace_context"].length, Some(1024));
+        for pillar in ["jobs_archive", "jobs_dlq"] {
+            let table = &shape.tables[pillar];
+            assert!(table.contains_key("batch_id") && table.contains_key("trace_context"));
+            let index = format!("IX_{pillar}_batch");
+            assert!(
+                shape.indexes.contains(&(pillar.to_string(), index)),
+                "{pillar}"
+            );
+        }
+        assert!(
+            shape
+                .indexes
+                .contains(&("jobs_hot".to_string(), "IX_jobs_hot_batch".to_string()))
+        );
+        let batches = &shape.tables["batches"];
+        assert_eq!(batches.len(), 15);
+        assert_eq!(batches["id"].length, Some(16));
+        assert!(!batches["total"].nullable && batches["finished_at"].nullable);
+        assert!(
+            shape
+                .indexes
+                .contains(&("batches".to_string(), "PK_batches".to_string()))
+        );
         // Columns a later migration added with ALTER TABLE … ADD.
         let instances = &shape.tables["instances"];
         assert!(!instances["kind"].nullable);
@@ -653,7 +687,7 @@ mod tests {
                 .map(|(t, c)| (t.to_string(), c.to_string()))
                 .collect(),
             compatibility_level: 150,
-            applied_versions: vec![1, 2, 3, 4, 5, 6, 7, 8, 9],
+            applied_versions: (1..=10).collect(),
         };
         check(&deck(), &state).unwrap();
 

@@ -15,7 +15,9 @@
 //!   COMMIT`, `CATCH` rolls back and re-throws the original error (so 1205 stays 1205 for the
 //!   retry policy). One round trip, so no lock is held while the client thinks.
 //! - Locks are taken in one order (README, "Deadlocks"): queues, then jobs (hot, archive,
-//!   DLQ), then queue counters, then metric rows, then error groups.
+//!   DLQ) and the batch rows of the members that moved (after the members: a batch row is
+//!   locked only by the moves of its members, and the callback jobs it fires are new rows),
+//!   then queue counters, then metric rows, then error groups.
 //! - No statement writes more than 1,000 rows of a table (id lists are cut into slices of
 //!   1,000 with a `WHILE`), below the 5,000 locks per statement at which SQL Server escalates
 //!   to a table lock.
@@ -23,6 +25,9 @@
 //!   `@moved`; counters, metric rows and error groups follow from a `@ledger` of what changed,
 //!   in the same transaction (`ledger_apply!`). Counter, metric and error-group rows are
 //!   striped: each session writes its own slot (`@@SPID % 16`) and readers sum the slots.
+//! - A move of batch members also counts them into their batches and fires the callbacks the
+//!   new counts make due, in the same transaction (`batches_apply!`), after the jobs and
+//!   before the books; moves of other jobs find nothing to count and skip it.
 //! - Upserts are update-then-insert under `UPDLOCK, HOLDLOCK` — never `MERGE`.
 //! - Id lists travel as one JSON parameter read with `OPENJSON` (SQL Server 2016+,
 //!   compatibility level 130+).
@@ -36,6 +41,7 @@
 //!   parameter or an `IN` list; hot-table reads that must be seeks say `FORCESEEK`.
 //! - Only the telemetry class reads with `NOLOCK`.
 
+pub use batches::*;
 pub use maintenance::*;
 pub use operators::*;
 pub use producers::*;
@@ -123,6 +129,8 @@ pub const HOT_JOB_COLUMNS: &[&str] = &[
     "last_error",
     "continuation",
     "original_payload",
+    "batch_id",
+    "trace_context",
     "status",
     "cancel_requested",
 ];
@@ -151,6 +159,8 @@ pub const ANY_JOB_COLUMNS: &[&str] = &[
     "last_error",
     "continuation",
     "original_payload",
+    "batch_id",
+    "trace_context",
     "status",
     "cancel_requested",
     "finished_at",
@@ -361,7 +371,8 @@ macro_rules! common_columns {
     () => {
         "id, queue, job_type, payload, tags, priority, idempotency_key, correlation_id, \
          created_by, created_at, scheduled_at, started_at, heartbeat_at, expires_at, attempt, \
-         max_attempts, worker_id, errors, last_error, continuation, original_payload"
+         max_attempts, worker_id, errors, last_error, continuation, original_payload, batch_id, \
+         trace_context"
     };
 }
 
@@ -410,7 +421,11 @@ macro_rules! job_columns {
             $p,
             "continuation, ",
             $p,
-            "original_payload"
+            "original_payload, ",
+            $p,
+            "batch_id, ",
+            $p,
+            "trace_context"
         )
     };
 }
@@ -446,6 +461,8 @@ macro_rules! moved_decl {
     last_error       NVARCHAR(400)  COLLATE DATABASE_DEFAULT NULL,
     continuation     NVARCHAR(MAX)  COLLATE DATABASE_DEFAULT NULL,
     original_payload NVARCHAR(MAX)  COLLATE DATABASE_DEFAULT NULL,
+    batch_id         BINARY(16)     NULL,
+    trace_context    NVARCHAR(1024) COLLATE DATABASE_DEFAULT NULL,
     status           TINYINT        NULL,
     reason           TINYINT        NULL,
     fingerprint      CHAR(16)       COLLATE Latin1_General_100_BIN2 NULL,
@@ -516,23 +533,33 @@ DECLARE @slices INT = (SELECT MAX(slice) FROM @ids);
     };
 }
 
+/// A new job id, per row: a UUID v7 of 48-bit Unix milliseconds from the database clock
+/// (`@now`), the version and variant bits, and random bits from NEWID().
+macro_rules! new_job_id {
+    () => {
+        "CAST(CAST(DATEDIFF_BIG(MILLISECOND, CAST('1970-01-01' AS DATETIME2(6)), @now) AS BINARY(6))
+        + CAST(28672 | (CAST(SUBSTRING(CAST(NEWID() AS BINARY(16)), 1, 2) AS INT) & 4095) AS BINARY(2))
+        + CAST(32768 | (CAST(SUBSTRING(CAST(NEWID() AS BINARY(16)), 3, 2) AS INT) & 16383) AS BINARY(2))
+        + SUBSTRING(CAST(NEWID() AS BINARY(16)), 5, 6) AS BINARY(16))"
+    };
+}
+
 /// Enqueue the continuations of finished jobs (`@finished`), in the same transaction, and
-/// clear `@finished` for the next slice. Their ids are UUID v7 built here: 48-bit Unix
-/// milliseconds from the database clock, the version and variant bits, and random bits from
-/// NEWID(). Their queues have settings rows already: enqueue creates the row for a job's
-/// continuation queue (a completion creating one would lock queues after jobs).
+/// clear `@finished` for the next slice. Their ids are UUID v7 (`new_job_id!`). Their queues
+/// have settings rows already: enqueue creates the row for a job's continuation queue (a
+/// completion creating one would lock queues after jobs).
 macro_rules! continuations_apply {
     () => {
-        "
+        concat!(
+            "
 INSERT INTO [{schema}].[jobs_hot]
     (id, queue, job_type, payload, tags, priority, correlation_id, created_at, scheduled_at,
      attempt, status, cancel_requested)
 OUTPUT inserted.queue, 1 INTO @ledger (queue, pending_delta)
 SELECT
-    CAST(CAST(DATEDIFF_BIG(MILLISECOND, CAST('1970-01-01' AS DATETIME2(6)), @now) AS BINARY(6))
-        + CAST(28672 | (CAST(SUBSTRING(CAST(NEWID() AS BINARY(16)), 1, 2) AS INT) & 4095) AS BINARY(2))
-        + CAST(32768 | (CAST(SUBSTRING(CAST(NEWID() AS BINARY(16)), 3, 2) AS INT) & 16383) AS BINARY(2))
-        + SUBSTRING(CAST(NEWID() AS BINARY(16)), 5, 6) AS BINARY(16)),
+    ",
+            new_job_id!(),
+            ",
     JSON_VALUE(f.continuation, '$.queue'),
     JSON_VALUE(f.continuation, '$.job_type'),
     N'{\"parent_id\":\"'
@@ -552,6 +579,128 @@ WHERE JSON_VALUE(f.continuation, '$.trigger') = N'always'
    OR (JSON_VALUE(f.continuation, '$.trigger') = N'on_failure' AND f.succeeded = 0);
 DELETE FROM @finished;
 "
+        )
+    };
+}
+
+/// What one transition changes in each batch its moved rows are members of: members leaving
+/// the batch (a purge: `total` < 0), finishing (`succeeded`, `dead` > 0) or coming back (a
+/// resurrect: `dead` < 0). Filled from the move's own OUTPUT rows, so a move of jobs that are
+/// no batch's members finds it empty and never reads the batch table.
+macro_rules! batch_delta_decl {
+    () => {
+        "DECLARE @batch_delta TABLE (batch_id  BINARY(16) NOT NULL PRIMARY KEY,
+                             total     INT        NOT NULL,
+                             succeeded INT        NOT NULL,
+                             dead      INT        NOT NULL);
+"
+    };
+}
+
+/// Apply `@batch_delta` to the batch rows, in the move's transaction, and enqueue the
+/// callbacks the new counts make due, each at most once (`crate::batch`: `Batch::due_callbacks`
+/// decides the same way; `Batch::callback_job` built each callback's job when the batch was
+/// created, into `[*_request]`, whose payload counts are filled in here).
+///
+/// The counting UPDATE comes first: its exclusive row lock, held to commit, makes two
+/// transactions finishing members of one batch take turns, and the second reads the counts
+/// and the `[*_job_id]` the first committed (an UPDATE reads the row it changes under its
+/// lock, also with READ_COMMITTED_SNAPSHOT). A callback fires when its job id is still NULL
+/// and the counts make it due, and that id is set by an UPDATE guarded by `IS NULL`, so it
+/// fires once. Event codes: 1 on_death, 2 on_success, 3 on_complete (`BatchEvent::ALL`'s
+/// order). Needs `@now` and `@ledger` (the callback jobs are pending rows of their queues,
+/// whose settings rows the batch's creation made).
+macro_rules! batches_apply {
+    () => {
+        concat!(
+            "
+DECLARE @batch_after TABLE (id         BINARY(16) NOT NULL PRIMARY KEY,
+                            total      INT        NOT NULL,
+                            succeeded  INT        NOT NULL,
+                            dead       INT        NOT NULL,
+                            newly_dead BIT        NOT NULL);
+DECLARE @due TABLE (batch_id BINARY(16) NOT NULL,
+                    event    TINYINT    NOT NULL,
+                    job_id   BINARY(16) NOT NULL,
+                    PRIMARY KEY (batch_id, event));
+DECLARE @fired TABLE (batch_id BINARY(16) NOT NULL,
+                      event    TINYINT    NOT NULL,
+                      job_id   BINARY(16) NOT NULL,
+                      PRIMARY KEY (batch_id, event));
+IF EXISTS (SELECT 1 FROM @batch_delta)
+BEGIN
+    UPDATE b
+    SET b.total = n.total,
+        b.succeeded = n.succeeded,
+        b.dead = n.dead,
+        b.finished_at = CASE WHEN n.succeeded + n.dead >= n.total
+                             THEN ISNULL(b.finished_at, @now) END
+    OUTPUT inserted.id, inserted.total, inserted.succeeded, inserted.dead,
+           CASE WHEN d.dead > 0 THEN 1 ELSE 0 END
+      INTO @batch_after (id, total, succeeded, dead, newly_dead)
+    FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK)
+    JOIN @batch_delta AS d ON d.batch_id = b.id
+    CROSS APPLY (SELECT b.total + d.total AS total,
+                        b.succeeded + d.succeeded AS succeeded,
+                        CASE WHEN b.dead + d.dead < 0 THEN 0 ELSE b.dead + d.dead END AS dead) AS n;
+
+    INSERT INTO @due (batch_id, event, job_id)
+    SELECT a.id, e.event, ",
+            new_job_id!(),
+            "
+    FROM @batch_after AS a
+    JOIN [{schema}].[batches] AS b ON b.id = a.id
+    CROSS APPLY (VALUES (CAST(1 AS TINYINT)), (CAST(2 AS TINYINT)), (CAST(3 AS TINYINT))) AS e (event)
+    WHERE (e.event = 1 AND a.newly_dead = 1 AND a.dead > 0
+           AND b.death_request IS NOT NULL AND b.death_job_id IS NULL)
+       OR (e.event = 2 AND a.succeeded = a.total
+           AND b.success_request IS NOT NULL AND b.success_job_id IS NULL)
+       OR (e.event = 3 AND a.succeeded + a.dead = a.total
+           AND b.complete_request IS NOT NULL AND b.complete_job_id IS NULL);
+
+    UPDATE b SET b.death_job_id = u.job_id
+    OUTPUT inserted.id, u.event, u.job_id INTO @fired (batch_id, event, job_id)
+    FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK)
+    JOIN @due AS u ON u.batch_id = b.id AND u.event = 1
+    WHERE b.death_job_id IS NULL;
+    UPDATE b SET b.success_job_id = u.job_id
+    OUTPUT inserted.id, u.event, u.job_id INTO @fired (batch_id, event, job_id)
+    FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK)
+    JOIN @due AS u ON u.batch_id = b.id AND u.event = 2
+    WHERE b.success_job_id IS NULL;
+    UPDATE b SET b.complete_job_id = u.job_id
+    OUTPUT inserted.id, u.event, u.job_id INTO @fired (batch_id, event, job_id)
+    FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK)
+    JOIN @due AS u ON u.batch_id = b.id AND u.event = 3
+    WHERE b.complete_job_id IS NULL;
+
+    -- The job as the engine built it, with the counts as of this move.
+    INSERT INTO [{schema}].[jobs_hot]
+        (id, queue, job_type, payload, tags, priority, created_by, created_at, scheduled_at,
+         attempt, max_attempts, status, cancel_requested)
+    OUTPUT inserted.queue, 1 INTO @ledger (queue, pending_delta)
+    SELECT f.job_id, t.queue, t.job_type,
+           JSON_MODIFY(JSON_MODIFY(JSON_MODIFY(t.payload, '$.total', a.total),
+                                   '$.succeeded', a.succeeded), '$.dead', a.dead),
+           ISNULL(t.tags, N''), ISNULL(t.priority, 0), t.created_by, @now, @now, 0,
+           t.max_attempts, 0, 0
+    FROM @fired AS f
+    JOIN @batch_after AS a ON a.id = f.batch_id
+    JOIN [{schema}].[batches] AS b ON b.id = f.batch_id
+    CROSS APPLY OPENJSON(CASE f.event WHEN 1 THEN b.death_request
+                                      WHEN 2 THEN b.success_request
+                                      ELSE b.complete_request END) WITH (
+        queue        NVARCHAR(255)  '$.queue',
+        job_type     NVARCHAR(255)  '$.job_type',
+        payload      NVARCHAR(MAX)  '$.payload',
+        tags         NVARCHAR(1002) '$.tags',
+        priority     INT            '$.priority',
+        max_attempts INT            '$.max_attempts',
+        created_by   NVARCHAR(255)  '$.created_by'
+    ) AS t;
+END
+"
+        )
     };
 }
 
@@ -747,7 +896,8 @@ macro_rules! ledger_apply {
 
 /// Insert `@moved` into the DLQ with reason `@dead_reason` and an appended attempt error
 /// (`@dead_kind`, `@dead_message`; `@dead_head` is their fingerprint head), plus the ledger
-/// (each row leaves its hot state) and the continuation rows for them.
+/// (each row leaves its hot state), the continuation rows for them and their batches' deaths
+/// (`@batch_delta`, for `batches_apply!`).
 macro_rules! moved_to_dlq_with_generated_error {
     () => {
         concat!(
@@ -755,8 +905,8 @@ macro_rules! moved_to_dlq_with_generated_error {
 INSERT INTO [{schema}].[jobs_dlq]
     (id, queue, job_type, payload, tags, priority, idempotency_key, correlation_id, created_by,
      created_at, scheduled_at, started_at, heartbeat_at, finished_at, expires_at, attempt,
-     max_attempts, worker_id, errors, last_error, continuation, original_payload, reason,
-     duration_ms, fingerprint)
+     max_attempts, worker_id, errors, last_error, continuation, original_payload, batch_id,
+     trace_context, reason, duration_ms, fingerprint)
 SELECT m.id, m.queue, m.job_type, m.payload, m.tags, m.priority, m.idempotency_key,
        m.correlation_id, m.created_by, m.created_at, m.scheduled_at, m.started_at,
        m.heartbeat_at, @now, m.expires_at, m.attempt, m.max_attempts, m.worker_id,
@@ -765,7 +915,8 @@ SELECT m.id, m.queue, m.job_type, m.payload, m.tags, m.priority, m.idempotency_k
            + N',\"at\":\"' + CONVERT(NVARCHAR(30), @now, 126) + N'Z\"'
            + N',\"kind\":\"' + @dead_kind + N'\"'
            + N',\"message\":\"' + STRING_ESCAPE(@dead_message, 'json') + N'\"}')),
-       LEFT(@dead_message, 400), m.continuation, m.original_payload, @dead_reason,
+       LEFT(@dead_message, 400), m.continuation, m.original_payload, m.batch_id,
+       m.trace_context, @dead_reason,
        CASE WHEN m.started_at IS NULL THEN NULL
             ELSE DATEDIFF_BIG(MILLISECOND, m.started_at, @now) END,
        ",
@@ -788,6 +939,10 @@ FROM @moved AS m;
 INSERT INTO @finished (id, succeeded, reason, error, result, correlation_id, continuation)
 SELECT m.id, 0, @dead_reason, @dead_message, NULL, m.correlation_id, m.continuation
 FROM @moved AS m WHERE m.continuation IS NOT NULL;
+
+INSERT INTO @batch_delta (batch_id, total, succeeded, dead)
+SELECT m.batch_id, 0, 0, COUNT(*) FROM @moved AS m WHERE m.batch_id IS NOT NULL
+GROUP BY m.batch_id;
 "
         )
     };
@@ -795,6 +950,7 @@ FROM @moved AS m WHERE m.continuation IS NOT NULL;
 
 // The statements. Declared after the fragments: a macro_rules macro is visible only to
 // the code (and the modules) that follow its definition.
+mod batches;
 mod maintenance;
 mod operators;
 mod producers;
@@ -840,6 +996,10 @@ pub const ALL: &[Statement] = &[
     DELETE_SCHEDULE,
     FIRE_SCHEDULE,
     SCHEDULE_RUNS,
+    CREATE_BATCH,
+    GET_BATCH,
+    LIST_BATCHES,
+    BATCH_MEMBERS,
     HEARTBEAT_INSTANCE,
     SET_INSTANCE_QUIET,
     DEREGISTER_INSTANCE,

@@ -6,6 +6,7 @@ use tiberius::Row;
 use uuid::Uuid;
 
 use super::pool::Fault;
+use crate::batch::BatchId;
 use crate::error::StoreError;
 use crate::model::{
     AttemptError, Continuation, FailureReason, HotStatus, Job, JobId, JobState, Pillar, Timestamp,
@@ -203,8 +204,11 @@ pub fn job(row: &Row, pillar: Pillar) -> Result<Job, Fault> {
         result,
         continuation,
         original_payload: opt_str(row, "original_payload")?,
-        batch_id: None,
-        trace_context: None,
+        batch_id: match row.try_get::<&[u8], _>("batch_id")? {
+            Some(bytes) => Some(BatchId(id_from_bytes(bytes)?.0)),
+            None => None,
+        },
+        trace_context: opt_str(row, "trace_context")?,
     })
 }
 

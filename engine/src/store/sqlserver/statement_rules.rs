@@ -438,11 +438,13 @@ fn range_locks_are_update_locks_on_seeks() {
 }
 
 /// The lock order every transition keeps (README, "Deadlocks"): queues, then jobs (hot,
-/// archive, DLQ), then queue counters, then metric rows, then error groups.
+/// archive, DLQ) with the batch rows of moved members, then queue counters, then metric rows,
+/// then error groups. A batch row ranks with the jobs: a move locks it after its members, and
+/// the only job rows written after it are the callbacks it fires (new rows nobody else holds).
 fn lock_rank(table: &str) -> Option<u8> {
     match table {
         "queues" => Some(0),
-        "jobs_hot" | "jobs_archive" | "jobs_dlq" => Some(1),
+        "jobs_hot" | "jobs_archive" | "jobs_dlq" | "batches" => Some(1),
         "queue_counters" | "queue_counter_slots" => Some(2),
         "metric_buckets" | "metric_slots" | "run_time_slots" => Some(3),
         "error_groups" | "error_group_slots" | "error_fingerprint_slots" => Some(4),
@@ -594,6 +596,54 @@ fn every_object_is_schema_qualified() {
     check("objects in the configured schema", rule_schema_qualified);
 }
 
+/// Every variable a batch uses is declared, and once: T-SQL refuses the whole batch otherwise
+/// (error 137 "must declare the scalar variable", error 134 "already declared"), and the
+/// fragments shared between statements make both easy to get wrong. Procedure bodies are
+/// left out (their parameters are declared in the header); `@Pn` are the bound parameters, and
+/// `@name =` after an EXEC names a procedure's parameter.
+fn rule_variables_declared_once(b: &Batch, problems: &mut Vec<String>) {
+    if b.procedure {
+        return;
+    }
+    let mut declared: BTreeMap<String, usize> = BTreeMap::new();
+    let mut used: BTreeSet<String> = BTreeSet::new();
+    for s in &b.stmts {
+        let t = &s.toks;
+        if s.starts(&["DECLARE"]) {
+            for i in tsql::top_level(t) {
+                if t[i].kind == Kind::Var && (i == 1 || t[i - 1].p(",")) {
+                    *declared.entry(t[i].text.clone()).or_default() += 1;
+                }
+            }
+        }
+        let exec_at = t.iter().position(|x| x.kw("EXEC") || x.kw("EXECUTE"));
+        for (i, x) in t.iter().enumerate() {
+            let parameter_name =
+                exec_at.is_some_and(|e| i > e) && t.get(i + 1).is_some_and(|n| n.p("="));
+            let bound = x
+                .text
+                .strip_prefix("@P")
+                .is_some_and(|n| !n.is_empty() && n.chars().all(|c| c.is_ascii_digit()));
+            if x.kind == Kind::Var && !x.text.starts_with("@@") && !bound && !parameter_name {
+                used.insert(x.text.clone());
+            }
+        }
+    }
+    for (name, times) in &declared {
+        if *times > 1 {
+            problems.push(format!("declares {name} {times} times"));
+        }
+    }
+    for name in used.iter().filter(|n| !declared.contains_key(*n)) {
+        problems.push(format!("uses {name} without declaring it"));
+    }
+}
+
+#[test]
+fn variables_are_declared_once_before_use() {
+    check("variables declared once", rule_variables_declared_once);
+}
+
 fn rule_parameters(b: &Batch, problems: &mut Vec<String>) {
     if b.procedure {
         return;
@@ -659,11 +709,13 @@ fn the_rules_see_every_statement_shape_and_procedure() {
     let all = batches();
     let procs: Vec<&Batch> = all.iter().filter(|b| b.procedure).collect();
     let names: Vec<&str> = procs.iter().map(|b| b.name.as_str()).collect();
-    // 0002 defines both procedures and 0007 redefines them: every definition a database may
-    // hold is checked.
+    // 0002 defines both procedures, 0007 and 0010 redefine them: every definition a database
+    // may hold is checked.
     assert_eq!(
         names,
         [
+            "procedure enqueue_batch",
+            "procedure enqueue",
             "procedure enqueue_batch",
             "procedure enqueue",
             "procedure enqueue_batch",
@@ -674,6 +726,10 @@ fn the_rules_see_every_statement_shape_and_procedure() {
     assert!(
         procs[2].stmts.len() > procs[0].stmts.len(),
         "the redefinition was read whole"
+    );
+    assert!(
+        procs[4].stmts.len() >= procs[2].stmts.len(),
+        "the second redefinition was read whole"
     );
     assert!(
         all.iter()
@@ -941,4 +997,20 @@ fn each_rule_catches_the_trap_it_is_for() {
         "SET NOCOUNT ON; DECLARE @a INT = @P1, @b INT = @P3;",
     );
     assert_eq!(problems_of(rule_parameters, &gap).len(), 1);
+    let variables = fixture(
+        "variables",
+        Class::Committed,
+        Reads::Nothing,
+        "SET NOCOUNT ON;
+         DECLARE @a INT = @P1, @t TABLE (x INT, y INT);
+         DECLARE @a INT = 2;
+         INSERT INTO @t (x, y) EXEC [deck].[p] @jobs = @a;
+         SELECT @missing = x FROM @t WHERE y = @@ROWCOUNT;",
+    );
+    let found = problems_of(rule_variables_declared_once, &variables);
+    assert_eq!(
+        found,
+        ["declares @A 2 times", "uses @MISSING without declaring it"],
+        "{found:?}"
+    );
 }

@@ -248,3 +248,127 @@ fn dead_letters_carry_their_fingerprint_into_and_out_of_the_groups() {
         );
     }
 }
+
+/// Every final move of a batch member counts it into its batch in the move's transaction,
+/// after the jobs and before the books (lock order), and a move of jobs that are no batch's
+/// members skips the batch table (`IF EXISTS` over the move's own OUTPUT rows).
+#[test]
+fn final_moves_count_batch_members_in_their_transaction() {
+    for s in [
+        &queries::COMPLETE,
+        &queries::CANCEL,
+        &queries::RESCUE_ZOMBIES,
+        &queries::RESCUE_EXPIRED,
+        &queries::RESURRECT,
+        &queries::PURGE_HOT,
+    ] {
+        let filled = s
+            .sql
+            .find("INSERT INTO @batch_delta")
+            .unwrap_or_else(|| panic!("{}: no batch deltas", s.name));
+        let guard = s
+            .sql
+            .find("IF EXISTS (SELECT 1 FROM @batch_delta)")
+            .unwrap_or_else(|| panic!("{}: batches are touched unconditionally", s.name));
+        let batches = s.sql.find("[{schema}].[batches]").unwrap();
+        let books = s.sql.find("[queue_counter_slots]").unwrap();
+        assert!(
+            filled < guard && guard < batches && batches < books,
+            "{}",
+            s.name
+        );
+        assert!(
+            s.sql[batches..books].contains("IS NULL;"),
+            "{}: each callback's job id is set under an IS NULL guard",
+            s.name
+        );
+    }
+    // Retention and purges of finished rows leave the counts as they are (as on SQLite).
+    for s in [
+        &queries::PURGE_ARCHIVE,
+        &queries::PURGE_DLQ,
+        &queries::PRUNE_ARCHIVE,
+        &queries::PRUNE_DLQ,
+    ] {
+        assert!(!s.sql.contains("[batches]"), "{}", s.name);
+    }
+}
+
+/// The due rule of `batches_apply!` is `Batch::due_callbacks`, written in T-SQL. If one of
+/// these cases changes, the statement's predicates must change with it.
+#[test]
+fn the_due_rule_in_t_sql_is_the_engines() {
+    use crate::batch::{Batch, BatchCallback, BatchCallbacks, BatchEvent, BatchId};
+    let batch = |total, succeeded, dead| Batch {
+        id: BatchId::new(),
+        description: None,
+        created_by: None,
+        created_at: chrono::Utc::now(),
+        total,
+        succeeded,
+        dead,
+        finished_at: None,
+        callbacks: BatchCallbacks {
+            on_success: Some(BatchCallback::new("q", "s")),
+            on_complete: Some(BatchCallback::new("q", "c")),
+            on_death: Some(BatchCallback::new("q", "d")),
+        },
+        success_job_id: None,
+        complete_job_id: None,
+        death_job_id: None,
+    };
+    // on_death: this move killed a member (newly_dead) and the batch has a death.
+    assert_eq!(batch(3, 1, 1).due_callbacks(true), [BatchEvent::Death]);
+    assert!(batch(3, 1, 1).due_callbacks(false).is_empty());
+    // on_success: succeeded = total; on_complete: succeeded + dead = total.
+    assert_eq!(
+        batch(2, 2, 0).due_callbacks(false),
+        [BatchEvent::Success, BatchEvent::Complete]
+    );
+    assert_eq!(batch(2, 1, 1).due_callbacks(false), [BatchEvent::Complete]);
+    // A fired callback stays fired.
+    let mut fired = batch(2, 2, 0);
+    fired.complete_job_id = Some(crate::model::JobId::new());
+    assert_eq!(fired.due_callbacks(false), [BatchEvent::Success]);
+    let sql = queries::COMPLETE.sql;
+    for predicate in [
+        "e.event = 1 AND a.newly_dead = 1 AND a.dead > 0",
+        "b.death_request IS NOT NULL AND b.death_job_id IS NULL",
+        "e.event = 2 AND a.succeeded = a.total",
+        "b.success_request IS NOT NULL AND b.success_job_id IS NULL",
+        "e.event = 3 AND a.succeeded + a.dead = a.total",
+        "b.complete_request IS NOT NULL AND b.complete_job_id IS NULL",
+        "CASE WHEN d.dead > 0 THEN 1 ELSE 0 END",
+    ] {
+        assert!(sql.contains(predicate), "missing {predicate}");
+    }
+}
+
+/// Every write of a job into a pillar carries its batch and trace context along.
+#[test]
+fn moves_carry_the_batch_and_the_trace_context() {
+    let mut writes = 0;
+    for s in queries::ALL {
+        for table in ["[jobs_archive]", "[jobs_dlq]"] {
+            let insert = format!("INSERT INTO [{{schema}}].{table}");
+            for (at, _) in s.sql.match_indices(&insert) {
+                let columns = s.sql[at..at + s.sql[at..].find(')').unwrap()]
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
+                assert!(
+                    columns.contains("batch_id, trace_context"),
+                    "{}: {columns}",
+                    s.name
+                );
+                writes += 1;
+            }
+        }
+    }
+    // Archive and DLQ from complete, the DLQ from the store-written deaths.
+    assert_eq!(writes, 5);
+    let resurrect = queries::RESURRECT.sql;
+    let insert = resurrect.find("INSERT INTO [{schema}].[jobs_hot]").unwrap();
+    assert!(resurrect[insert..].contains("original_payload, batch_id, trace_context)"));
+    assert!(resurrect[insert..].contains("m.batch_id, m.trace_context"));
+}

@@ -94,6 +94,7 @@ DECLARE @dead_head NVARCHAR(MAX) = @P6;
         ledger_decl!(),
         finished_decl!(),
         moved_decl!(),
+        batch_delta_decl!(),
         dead_instances!(),
         "
 DELETE TOP (@batch) h
@@ -123,6 +124,7 @@ IF @left > 0 AND EXISTS (SELECT 1 FROM @dead)
 ",
         moved_to_dlq_with_generated_error!(),
         continuations_apply!(),
+        batches_apply!(),
         ledger_apply!(),
         "
 SELECT COUNT_BIG(*) AS zombies FROM @moved;"
@@ -146,6 +148,7 @@ DECLARE @dead_head NVARCHAR(MAX) = @P4;
         ledger_decl!(),
         finished_decl!(),
         moved_decl!(),
+        batch_delta_decl!(),
         "
 DELETE TOP (@batch) h
 OUTPUT ",
@@ -158,6 +161,7 @@ WHERE h.status = 0 AND h.expires_at IS NOT NULL AND h.expires_at <= @now;
 ",
         moved_to_dlq_with_generated_error!(),
         continuations_apply!(),
+        batches_apply!(),
         ledger_apply!(),
         "
 SELECT COUNT_BIG(*) AS expired FROM @moved;"

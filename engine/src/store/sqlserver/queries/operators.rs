@@ -6,7 +6,7 @@ use super::{AUDIT_COLUMNS, Class, QUEUE_COLUMNS, Reads, Statement};
 
 /// @P1 JSON ids, @P2 and @P3 the error kind and message
 /// (`FailureReason::Cancelled.store_written()`), @P4 their fingerprint head. Pending or fetched → DLQ `Cancelled` now; processing → `cancel_requested`.
-/// Answers (cancelled, requested).
+/// A cancelled batch member is a death of its batch. Answers (cancelled, requested).
 pub const CANCEL: Statement = Statement {
     name: "cancel",
     class: Class::Transition,
@@ -21,6 +21,7 @@ DECLARE @dead_head NVARCHAR(MAX) = @P4;
         ledger_decl!(),
         finished_decl!(),
         moved_decl!(),
+        batch_delta_decl!(),
         "
 -- Two literal states, each matching a filtered index, not an IN list.
 DELETE h
@@ -44,6 +45,7 @@ WHERE h.status = 2;
 DECLARE @requested BIGINT = @@ROWCOUNT;
 ",
         continuations_apply!(),
+        batches_apply!(),
         ledger_apply!(),
         "
 SELECT (SELECT COUNT_BIG(*) FROM @moved) AS cancelled, @requested AS requested;"
@@ -54,7 +56,7 @@ SELECT (SELECT COUNT_BIG(*) FROM @moved) AS cancelled, @requested AS requested;"
 /// priority or NULL, @P5 new queue or NULL. DLQ → pending, due now, attempts and worker
 /// cleared, error history kept. A key an active job holds now is dropped from the
 /// resurrected job (and only the oldest of several resurrected jobs sharing a key keeps it).
-/// Answers how many moved.
+/// A resurrected batch member stays a member and reopens its batch. Answers how many moved.
 pub const RESURRECT: Statement = Statement {
     name: "resurrect",
     class: Class::Transition,
@@ -68,6 +70,7 @@ DECLARE @queue NVARCHAR(255) = @P5;
 ",
         ledger_decl!(),
         moved_decl!(),
+        batch_delta_decl!(),
         "DECLARE @need_queues TABLE (name NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
 -- A new queue gets its settings row first (lock order); the jobs' own queues have theirs.
 INSERT INTO @need_queues (name) SELECT @queue WHERE @queue IS NOT NULL;
@@ -87,7 +90,7 @@ JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids))
 INSERT INTO [{schema}].[jobs_hot]
     (id, queue, job_type, payload, tags, priority, idempotency_key, correlation_id, created_by,
      created_at, scheduled_at, expires_at, attempt, max_attempts, status, cancel_requested,
-     errors, last_error, continuation, original_payload)
+     errors, last_error, continuation, original_payload, batch_id, trace_context)
 SELECT m.id, ISNULL(@queue, m.queue), m.job_type, ISNULL(@payload, m.payload),
        ISNULL(@tags, m.tags), ISNULL(@priority, m.priority),
        CASE WHEN m.idempotency_key IS NULL THEN NULL
@@ -99,7 +102,8 @@ SELECT m.id, ISNULL(@queue, m.queue), m.job_type, ISNULL(@payload, m.payload),
        m.correlation_id, m.created_by, m.created_at, @now, m.expires_at, 0, m.max_attempts, 0, 0,
        m.errors, m.last_error, m.continuation,
        CASE WHEN @payload IS NOT NULL THEN ISNULL(m.original_payload, m.payload)
-            ELSE m.original_payload END
+            ELSE m.original_payload END,
+       m.batch_id, m.trace_context
 FROM @moved AS m
 JOIN (SELECT id, ROW_NUMBER() OVER (PARTITION BY idempotency_key ORDER BY seq) AS key_rank
       FROM @moved) AS k ON k.id = m.id;
@@ -108,7 +112,13 @@ INSERT INTO @ledger (queue, dlq_delta, reason, fingerprint, job_type)
 SELECT m.queue, -1, m.reason, m.fingerprint, m.job_type FROM @moved AS m;
 INSERT INTO @ledger (queue, pending_delta)
 SELECT ISNULL(@queue, m.queue), 1 FROM @moved AS m;
+
+-- A dead member back in the hot pillar reopens its batch.
+INSERT INTO @batch_delta (batch_id, total, succeeded, dead)
+SELECT m.batch_id, 0, 0, -COUNT(*) FROM @moved AS m WHERE m.batch_id IS NOT NULL
+GROUP BY m.batch_id;
 ",
+        batches_apply!(),
         counters_apply!(),
         error_groups_apply!(),
         "
@@ -197,7 +207,8 @@ SELECT @where AS changed,
     ),
 };
 
-/// @P1 JSON ids. Pending hot jobs only. Answers how many went.
+/// @P1 JSON ids. Pending hot jobs only; a purged batch member leaves its batch (which may
+/// finish without it). Answers how many went.
 pub const PURGE_HOT: Statement = Statement {
     name: "purge_hot",
     class: Class::Transition,
@@ -206,17 +217,26 @@ pub const PURGE_HOT: Statement = Statement {
         "DECLARE @ids NVARCHAR(MAX) = @P1;
 ",
         ledger_decl!(),
-        "
+        batch_delta_decl!(),
+        "DECLARE @gone TABLE (id       BINARY(16)    NOT NULL PRIMARY KEY,
+                     queue    NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL,
+                     batch_id BINARY(16)    NULL);
 DELETE h
-OUTPUT deleted.queue, -1 INTO @ledger (queue, pending_delta)
+OUTPUT deleted.id, deleted.queue, deleted.batch_id INTO @gone (id, queue, batch_id)
 FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
 JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
   ON i.id = h.id
 WHERE h.status = 0;
+
+INSERT INTO @ledger (queue, pending_delta) SELECT g.queue, -1 FROM @gone AS g;
+INSERT INTO @batch_delta (batch_id, total, succeeded, dead)
+SELECT g.batch_id, -COUNT(*), 0, 0 FROM @gone AS g WHERE g.batch_id IS NOT NULL
+GROUP BY g.batch_id;
 ",
+        batches_apply!(),
         counters_apply!(),
         "
-SELECT COUNT_BIG(*) AS purged FROM @ledger;"
+SELECT COUNT_BIG(*) AS purged FROM @gone;"
     ),
 };
 

@@ -273,8 +273,9 @@ SELECT COUNT_BIG(*) AS released FROM @released AS r;"
 /// @P1 worker id, @P2 JSON array of completions (see `store::CompletionRow`).
 /// Answers the ids that were applied. Every move checks `status = 2 AND worker_id = @worker`:
 /// a job rescued, cancelled or completed by someone else meanwhile is left alone. One
-/// transaction for the whole group, in slices of 1,000 jobs per statement; the books
-/// (counters, metric rows, error groups) once at the end.
+/// transaction for the whole group, in slices of 1,000 jobs per statement; the batches of
+/// members that finished (`batches_apply!`, nothing when none did) and the books (counters,
+/// metric rows, error groups) once at the end.
 pub const COMPLETE: Statement = Statement {
     name: "complete",
     class: Class::Transition,
@@ -286,6 +287,7 @@ DECLARE @completions NVARCHAR(MAX) = @P2;
         ledger_decl!(),
         finished_decl!(),
         moved_decl!(),
+        batch_delta_decl!(),
         "DECLARE @c TABLE (
     slice       INT           NOT NULL,
     id          BINARY(16)    NOT NULL,
@@ -363,24 +365,25 @@ BEGIN
         (id, queue, job_type, payload, tags, priority, idempotency_key, correlation_id,
          created_by, created_at, scheduled_at, started_at, heartbeat_at, finished_at,
          expires_at, attempt, max_attempts, worker_id, errors, last_error, continuation,
-         original_payload, result, duration_ms)
+         original_payload, batch_id, trace_context, result, duration_ms)
     SELECT m.id, m.queue, m.job_type, m.payload, m.tags, m.priority, m.idempotency_key,
            m.correlation_id, m.created_by, m.created_at, m.scheduled_at, m.started_at,
            m.heartbeat_at, @now, m.expires_at, m.attempt, m.max_attempts, m.worker_id,
-           m.errors, m.last_error, m.continuation, m.original_payload, c.result,
-           c.duration_ms
+           m.errors, m.last_error, m.continuation, m.original_payload, m.batch_id,
+           m.trace_context, c.result, c.duration_ms
     FROM @moved AS m JOIN @c AS c ON c.slice = @slice AND c.id = m.id AND c.kind = 's';
 
     INSERT INTO [{schema}].[jobs_dlq]
         (id, queue, job_type, payload, tags, priority, idempotency_key, correlation_id,
          created_by, created_at, scheduled_at, started_at, heartbeat_at, finished_at,
          expires_at, attempt, max_attempts, worker_id, errors, last_error, continuation,
-         original_payload, reason, duration_ms, fingerprint)
+         original_payload, batch_id, trace_context, reason, duration_ms, fingerprint)
     SELECT m.id, m.queue, m.job_type, m.payload, m.tags, m.priority, m.idempotency_key,
            m.correlation_id, m.created_by, m.created_at, m.scheduled_at, m.started_at,
            m.heartbeat_at, @now, m.expires_at, m.attempt, m.max_attempts, m.worker_id,
            JSON_MODIFY(ISNULL(m.errors, N'[]'), 'append $', JSON_QUERY(c.error)),
-           LEFT(c.message, 400), m.continuation, m.original_payload, c.reason, c.duration_ms,
+           LEFT(c.message, 400), m.continuation, m.original_payload, m.batch_id,
+           m.trace_context, c.reason, c.duration_ms,
            ",
         fingerprint_of!("c.fp_head", "m.job_type"),
         "
@@ -421,7 +424,16 @@ SELECT m.queue, -1,
        CASE WHEN c.kind = 'd' THEN m.job_type END,
        CASE WHEN c.kind = 'd' THEN ISNULL(LEFT(c.message, 400), N'') END
 FROM @moved AS m JOIN @c AS c ON c.id = m.id;
+
+-- Batch members among the moved rows count into their batches (after the jobs: lock order).
+INSERT INTO @batch_delta (batch_id, total, succeeded, dead)
+SELECT m.batch_id, 0, SUM(CASE WHEN c.kind = 's' THEN 1 ELSE 0 END),
+       SUM(CASE WHEN c.kind = 'd' THEN 1 ELSE 0 END)
+FROM @moved AS m JOIN @c AS c ON c.id = m.id
+WHERE m.batch_id IS NOT NULL
+GROUP BY m.batch_id;
 ",
+        batches_apply!(),
         counters_apply!(),
         metrics_apply!(),
         run_times_apply!(),

@@ -1,40 +1,355 @@
-//! Batches on SQL Server. Not written yet: every call answers that the store cannot do it.
+//! Batches on SQL Server: a batch and its members written in one transaction
+//! (`queries::CREATE_BATCH`), and batch rows read back as `Batch`es. Each member's final move
+//! counts it into its batch and fires the callbacks that makes due inside the move's own
+//! statement (`batches_apply!` in `queries`), so no move pays a round trip for batches.
+
+use serde::Serialize;
 
 use super::SqlServerStore;
-use crate::batch::{Batch, BatchCreated, BatchId, BatchRequest};
+use crate::batch::{Batch, BatchCallbacks, BatchCreated, BatchEvent, BatchId, BatchRequest};
 use crate::error::{StoreError, StoreResult};
+use crate::model::{EnqueueRequest, JobId, Pillar};
 use crate::query::JobSummary;
+use crate::store::sqlserver::enqueue;
+use crate::store::sqlserver::pool::{self, Fault, PooledConn, Repeat};
+use crate::store::sqlserver::queries;
+use crate::store::sqlserver::reader;
+use crate::store::sqlserver::rows::{self, corrupt, opt_str, req_str};
+use crate::validation::{self, ValidationError};
 
-fn not_yet() -> StoreError {
-    StoreError::database(
-        "batches",
-        "batches are not implemented on the SQL Server store yet",
-        false,
-    )
+/// Width of `[batches].[description]` in UTF-16 code units (what NVARCHAR counts): room for
+/// the engine's `MAX_DESCRIPTION_CHARS` characters, each at most a surrogate pair.
+const MAX_DESCRIPTION_UNITS: usize = 2 * crate::batch::MAX_DESCRIPTION_CHARS;
+/// Most batches one `list_batches` call reads.
+const MAX_LISTED: u32 = 1_000;
+/// Most members one `batch_members` call reads (a batch has at most this many).
+const MAX_MEMBERS: u32 = validation::MAX_BATCH as u32;
+
+/// The job a callback enqueues, as the member move that fires it reads it (`batches_apply!`,
+/// with `OPENJSON … WITH`): made by `Batch::callback_job` when the batch is created, so the
+/// engine alone decides what a callback job is; the move fills in the payload's counts
+/// (`total`, `succeeded`, `dead`) as of the move. `callback_job` sets no other request field
+/// (`tests::a_callback_job_needs_only_the_fields_the_move_writes`).
+#[derive(Serialize)]
+struct CallbackJob<'a> {
+    queue: &'a str,
+    job_type: &'a str,
+    /// JSON text, in a string.
+    payload: &'a str,
+    /// The stored form (`,a,b,`).
+    tags: String,
+    priority: i32,
+    max_attempts: Option<i32>,
+    created_by: Option<&'a str>,
+}
+
+fn callback_request(job: &EnqueueRequest) -> StoreResult<String> {
+    validation::validate_name("queue", &job.queue)?;
+    validation::validate_name("job_type", &job.job_type)?;
+    let doc = CallbackJob {
+        queue: &job.queue,
+        job_type: &job.job_type,
+        payload: validation::normalize_payload(&job.payload),
+        tags: rows::tags_to_stored(&job.tags),
+        priority: job.priority,
+        max_attempts: job
+            .max_attempts
+            .map(|m| i32::try_from(m).unwrap_or(i32::MAX)),
+        created_by: job.created_by.as_deref(),
+    };
+    serde_json::to_string(&doc).map_err(|e| StoreError::database("encode batch callback", e, false))
+}
+
+fn batch_hex(id: BatchId) -> String {
+    rows::id_hex(JobId(id.0))
+}
+
+fn count32(row: &tiberius::Row, col: &str) -> Result<u32, Fault> {
+    Ok(u32::try_from(rows::req_int(row, col)?.max(0)).unwrap_or(u32::MAX))
+}
+
+/// A batch row (`queries::BATCH_COLUMNS`).
+fn batch(row: &tiberius::Row) -> Result<Batch, Fault> {
+    let id = BatchId(rows::row_id(row, "id")?.0);
+    let callbacks: BatchCallbacks =
+        serde_json::from_str(&req_str(row, "callbacks")?).map_err(|e| {
+            corrupt(format!(
+                "batch {id} has a callback list this version cannot read: {e}"
+            ))
+        })?;
+    let fired = |col: &str| -> Result<Option<JobId>, Fault> {
+        match row.try_get::<&[u8], _>(col)? {
+            Some(bytes) => rows::id_from_bytes(bytes).map(Some),
+            None => Ok(None),
+        }
+    };
+    Ok(Batch {
+        id,
+        description: opt_str(row, "description")?,
+        created_by: opt_str(row, "created_by")?,
+        created_at: rows::req_time(row, "created_at")?,
+        total: count32(row, "total")?,
+        succeeded: count32(row, "succeeded")?,
+        dead: count32(row, "dead")?,
+        finished_at: rows::opt_time(row, "finished_at")?,
+        callbacks,
+        success_job_id: fired("success_job_id")?,
+        complete_job_id: fired("complete_job_id")?,
+        death_job_id: fired("death_job_id")?,
+    })
+}
+
+/// What the batch row's columns cannot hold is refused before the write (the members are
+/// held to theirs by `enqueue::request_json`).
+fn validate_widths(req: &BatchRequest) -> StoreResult<()> {
+    if let Some(d) = &req.description {
+        let units = d.encode_utf16().count();
+        if units > MAX_DESCRIPTION_UNITS {
+            return Err(StoreError::Invalid(ValidationError::new(
+                "description",
+                format!("is {units} UTF-16 code units long"),
+                format!(
+                    "give at most {} characters of plain text",
+                    crate::batch::MAX_DESCRIPTION_CHARS
+                ),
+            )));
+        }
+    }
+    validation::validate_optional_name("created_by", req.created_by.as_deref())?;
+    Ok(())
 }
 
 impl SqlServerStore {
-    pub(super) async fn create_batch_rows(&self, _req: BatchRequest) -> StoreResult<BatchCreated> {
-        Err(not_yet())
+    /// The batch row and every member in one transaction; ids are fixed before the first
+    /// attempt, so the statement may run again after an ambiguous failure (it then finds what
+    /// it wrote).
+    pub(super) async fn create_batch_rows(&self, req: BatchRequest) -> StoreResult<BatchCreated> {
+        validate_widths(&req)?;
+        let id = BatchId::new();
+        let job_ids: Vec<JobId> = req.jobs.iter().map(|_| JobId::new()).collect();
+        let members = enqueue::request_json(&req.jobs, Some(&job_ids))?;
+        // The callbacks' jobs, made by the engine from the batch as created; only the counts
+        // in their payloads change before one fires.
+        let shell = Batch {
+            id,
+            description: req.description.clone(),
+            created_by: req.created_by.clone(),
+            created_at: chrono::Utc::now(),
+            total: u32::try_from(req.jobs.len()).unwrap_or(u32::MAX),
+            succeeded: 0,
+            dead: 0,
+            finished_at: None,
+            callbacks: req.callbacks.clone(),
+            success_job_id: None,
+            complete_job_id: None,
+            death_job_id: None,
+        };
+        let request = |event: BatchEvent| -> StoreResult<Option<String>> {
+            shell
+                .callback_job(event)
+                .map(|job| callback_request(&job))
+                .transpose()
+        };
+        let success = request(BatchEvent::Success)?;
+        let complete = request(BatchEvent::Complete)?;
+        let death = request(BatchEvent::Death)?;
+        let callbacks = serde_json::to_string(&req.callbacks)
+            .map_err(|e| StoreError::database("encode batch callbacks", e, false))?;
+        let hex = batch_hex(id);
+        let sql = self.sql(queries::CREATE_BATCH.sql);
+        let params: [&dyn tiberius::ToSql; 8] = [
+            &hex,
+            &req.description,
+            &req.created_by,
+            &callbacks,
+            &success,
+            &complete,
+            &death,
+            &members,
+        ];
+        let (sql, params) = (&sql, &params);
+        // A duplicate key is transient here as for an enqueue: a retry racing the attempt it
+        // repeats (still running on the server) meets that attempt's rows, and the next one
+        // finds them committed.
+        let rows = pool::run(
+            &self.pool,
+            &self.last_connect_error,
+            "create_batch",
+            Repeat::Always,
+            true,
+            self.retry,
+            self.command_timeout,
+            move |mut conn: PooledConn| async move {
+                let result: Result<Vec<tiberius::Row>, Fault> = async {
+                    let stream = conn.client.query(sql.as_str(), params).await?;
+                    reader::read_declared(
+                        queries::CREATE_BATCH.name,
+                        queries::CREATE_BATCH.reads,
+                        stream,
+                    )
+                    .await
+                }
+                .await;
+                (conn, result)
+            },
+        )
+        .await?;
+        let row = rows.first().ok_or_else(|| {
+            StoreError::database("create_batch", "the batch row just written is gone", false)
+        })?;
+        let batch = batch(row).map_err(|f| self.fault("create_batch", f))?;
+        Ok(BatchCreated { batch, job_ids })
     }
 
-    pub(super) async fn batch_row(&self, _id: BatchId) -> StoreResult<Option<Batch>> {
-        Err(not_yet())
+    pub(super) async fn batch_row(&self, id: BatchId) -> StoreResult<Option<Batch>> {
+        let hex = batch_hex(id);
+        let rows = self
+            .rows_of("get_batch", Repeat::Always, &queries::GET_BATCH, &[&hex])
+            .await?;
+        rows.first()
+            .map(|r| batch(r).map_err(|f| self.fault("get_batch", f)))
+            .transpose()
     }
 
+    /// Newest first; `before` pages back.
     pub(super) async fn batch_rows(
         &self,
-        _before: Option<BatchId>,
-        _limit: u32,
+        before: Option<BatchId>,
+        limit: u32,
     ) -> StoreResult<Vec<Batch>> {
-        Err(not_yet())
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let before = before.map(batch_hex);
+        let top = i64::from(limit.min(MAX_LISTED));
+        let rows = self
+            .rows_of(
+                "list_batches",
+                Repeat::Always,
+                &queries::LIST_BATCHES,
+                &[&before, &top],
+            )
+            .await?;
+        self.map_rows("list_batches", &rows, batch)
     }
 
+    /// Active members first, then dead, then succeeded, in id order within a pillar.
     pub(super) async fn batch_member_rows(
         &self,
-        _id: BatchId,
-        _limit: u32,
+        id: BatchId,
+        limit: u32,
     ) -> StoreResult<Vec<JobSummary>> {
-        Err(not_yet())
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let hex = batch_hex(id);
+        let top = i32::try_from(limit.min(MAX_MEMBERS)).unwrap_or(i32::MAX);
+        let rows = self
+            .rows_of(
+                "batch_members",
+                Repeat::Always,
+                &queries::BATCH_MEMBERS,
+                &[&hex, &top],
+            )
+            .await?;
+        self.map_rows("batch_members", &rows, |r| {
+            let pillar = match rows::req_int(r, "pillar")? {
+                0 => Pillar::Hot,
+                1 => Pillar::Archive,
+                2 => Pillar::Dlq,
+                other => return Err(corrupt(format!("unknown pillar {other}"))),
+            };
+            rows::summary(r, pillar)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::BatchCallback;
+
+    fn shell(callbacks: BatchCallbacks) -> Batch {
+        Batch {
+            id: BatchId::new(),
+            description: Some("monthly \"report\"".into()),
+            created_by: None,
+            created_at: chrono::Utc::now(),
+            total: 3,
+            succeeded: 0,
+            dead: 0,
+            finished_at: None,
+            callbacks,
+            success_job_id: None,
+            complete_job_id: None,
+            death_job_id: None,
+        }
+    }
+
+    /// The move writes a callback job from the fields of `CallbackJob` alone (and the
+    /// defaults of every other column): should `callback_job` set another request field, this
+    /// fails, and `CallbackJob` and `batches_apply!` need it too.
+    #[test]
+    fn a_callback_job_needs_only_the_fields_the_move_writes() {
+        let mut cb = BatchCallback::new("reports", "summary").with_payload(r#"{"r":7}"#);
+        cb.priority = 4;
+        cb.max_attempts = Some(2);
+        let b = shell(BatchCallbacks {
+            on_complete: Some(cb),
+            ..Default::default()
+        });
+        let job = b.callback_job(BatchEvent::Complete).expect("configured");
+        let only_these = EnqueueRequest {
+            queue: job.queue.clone(),
+            job_type: job.job_type.clone(),
+            payload: job.payload.clone(),
+            tags: job.tags.clone(),
+            priority: job.priority,
+            max_attempts: job.max_attempts,
+            created_by: job.created_by.clone(),
+            ..Default::default()
+        };
+        assert_eq!(job, only_these);
+
+        let doc: serde_json::Value =
+            serde_json::from_str(&callback_request(&job).unwrap()).unwrap();
+        assert_eq!(doc["queue"], "reports");
+        assert_eq!(doc["job_type"], "summary");
+        assert_eq!(doc["priority"], 4);
+        assert_eq!(doc["max_attempts"], 2);
+        assert_eq!(doc["tags"], format!(",batch:{},", b.id));
+        assert_eq!(doc["created_by"], format!("batch {} on_complete", b.id));
+        // The payload is JSON text in a string, with the counts the move replaces
+        // (JSON_MODIFY on '$.total', '$.succeeded', '$.dead').
+        let payload: serde_json::Value =
+            serde_json::from_str(doc["payload"].as_str().expect("a string")).unwrap();
+        for count in ["total", "succeeded", "dead"] {
+            assert!(
+                payload[count].is_u64(),
+                "{count} is a number at the top level"
+            );
+        }
+        assert_eq!(payload["args"]["r"], 7);
+        assert_eq!(payload["description"], "monthly \"report\"");
+    }
+
+    #[test]
+    fn what_the_batch_row_cannot_hold_is_refused() {
+        let mut req = BatchRequest {
+            description: Some("é".repeat(crate::batch::MAX_DESCRIPTION_CHARS)),
+            ..Default::default()
+        };
+        validate_widths(&req).unwrap();
+        req.description = Some("😀".repeat(crate::batch::MAX_DESCRIPTION_CHARS + 1));
+        assert!(matches!(
+            validate_widths(&req),
+            Err(StoreError::Invalid(e)) if e.field == "description"
+        ));
+        req.description = None;
+        req.created_by = Some("x".repeat(256));
+        assert!(matches!(
+            validate_widths(&req),
+            Err(StoreError::Invalid(e)) if e.field == "created_by"
+        ));
     }
 }
