@@ -781,16 +781,21 @@ pub enum PruneTarget {
     /// A schedule's history of handled occurrences (its last run stays on the schedule);
     /// kept as long as the archive.
     ScheduleRuns,
+    /// Finished batches (their members go by their own pillar's retention); kept as long as
+    /// the longer of archive and DLQ, so a dead member that can still be resurrected still
+    /// has its batch to reopen.
+    Batches,
 }
 
 impl PruneTarget {
-    pub const ALL: [PruneTarget; 6] = [
+    pub const ALL: [PruneTarget; 7] = [
         PruneTarget::Archive,
         PruneTarget::Dlq,
         PruneTarget::MetricBuckets,
         PruneTarget::Audit,
         PruneTarget::UniqueKeys,
         PruneTarget::ScheduleRuns,
+        PruneTarget::Batches,
     ];
 
     /// How long `policy` keeps this target's rows. The audit log is kept as long as the
@@ -801,6 +806,7 @@ impl PruneTarget {
             PruneTarget::Dlq => policy.dlq,
             PruneTarget::MetricBuckets | PruneTarget::Audit => policy.metrics,
             PruneTarget::UniqueKeys => Duration::ZERO,
+            PruneTarget::Batches => policy.archive.max(policy.dlq),
         }
     }
 }
@@ -846,6 +852,9 @@ pub struct PruneReport {
     /// Schedule history rows older than the archive's retention.
     #[serde(default)]
     pub schedule_runs: u64,
+    /// Batches finished longer ago than archive and DLQ keep their jobs.
+    #[serde(default)]
+    pub batches: u64,
 }
 
 impl PruneReport {
@@ -857,6 +866,7 @@ impl PruneReport {
             + self.audit
             + self.unique_keys
             + self.schedule_runs
+            + self.batches
     }
 }
 

@@ -81,6 +81,9 @@ CREATE TABLE [{schema}].[batches] (
     [death_job_id]     BINARY(16)     NULL,
     CONSTRAINT [PK_batches] PRIMARY KEY CLUSTERED ([id])
 );
+-- Retention deletes finished batches oldest first.
+CREATE NONCLUSTERED INDEX [IX_batches_finished] ON [{schema}].[batches] ([finished_at])
+    WHERE [finished_at] IS NOT NULL;
 
 -- [enqueue_batch] and [enqueue] as in 0007, with trace_context.
 EXEC(N'CREATE OR ALTER PROCEDURE [{schema}].[enqueue_batch]

@@ -62,6 +62,7 @@ impl Pruner {
                 audit = report.audit,
                 unique_keys = report.unique_keys,
                 schedule_runs = report.schedule_runs,
+                batches = report.batches,
                 "retention sweep deleted old rows"
             );
         }
@@ -71,13 +72,15 @@ impl Pruner {
                     EventKind::Pruned,
                     format!(
                         "retention: {} archived, {} dead-letter jobs, {} metric buckets, {} \
-                         audit entries, {} lapsed unique keys, {} schedule history rows deleted",
+                         audit entries, {} lapsed unique keys, {} schedule history rows, {} finished \
+                         batches deleted",
                         report.archive,
                         report.dlq,
                         report.metric_buckets,
                         report.audit,
                         report.unique_keys,
-                        report.schedule_runs
+                        report.schedule_runs,
+                        report.batches
                     ),
                 )
             });
@@ -126,6 +129,7 @@ pub async fn prune(store: &dyn Store, policy: &RetentionPolicy) -> StoreResult<P
             PruneTarget::Audit => report.audit = deleted,
             PruneTarget::UniqueKeys => report.unique_keys = deleted,
             PruneTarget::ScheduleRuns => report.schedule_runs = deleted,
+            PruneTarget::Batches => report.batches = deleted,
         }
     }
     Ok(report)

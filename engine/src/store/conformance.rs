@@ -72,6 +72,7 @@ macro_rules! store_conformance_tests {
             batches::purging_a_pending_member_takes_it_out_of_the_batch,
             batches::members_finishing_together_on_two_handles_fire_each_callback_once,
             batches::trace_context_travels_with_the_job_through_every_pillar,
+            batches::retention_deletes_finished_batches_and_keeps_open_ones,
             scheduling::future_jobs_are_not_claimable_until_due,
             scheduling::claim_order_is_priority_then_due_time_then_id,
             scheduling::expired_jobs_are_not_claimed_and_rescue_dead_letters_them,

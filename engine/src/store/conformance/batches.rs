@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use super::support::*;
 use crate::batch::{Batch, BatchCallback, BatchCallbacks, BatchCreated, BatchId, BatchRequest};
-use crate::model::{Completion, EnqueueRequest, FailureReason, JobId, JobState, Pillar};
+use crate::model::{
+    Completion, EnqueueRequest, FailureReason, JobId, JobState, Pillar, PruneStep, PruneTarget,
+};
 use crate::store::Store;
 
 const CALLBACKS: &str = "batch-callbacks";
@@ -322,5 +324,41 @@ pub async fn trace_context_travels_with_the_job_through_every_pillar(f: StoreFac
     assert_eq!(job(&*store, dead).await.trace_context, expected);
     let plain = enqueue(&*store, req("trace-none", "plain")).await;
     assert_eq!(job(&*store, plain).await.trace_context, None);
+    assert_counters_match_rows(&*store).await;
+}
+
+pub async fn retention_deletes_finished_batches_and_keeps_open_ones(f: StoreFactory) {
+    let store = f.store();
+    let finished = create(&store, request("batch-old", 1, BatchCallbacks::default())).await;
+    let open = create(&store, request("batch-open", 1, BatchCallbacks::default())).await;
+    let ids = start_queue(&*store, "batch-old", "w", 1).await;
+    assert!(complete_one(&*store, "w", succeeded(ids[0], None)).await);
+    let young = PruneStep {
+        target: PruneTarget::Batches,
+        older_than: std::time::Duration::from_secs(3600),
+        limit: 100,
+    };
+    assert_eq!(
+        store.prune_step(young).await.expect("prune"),
+        0,
+        "young batches stay"
+    );
+    let_clock_advance().await;
+    let all = PruneStep {
+        older_than: std::time::Duration::ZERO,
+        ..young
+    };
+    assert_eq!(store.prune_step(all).await.expect("prune"), 1);
+    assert!(
+        store
+            .get_batch(finished.batch.id)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        store.get_batch(open.batch.id).await.expect("get").is_some(),
+        "a batch with pending members is never pruned"
+    );
     assert_counters_match_rows(&*store).await;
 }

@@ -159,6 +159,15 @@ pub(crate) fn prune_step(
             .execute(rusqlite::params_from_iter(params.iter()))
             .map(|n| n as u64)
             .map_err(db_err("prune")),
+        PruneTarget::Batches => conn
+            .prepare_cached(
+                "DELETE FROM batches WHERE id IN \
+                 (SELECT id FROM batches WHERE finished_at < ?1 ORDER BY finished_at LIMIT ?2)",
+            )
+            .map_err(db_err("prune"))?
+            .execute(rusqlite::params_from_iter(params.iter()))
+            .map(|n| n as u64)
+            .map_err(db_err("prune")),
         PruneTarget::Audit => conn
             .prepare_cached(
                 "DELETE FROM audit_log WHERE id IN \

@@ -1031,6 +1031,7 @@ impl Store for SqlServerStore {
             PruneTarget::Audit => &queries::PRUNE_AUDIT,
             PruneTarget::UniqueKeys => &queries::PRUNE_UNIQUE_KEYS,
             PruneTarget::ScheduleRuns => &queries::PRUNE_SCHEDULE_RUNS,
+            PruneTarget::Batches => &queries::PRUNE_BATCHES,
         };
         let deleted = self
             .count_of(

@@ -203,3 +203,14 @@ SELECT m.pillar, m.id, m.queue, m.job_type, m.status, m.reason, m.priority, m.ta
 FROM @members AS m
 ORDER BY m.seq, m.id;",
 };
+
+/// Retention: finished batches older than @P1 seconds, at most @P2 of them. A reopened batch
+/// has no `finished_at` and stays.
+pub const PRUNE_BATCHES: Statement = Statement {
+    name: "prune_batches",
+    class: Class::Transition,
+    reads: Reads::Rows(&["deleted"]),
+    sql: tx!("DELETE TOP (@P2) FROM [{schema}].[batches]
+WHERE finished_at < DATEADD(SECOND, -@P1, SYSUTCDATETIME());
+SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
+};
