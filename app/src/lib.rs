@@ -46,6 +46,8 @@ pub use telemetry_view::{
 pub use tick_cache::TickCache;
 
 use pages::admin::{AuditPage, InstancesPage, SettingsPage};
+use pages::batches::BatchesPage;
+use pages::batches::detail::BatchPage;
 use pages::bulk::{BulkPage, BulkRunPage};
 use pages::job::JobPage;
 use pages::jobs::JobsPage;
@@ -92,6 +94,8 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/queues") view=QueuesPage ssr=SsrMode::Async/>
                 <Route path=path!("/schedules") view=SchedulesPage ssr=SsrMode::Async/>
                 <Route path=path!("/schedules/:name") view=SchedulePage ssr=SsrMode::Async/>
+                <Route path=path!("/batches") view=BatchesPage ssr=SsrMode::Async/>
+                <Route path=path!("/batches/:id") view=BatchPage ssr=SsrMode::Async/>
                 <Route path=path!("/jobs") view=JobsPage ssr=SsrMode::Async/>
                 <Route path=path!("/jobs/:id") view=JobPage ssr=SsrMode::Async/>
                 <Route path=path!("/dlq/bulk") view=BulkPage ssr=SsrMode::Async/>

@@ -1,8 +1,9 @@
-//! Live refresh of the pages past the overview (job lists, a job, queues): once per tick the
-//! stream renders the viewer's own page through the same router a reload would, and pushes
-//! it only when it changed. `live.js` swaps in the page's `data-live-page` regions the
-//! operator is not working in. Viewers of the same page share one render per tick, so a tick
-//! costs one read per page being watched, however many browsers watch it.
+//! Live refresh of the pages past the overview (job lists, a job, queues, schedules,
+//! batches): once per tick the stream renders the viewer's own page through the same router
+//! a reload would, and pushes it only when it changed. `live.js` swaps in the page's
+//! `data-live-page` regions the operator is not working in. Viewers of the same page share
+//! one render per tick, so a tick costs one read per page being watched, however many
+//! browsers watch it.
 
 use std::collections::HashMap;
 use std::convert::Infallible;
@@ -38,8 +39,10 @@ pub fn is_live_page(path: &str) -> bool {
     path == "/jobs"
         || path == "/queues"
         || path == "/schedules"
+        || path == "/batches"
         || path.strip_prefix("/jobs/").is_some_and(one_segment)
         || path.strip_prefix("/schedules/").is_some_and(one_segment)
+        || path.strip_prefix("/batches/").is_some_and(one_segment)
 }
 
 #[derive(Clone)]
@@ -135,8 +138,8 @@ pub async fn stream(
     if !q.path.starts_with('/') || !is_live_page(&q.path) {
         return (
             StatusCode::BAD_REQUEST,
-            "live refresh covers /jobs, /jobs/{id}, /queues, /schedules and /schedules/{name}; the \
-             overview has /live",
+            "live refresh covers /jobs, /jobs/{id}, /queues, /schedules, /schedules/{name}, \
+             /batches and /batches/{id}; the overview has /live",
         )
             .into_response();
     }
@@ -249,6 +252,9 @@ mod tests {
             "/jobs/0193",
             "/schedules",
             "/schedules/nightly%2Freport?tz=UTC",
+            "/batches",
+            "/batches?before=0193a5c2-0000-7000-8000-000000000000",
+            "/batches/0193a5c2-0000-7000-8000-000000000000",
         ] {
             assert!(is_live_page(ok), "{ok}");
         }
@@ -262,6 +268,8 @@ mod tests {
             "/dlq/bulk",
             "/schedules/",
             "/schedules/a/b",
+            "/batches/",
+            "/batches/a/b",
         ] {
             assert!(!is_live_page(refused), "{refused}");
         }

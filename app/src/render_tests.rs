@@ -600,3 +600,136 @@ fn the_schedule_form_marks_the_refused_field_and_gives_back_what_was_typed() {
     let value: String = doc.select(&sel).next().unwrap().text().collect();
     assert_eq!(value, typed, "exactly as typed");
 }
+
+fn batch(total: u32, succeeded: u32, dead: u32) -> deck_engine::Batch {
+    use deck_engine::{BatchCallback, BatchCallbacks, BatchId};
+    deck_engine::Batch {
+        id: BatchId::new(),
+        description: Some("<script>alert('batch')</script>".into()),
+        created_by: Some("billing <team>".into()),
+        created_at: at("2026-12-03T07:00:00Z"),
+        total,
+        succeeded,
+        dead,
+        finished_at: (succeeded + dead == total).then(|| at("2026-12-03T07:05:00Z")),
+        callbacks: BatchCallbacks {
+            on_success: Some(BatchCallback::new("reports", "report.summarize")),
+            on_complete: None,
+            on_death: Some(BatchCallback::new("alerts", "<b>alert</b>")),
+        },
+        success_job_id: None,
+        complete_job_id: None,
+        death_job_id: (dead > 0).then(JobId::new),
+    }
+}
+
+#[test]
+fn batch_rows_say_their_progress_in_words_and_escape_what_producers_wrote() {
+    use crate::pages::batches::{BatchList, BatchPageData};
+    let running = batch(40, 36, 1);
+    let death_job = running.death_job_id.unwrap();
+    let data = BatchPageData {
+        batches: vec![running, batch(2, 2, 0)],
+        older: None,
+        paged: false,
+    };
+    let now = at("2026-12-03T08:00:00Z");
+    let out = html(move || view! { <BatchList data=data now=now/> }.into_any());
+    for part in [
+        ">37 of 40 done, 1 dead<",
+        r#"<progress max="40" value="37""#,
+        r#"data-state="running""#,
+        ">2 of 2 done<",
+        r#"data-state="finished""#,
+        &format!(r#"href="/jobs/{death_job}""#),
+        "not fired",
+        "&lt;script&gt;alert('batch')&lt;/script&gt;",
+        "billing &lt;team&gt;",
+    ] {
+        assert!(out.contains(part), "{part}: {out}");
+    }
+    assert!(!out.contains("<script>"), "{out}");
+    assert!(
+        out.contains(r#"<caption class="visually-hidden">"#) && out.contains(r#"scope="col""#),
+        "a table for screen readers: {out}"
+    );
+}
+
+#[test]
+fn a_batch_page_offers_resurrect_on_dead_members_to_operators_only() {
+    use crate::pages::batches::detail::BatchDetail;
+    use deck_engine::JobSummary;
+    let now = at("2026-12-03T08:00:00Z");
+    let summary = |state: JobState, error: Option<&str>| JobSummary {
+        id: JobId::new(),
+        queue: "invoices".into(),
+        job_type: "invoice.send".into(),
+        state,
+        priority: 0,
+        tags: vec![],
+        attempt: 1,
+        created_at: now,
+        scheduled_at: now,
+        started_at: None,
+        finished_at: None,
+        worker_id: None,
+        last_error: error.map(str::to_string),
+    };
+    let dead = summary(
+        JobState::Dead(FailureReason::Fatal),
+        Some("<img src=x onerror=alert(1)>"),
+    );
+    let dead_id = dead.id;
+    let members = vec![summary(JobState::Pending, None), dead];
+    let page = |can_act: bool| {
+        let members = members.clone();
+        html(move || {
+            view! { <BatchDetail batch=batch(2, 0, 1) members=Ok(members) now=now can_act=can_act/> }
+                .into_any()
+        })
+    };
+    let operator = page(true);
+    assert_eq!(
+        operator.matches(r#"action="/fn/job/resurrect""#).count(),
+        1,
+        "{operator}"
+    );
+    assert!(operator.contains(&format!(r#"name="id" value="{dead_id}""#)));
+    assert!(operator.contains("reopens the batch"));
+    assert!(operator.contains("&lt;img src=x onerror=alert(1)&gt;"));
+    assert!(!operator.contains("<img"), "{operator}");
+    assert!(operator.contains("&lt;b&gt;alert&lt;/b&gt;"), "{operator}");
+    let viewer = page(false);
+    assert!(!viewer.contains("/fn/job/resurrect"), "{viewer}");
+    assert!(viewer.contains("Read-only"), "{viewer}");
+}
+
+#[test]
+fn a_batch_whose_members_were_all_purged_still_draws_a_valid_bar() {
+    use crate::pages::batches::BatchProgress;
+    let out = html(|| view! { <BatchProgress batch=batch(0, 0, 0)/> }.into_any());
+    assert!(out.contains(r#"max="1" value="0""#), "{out}");
+    assert!(out.contains("no members"), "{out}");
+}
+
+#[test]
+fn a_traced_job_shows_its_trace_id_and_only_that() {
+    let mut job = running_job(Utc::now());
+    job.trace_context = Some(
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01;x=<script>alert(1)</script>"
+            .into(),
+    );
+    let out = html(move || view! { <JobView job=job editing=false draft=None/> }.into_any());
+    let doc = scraper::Html::parse_fragment(&out);
+    let sel = scraper::Selector::parse("code[data-trace-id]").unwrap();
+    let shown: Vec<String> = doc.select(&sel).map(|e| e.text().collect()).collect();
+    assert_eq!(shown, ["4bf92f3577b34da6a3ce929d0e0e4736"], "{out}");
+    assert!(
+        !out.contains("script"),
+        "the tracestate is not shown: {out}"
+    );
+
+    let untraced = running_job(Utc::now());
+    let out = html(move || view! { <JobView job=untraced editing=false draft=None/> }.into_any());
+    assert!(!out.contains("Trace id"), "{out}");
+}

@@ -76,6 +76,9 @@ struct Seeded {
     dead: JobId,
     /// A schedule whose name, job and tags are hostile, run once.
     schedule: String,
+    /// A batch whose description, creator, members and callbacks are hostile; one member
+    /// dead (its error hostile), so its `on_death` fired.
+    batch: deck_engine::BatchId,
 }
 
 fn request(method: &str, path: &str) -> axum::http::request::Builder {
@@ -266,6 +269,37 @@ async fn seeded() -> Seeded {
         .await
         .unwrap();
 
+    let batch_queue = hostile("batch queue");
+    let callback = || {
+        deck_engine::BatchCallback::new(hostile("batch callback queue"), hostile("batch callback"))
+    };
+    let batch = ops
+        .create_batch(deck_engine::BatchRequest {
+            description: Some(hostile("batch description")),
+            created_by: Some(hostile("batch created by")),
+            jobs: vec![EnqueueRequest::new(
+                &batch_queue,
+                hostile("batch type"),
+                "{}",
+            )],
+            callbacks: deck_engine::BatchCallbacks {
+                on_success: Some(callback()),
+                on_complete: None,
+                on_death: Some(callback()),
+            },
+        })
+        .await
+        .unwrap()
+        .batch
+        .id;
+    finish(&store, &batch_queue, |id| Completion::DeadLetter {
+        id,
+        reason: FailureReason::Fatal,
+        error: attempt_error("batch error"),
+        duration_ms: 3,
+    })
+    .await;
+
     let console = Console::new(
         HostileBackend(Operations::over_store(store.clone())),
         ConsoleOptions {
@@ -289,6 +323,7 @@ async fn seeded() -> Seeded {
         archived,
         dead,
         schedule,
+        batch,
     }
 }
 
@@ -477,6 +512,8 @@ async fn no_page_runs_what_users_planted() {
         (odd_zone, &["schedule", "zone"]),
         (refused, &["schedule", "draft name", "draft cron", "draft zone", "draft schedule queue", "draft type", "draft schedule payload", "draft schedule tags"]),
         (refused_edit, &["schedule", "draft interval", "schedule queue"]),
+        ("/batches".into(), &["batch description", "batch created by"]),
+        (format!("/batches/{}", s.batch), &["batch description", "batch created by", "batch queue", "batch type", "batch error", "batch callback queue", "batch callback"]),
         ("/settings".into(), &[]),
         ("/instances".into(), &["instance", "host", "version"]),
         ("/audit".into(), &["audit actor", "audit action", "audit target", "audit detail", "queue", "schedule"]),
@@ -493,6 +530,12 @@ async fn no_page_runs_what_users_planted() {
     assert_eq!(status, StatusCode::NOT_FOUND, "{html}");
     assert_inert(&missing, &html, policy_nonce(&policy));
     assert!(shows(&html, "no schedule"), "{html}");
+    // Nor a batch id that is not one.
+    let missing = format!("/batches/{}", deck_app::format::enc(&hostile("no batch")));
+    let (status, html, policy) = get(r, &missing).await;
+    assert_eq!(status, StatusCode::NOT_FOUND, "{html}");
+    assert_inert(&missing, &html, policy_nonce(&policy));
+    assert!(shows(&html, "no batch"), "{html}");
 
     // Last: a bulk run by a hostile filter that matches nothing, and its progress page.
     let filter =

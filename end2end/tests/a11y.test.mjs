@@ -44,6 +44,26 @@ async function plantPendingJob() {
   return JSON.parse(body).id;
 }
 
+/** A batch with a dead member (a demo charge failing its only attempt) and one due in an
+ * hour: a batch page with a fired callback and the resurrect action. */
+async function plantBatch() {
+  const res = await fetch(deck.base + "/api/v1/batches", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      description: "a11y batch",
+      jobs: [
+        { queue: "e2e-a11y-batch", type: "billing.charge", payload: { invoice: "A11Y-1", amount_cents: 1, flaky_attempts: 99 }, max_attempts: 1 },
+        { queue: "e2e-a11y-batch", type: "billing.charge", payload: { invoice: "A11Y-2", amount_cents: 1 }, delay_ms: 3_600_000 },
+      ],
+      callbacks: { on_death: { queue: "e2e-a11y-batch", type: "demo.echo" }, on_complete: { queue: "e2e-a11y-batch", type: "demo.echo" } },
+    }),
+  });
+  const body = await res.text();
+  assert.equal(res.status, 201, body);
+  return JSON.parse(body).batch.id;
+}
+
 const firstJobHref = () => page.locator("table.jobs tbody td.id a").first().getAttribute("href");
 
 /** Every console page: each route of the app's router, each job list per pillar and state. */
@@ -51,11 +71,13 @@ let pages;
 async function consolePages() {
   if (pages) return pages;
   const pending = await plantPendingJob();
+  const batch = await plantBatch();
   await waitForRows("/", "[data-live=queues] tbody tr");
   await waitForRows("/jobs?source=archive", "table.jobs tbody tr");
   const archived = await firstJobHref();
   await waitForRows("/jobs?source=dlq", "table.jobs tbody tr");
   const dead = await firstJobHref();
+  await waitForRows(`/batches/${batch}`, "#batch-members tr[data-state=dead]", 30);
   // A paused queue (its badge and border) and the flash messages after an action.
   const paused = await fetch(deck.base + "/api/v1/queues/e2e-a11y/pause", { method: "POST" });
   assert.ok(paused.ok, await paused.text());
@@ -88,6 +110,11 @@ async function consolePages() {
     "/schedules/demo-nightly-digest",
     "/schedules/demo-nightly-digest?tz=Asia/Tokyo",
     "/schedules/no-such-schedule",
+    "/batches",
+    "/batches?before=not-a-batch-id",
+    `/batches/${batch}`,
+    "/batches/not-a-batch-id",
+    "/batches/00000000-0000-7000-8000-000000000000",
     "/settings",
     "/instances",
     "/audit",
@@ -147,7 +174,7 @@ for (const theme of THEMES) {
 
 test("axe on a phone: no serious or critical violation on the main pages, in both system themes", async () => {
   const paths = await consolePages();
-  const main = ["/", "/queues", "/jobs?source=dlq", paths.find((p) => /^\/jobs\/[0-9a-f-]{36}$/.test(p)), "/dlq/bulk?source=dlq", "/settings", "/audit", "/no/such/page"];
+  const main = ["/", "/queues", "/jobs?source=dlq", paths.find((p) => /^\/jobs\/[0-9a-f-]{36}$/.test(p)), "/dlq/bulk?source=dlq", "/batches", paths.find((p) => /^\/batches\/[0-9a-f-]{36}$/.test(p)), "/settings", "/audit", "/no/such/page"];
   await page.setViewportSize({ width: 390, height: 844 });
   const found = [];
   try {

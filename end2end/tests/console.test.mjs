@@ -120,6 +120,76 @@ test("schedules: the demo's schedules run, run now, pause and resume, a schedule
   assert.equal(await page.locator('tr[data-schedule="e2e-bad"]').count(), 0);
 });
 
+/** A batch of two demo charges in a queue of this test's own, one failing its only attempt. */
+async function plantBatch() {
+  const charge = (invoice, flaky) => ({
+    queue: "e2e-batch",
+    type: "billing.charge",
+    payload: { invoice, amount_cents: 100, flaky_attempts: flaky },
+    max_attempts: 1,
+  });
+  const callback = (notify) => ({ queue: "e2e-batch", type: "demo.echo", payload: { notify } });
+  const res = await fetch(deck.base + "/api/v1/batches", {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({
+      description: "e2e invoices",
+      jobs: [charge("E2E-1", 0), charge("E2E-2", 99)],
+      callbacks: { on_success: callback("all paid"), on_death: callback("a charge died") },
+    }),
+  });
+  const body = await res.text();
+  assert.equal(res.status, 201, body);
+  const created = JSON.parse(body);
+  return { id: created.batch.id, members: created.job_ids };
+}
+
+test("batches: progress in words, callbacks linked to their jobs, members; resurrecting the dead member reopens the batch", async () => {
+  const { id, members } = await plantBatch();
+  // Finished with a death: both members final (the other one may still run a moment after the first died).
+  await waitForRows(`/batches/${id}`, "#batch-counts [data-state=dead]", 30);
+  assert.equal(await page.locator("#batch-members tbody tr").count(), 2);
+  assert.equal((await page.locator(".batch-progress .progress-text").innerText()).trim(), "2 of 2 done, 1 dead");
+  assert.equal((await page.locator("#batch-counts [data-state]").innerText()).trim(), "finished with deaths");
+  assert.match(await page.locator("#batch-callbacks tr[data-callback=success] .status").innerText(), /not fired/);
+  assert.match(await page.locator("#reopen-note").innerText(), /reopens the batch/);
+  await shot(page, "batch");
+
+  // The death callback fired: its link opens the job it became.
+  await page.locator("#batch-callbacks tr[data-callback=death] a.job-link").click();
+  assert.match(page.url(), /\/jobs\/[0-9a-f-]{36}$/);
+  assert.match(await page.locator("dl.meta").innerText(), /demo\.echo/);
+
+  // Held in a paused queue, the resurrected member stays pending: the batch is open again.
+  const paused = await fetch(deck.base + "/api/v1/queues/e2e-batch/pause", { method: "POST" });
+  assert.ok(paused.ok, await paused.text());
+  try {
+    await go(`/batches/${id}`);
+    await page.locator("#batch-members tr[data-state=dead] form[action$='/fn/job/resurrect'] button").click();
+    assert.match(await flash(), /resurrected/);
+    assert.match(page.url(), new RegExp(`/batches/${id}\\?`));
+    assert.equal((await page.locator("#batch-counts [data-state]").innerText()).trim(), "running");
+    assert.equal((await page.locator(".batch-progress .progress-text").innerText()).trim(), "1 of 2 done");
+    assert.equal(await page.locator("#batch-members tr[data-state=dead]").count(), 0);
+  } finally {
+    await fetch(deck.base + "/api/v1/queues/e2e-batch/resume", { method: "POST" });
+  }
+
+  // A member's page links back to its batch.
+  await go(`/jobs/${members[0]}`);
+  await page.locator(`[data-batch] a[href="/batches/${id}"]`).click();
+  assert.match(page.url(), new RegExp(`/batches/${id}$`));
+
+  // The list: newest first, this batch among the demo's, reached from the navigation.
+  await go("/");
+  await page.locator('nav.nav a[href="/batches"]').click();
+  const row = page.locator(`#batches tr[data-batch="${id}"]`);
+  assert.equal((await row.locator("td.description").innerText()).trim(), "e2e invoices");
+  assert.match(await row.locator(".progress-text").innerText(), /of 2 done/);
+  assert.equal(await row.locator('[data-callback=death][data-fired=yes] a.job-link').count(), 1);
+  await shot(page, "batches");
+});
+
 test("jobs: sources, filters in the URL, sort and keyset paging", async () => {
   await waitForRows("/jobs?source=archive", "table.jobs tbody tr");
   await page.selectOption("select[name=queue]", { index: 1 });

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use deck_engine::config::MAX_RESULT_BYTES;
-use deck_engine::{HandlerError, HandlerOutcome, JobContext};
+use deck_engine::{HandlerError, HandlerOutcome, JobContext, trace};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use tokio::sync::Semaphore;
@@ -121,6 +121,13 @@ impl Endpoint {
             .header("Idempotency-Key", ctx.id().to_string())
             .header(ATTEMPT_HEADER, ctx.attempt().to_string())
             .header(TIMESTAMP_HEADER, timestamp.to_string());
+        // The attempt's span is the caller: the endpoint's own spans join the job's trace.
+        if let Some((traceparent, tracestate)) = trace::headers_of(&tracing::Span::current()) {
+            request = request.header("traceparent", traceparent);
+            if let Some(tracestate) = tracestate {
+                request = request.header("tracestate", tracestate);
+            }
+        }
         if let Some(secret) = &self.secret {
             request = request.header(
                 SIGNATURE_HEADER,

@@ -18,6 +18,7 @@ mod request_limits;
 mod serve;
 mod state;
 mod testing;
+mod traces;
 
 use std::process::ExitCode;
 
@@ -27,12 +28,6 @@ use cli::{Cli, Command};
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    logging::init(match cli.command {
-        Command::Serve(_) => "info",
-        // Tools print their answer on stdout; keep stderr quiet unless asked.
-        _ => "warn",
-    });
-
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -43,13 +38,23 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(run(cli)) {
+    let default_level = match cli.command {
+        Command::Serve(_) => "info",
+        // Tools print their answer on stdout; keep stderr quiet unless asked.
+        _ => "warn",
+    };
+    let traces = logging::init(default_level, runtime.handle());
+
+    let code = match runtime.block_on(run(cli)) {
         Ok(code) => code,
         Err(e) => {
             report(&e);
             ExitCode::FAILURE
         }
-    }
+    };
+    // While the runtime still exists: the last spans are sent on it.
+    traces.shutdown();
+    code
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {

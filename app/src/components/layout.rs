@@ -8,10 +8,11 @@ use crate::format::enc;
 use crate::request::{current_url, path, query, session, theme};
 use crate::session::CSRF_FIELD;
 
-const NAV: [(&str, &str); 8] = [
+const NAV: [(&str, &str); 9] = [
     ("/", "Overview"),
     ("/queues", "Queues"),
     ("/schedules", "Schedules"),
+    ("/batches", "Batches"),
     ("/jobs", "Jobs"),
     ("/settings", "Settings"),
     ("/instances", "Instances"),

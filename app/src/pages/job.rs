@@ -96,6 +96,12 @@ pub fn JobView(
     let (state, state_class) = state_text(job.state);
     let pillar = job.pillar();
     let editable = matches!(job.state, JobState::Pending | JobState::Dead(_));
+    // The enqueuing request's trace (W3C trace id): what Jaeger or Tempo search by.
+    let trace_id = job
+        .trace_context
+        .as_deref()
+        .and_then(deck_engine::trace::trace_id)
+        .map(str::to_string);
     let opt = |t: Option<chrono::DateTime<Utc>>| {
         t.map(|t| {
             view! { <span title=format::time(t)>{format::time(t)}" · "{format::ago(t, now)}</span> }
@@ -113,12 +119,14 @@ pub fn JobView(
             })}
             <dt>"Queue"</dt><dd><a href=format!("/queues?q={}", format::enc(&job.queue))>{job.queue.clone()}</a></dd>
             <dt>"Type"</dt><dd><code>{job.job_type.clone()}</code></dd>
+            {job.batch_id.map(|b| view! { <dt>"Batch"</dt><dd data-batch="">"Member of batch "<a href=crate::pages::batches::batch_url(b) title=b.to_string()><code>{format::short_id(&b.to_string())}</code></a></dd> })}
             <dt>"Priority"</dt><dd>{job.priority}</dd>
             <dt>"Attempts"</dt><dd>{format!("{}{}", job.attempt, job.max_attempts.map(|m| format!(" of {m}")).unwrap_or_default())}</dd>
             <dt>"Tags"</dt><dd>{if job.tags.is_empty() { view! { <span class="muted">"none"</span> }.into_any() } else { job.tags.iter().map(|t| view! { <span class="tag">{t.clone()}</span> }).collect_view().into_any() }}</dd>
             <dt>"Owner"</dt><dd>{job.worker_id.clone().map(|w| view! { <code>{w}</code> }.into_any()).unwrap_or_else(|| view! { <span class="muted">"no worker"</span> }.into_any())}</dd>
             <dt>"Idempotency key"</dt><dd>{job.idempotency_key.clone().unwrap_or_else(|| "—".into())}</dd>
             <dt>"Correlation id"</dt><dd>{job.correlation_id.clone().unwrap_or_else(|| "—".into())}</dd>
+            {trace_id.map(|t| view! { <dt>"Trace id"</dt><dd><code data-trace-id="" title="the trace of the request that enqueued this job; search for it in your tracing backend">{t}</code></dd> })}
             <dt>"Created by"</dt><dd>{job.created_by.clone().unwrap_or_else(|| "—".into())}</dd>
         </dl>
     };

@@ -1,4 +1,5 @@
 pub mod admin;
+pub mod batches;
 pub mod bulk;
 pub mod job;
 pub mod jobs;

@@ -4,18 +4,22 @@ use std::future::Future;
 use std::task::Poll;
 
 use chrono::Utc;
+use tracing::Instrument;
 
 use crate::error::StoreResult;
 use crate::model::{EnqueueOutcome, EnqueueRequest};
 use crate::runtime::events::{EngineEvent, EventKind};
-use crate::validation;
+use crate::{trace, validation};
 
 use super::Operations;
 
 impl Operations {
-    /// Enqueue one job (or find the active job its idempotency key names).
-    pub async fn enqueue(&self, req: EnqueueRequest) -> StoreResult<EnqueueOutcome> {
+    /// Enqueue one job (or find the active job its idempotency key names). A request
+    /// without a trace context gets the one of its enqueue span (see `crate::trace`).
+    pub async fn enqueue(&self, mut req: EnqueueRequest) -> StoreResult<EnqueueOutcome> {
         validation::validate_enqueue(&req)?;
+        let span = trace::enqueue_span(&req.queue);
+        trace::stamp(&span, std::slice::from_mut(&mut req));
         let named = self
             .events
             .active()
@@ -24,7 +28,9 @@ impl Operations {
         let submitted = Utc::now();
         let outcome = self
             .write_then_wake(self.store.enqueue(req), |o| o.created)
+            .instrument(span.clone())
             .await?;
+        trace::enqueued(&span, outcome.id, !outcome.created);
         if outcome.created
             && let Some((queue, job_type)) = named
         {
@@ -35,12 +41,15 @@ impl Operations {
         Ok(outcome)
     }
 
-    /// Enqueue many jobs in one transaction (all or none); outcomes in request order.
+    /// Enqueue many jobs in one transaction (all or none); outcomes in request order. Requests
+    /// without a trace context get the one of the batch's enqueue span.
     pub async fn enqueue_batch(
         &self,
-        reqs: Vec<EnqueueRequest>,
+        mut reqs: Vec<EnqueueRequest>,
     ) -> StoreResult<Vec<EnqueueOutcome>> {
         validation::validate_batch(&reqs)?;
+        let span = trace::enqueue_batch_span(&reqs);
+        trace::stamp(&span, &mut reqs);
         let named: Option<Vec<(String, String)>> = self.events.active().then(|| {
             reqs.iter()
                 .map(|r| (r.queue.clone(), r.job_type.clone()))
@@ -51,6 +60,7 @@ impl Operations {
             .write_then_wake(self.store.enqueue_batch(reqs), |o| {
                 o.iter().any(|o| o.created)
             })
+            .instrument(span)
             .await?;
         if let Some(named) = named {
             for (o, (queue, job_type)) in outcomes.iter().zip(named) {

@@ -22,6 +22,7 @@ use crate::runtime::events::{EngineEvent, EventKind};
 use crate::runtime::outcome::Finished;
 use crate::runtime::running::RunningJob;
 use crate::runtime::{MAX_COMPLETE_BATCH, Shared};
+use crate::trace;
 
 pub(crate) async fn run_completer(shared: Arc<Shared>, mut rx: mpsc::UnboundedReceiver<Finished>) {
     let span = tracing::info_span!("completer", instance = %shared.instance_id);
@@ -61,9 +62,24 @@ pub(crate) async fn commit(shared: &Shared, batch: Vec<Finished>) {
     let applied = if completions.is_empty() {
         Vec::new()
     } else {
-        match commit_with_retry(shared, completions).await {
+        // Closed before any waiter is woken: a woken waiter finds the commit's span ended.
+        let span = trace::complete_span(
+            &shared.instance_id,
+            batch
+                .iter()
+                .filter(|f| f.completion.is_some())
+                .map(|f| &f.run.job),
+        );
+        match commit_with_retry(shared, completions)
+            .instrument(span.clone())
+            .await
+        {
             Some(applied) => applied,
-            None => return give_up(shared, &batch),
+            None => {
+                trace::complete_failed(&span);
+                drop(span);
+                return give_up(shared, &batch);
+            }
         }
     };
 

@@ -21,6 +21,7 @@ use tracing::Instrument;
 use crate::model::{ClaimRequest, Job, JobState};
 use crate::runtime::starter::launch;
 use crate::runtime::{Shared, sleep_or};
+use crate::trace;
 
 /// What the next claim asks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -117,8 +118,11 @@ pub(crate) async fn run_fetcher(shared: Arc<Shared>) {
                 queues: shared.config.queues.clone(),
                 types: claim_types.clone(),
             };
+            let span = trace::claim_span(&shared.instance_id);
             match shared.store.claim_batch(req).await {
                 Ok(jobs) => {
+                    trace::claimed(&span, &jobs);
+                    drop(span);
                     backoff = Duration::from_millis(100);
                     let got = jobs.len();
                     more_waiting = got >= plan.limit;
@@ -136,9 +140,13 @@ pub(crate) async fn run_fetcher(shared: Arc<Shared>) {
                     shared.wake_starter.notify_one();
                 }
                 Err(e) => {
+                    trace::claim_failed(&span);
+                    span.in_scope(|| {
+                        tracing::warn!(error = %e, retry_in = ?backoff, "claim failed");
+                    });
+                    drop(span);
                     reserve_workers(&shared, 0, plan.start);
                     more_waiting = false;
-                    tracing::warn!(error = %e, retry_in = ?backoff, "claim failed");
                     if !sleep_or(&shared.claiming, backoff).await {
                         return;
                     }

@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 use futures::FutureExt;
+use tracing::Instrument;
 
 use crate::handler::{HandlerError, HandlerOutcome, JobContext};
 use crate::model::{AttemptError, Completion, FailureReason, Job};
@@ -16,6 +17,7 @@ use crate::runtime::circuit_breaker::Signal;
 use crate::runtime::retry::{AttemptFailure, RetryDecision};
 use crate::runtime::running::{CancelReason, RunningJob};
 use crate::runtime::{Shared, millis};
+use crate::trace;
 
 /// A handler finished (or was stopped); the completer commits `completion`.
 pub(crate) struct Finished {
@@ -30,8 +32,12 @@ pub(crate) struct Finished {
 pub(crate) async fn execute(shared: &Shared, run: Arc<RunningJob>) -> Finished {
     let ctx = JobContext::new(run.clone());
     let handlers = &shared.handlers;
+    // The handler runs inside the attempt's span: its own spans and outgoing calls join it.
+    let span = trace::run_span(&run.job, &shared.instance_id);
     // The handler is created inside the guarded future, so a panic while building it is caught too.
-    let handler = AssertUnwindSafe(async move { handlers.dispatch(ctx).await }).catch_unwind();
+    let handler = AssertUnwindSafe(async move { handlers.dispatch(ctx).await })
+        .catch_unwind()
+        .instrument(span.clone());
     let mut outcome = tokio::select! {
         biased;
         r = handler => Some(r),
@@ -44,10 +50,26 @@ pub(crate) async fn execute(shared: &Shared, run: Arc<RunningJob>) -> Finished {
         outcome = None;
     }
     let (completion, signal) = conclude(shared, &run, outcome);
+    if !span.is_disabled() {
+        record_outcome(&span, completion.as_ref());
+    }
     Finished {
         run,
         completion,
         signal,
+    }
+}
+
+/// How the attempt ended, on its span.
+fn record_outcome(span: &tracing::Span, completion: Option<&Completion>) {
+    match completion {
+        Some(Completion::Succeeded { .. }) => trace::ran(span, "succeeded", None),
+        Some(Completion::Retry { error, .. }) => trace::ran(span, "retry", Some(&error.message)),
+        Some(Completion::DeadLetter { error, .. }) => {
+            trace::ran(span, "dead", Some(&error.message))
+        }
+        Some(Completion::Released { .. }) => trace::ran(span, "released", None),
+        None => trace::ran(span, "lost", Some("the job was taken from this worker")),
     }
 }
 

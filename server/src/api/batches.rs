@@ -3,9 +3,10 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use deck_engine::BatchId;
 use serde::Deserialize;
+use tracing::Instrument;
 use utoipa::IntoParams;
 
 use super::ApiState;
@@ -17,6 +18,7 @@ use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::ApiJson;
 use super::extract::ApiQuery;
 use super::principal::{Operator, Viewer};
+use crate::traces;
 
 const DEFAULT_PAGE: u32 = 50;
 const MAX_PAGE: u32 = 500;
@@ -63,22 +65,35 @@ fn not_found(id: BatchId) -> ApiError {
 pub async fn create_batch(
     State(state): State<ApiState>,
     Operator(who): Operator,
+    headers: HeaderMap,
     ApiJson(body): ApiJson<NewBatch>,
 ) -> ApiResult<(StatusCode, Json<BatchCreatedView>)> {
-    check_batch_size(body.jobs.len())?;
-    body.check()?;
-    let created = state
-        .engine
-        .create_batch(body.into_request(&who.name))
-        .await
-        .map_err(|e| wire_field(e.into()))?;
-    Ok((
-        StatusCode::CREATED,
-        Json(BatchCreatedView {
-            batch: BatchView::from(&created.batch),
-            job_ids: created.job_ids.iter().map(|id| id.0).collect(),
-        }),
-    ))
+    // The caller's `traceparent` is the parent: the members' spans link back to its trace.
+    let span = traces::request_span("POST", "/api/v1/batches", &headers);
+    let answer = async {
+        check_batch_size(body.jobs.len())?;
+        body.check()?;
+        let created = state
+            .engine
+            .create_batch(body.into_request(&who.name))
+            .await
+            .map_err(|e| wire_field(e.into()))?;
+        ApiResult::Ok((
+            StatusCode::CREATED,
+            Json(BatchCreatedView {
+                batch: BatchView::from(&created.batch),
+                job_ids: created.job_ids.iter().map(|id| id.0).collect(),
+            }),
+        ))
+    }
+    .instrument(span.clone())
+    .await;
+    let status = match &answer {
+        Ok((status, _)) => *status,
+        Err(e) => e.status,
+    };
+    traces::responded(&span, status);
+    answer
 }
 
 /// `?before=` and `?limit=` of the batch list.

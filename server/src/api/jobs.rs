@@ -4,9 +4,10 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::StatusCode;
+use axum::http::{HeaderMap, StatusCode};
 use deck_engine::{CancelOutcome, JobId, WaitOutcome};
 use serde::Deserialize;
+use tracing::Instrument;
 use utoipa::IntoParams;
 
 use super::ApiState;
@@ -17,6 +18,7 @@ use super::dto::{
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, ApiQuery, OptionalApiJson, parse_job_id, parse_wait};
 use super::principal::{Operator, Viewer};
+use crate::traces;
 
 /// `?wait=`: how long to long-poll for the job to finish.
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -98,17 +100,33 @@ fn created_status(created: bool) -> StatusCode {
 pub async fn enqueue(
     State(state): State<ApiState>,
     Operator(who): Operator,
+    headers: HeaderMap,
     ApiQuery(query): ApiQuery<WaitQuery>,
     ApiJson(job): ApiJson<EnqueueJob>,
 ) -> ApiResult<(StatusCode, Json<Enqueued>)> {
-    let wait = wait_of(&state, &query)?;
-    job.check("")?;
-    let outcome = state.engine.enqueue(job.into_request(&who.name)).await?;
-    let mut body = Enqueued::from(outcome);
-    if let Some(timeout) = wait {
-        body.job = Some(waited_view(&state, outcome.id, timeout).await?);
+    // The caller's `traceparent` is the parent: the job's spans link back to its trace.
+    let span = traces::request_span("POST", "/api/v1/jobs", &headers);
+    let answer = async {
+        let wait = wait_of(&state, &query)?;
+        job.check("")?;
+        let outcome = state.engine.enqueue(job.into_request(&who.name)).await?;
+        let mut body = Enqueued::from(outcome);
+        if let Some(timeout) = wait {
+            body.job = Some(waited_view(&state, outcome.id, timeout).await?);
+        }
+        Ok((created_status(outcome.created), Json(body)))
     }
-    Ok((created_status(outcome.created), Json(body)))
+    .instrument(span.clone())
+    .await;
+    traces::responded(&span, answer_status(&answer));
+    answer
+}
+
+fn answer_status<T>(answer: &ApiResult<(StatusCode, T)>) -> StatusCode {
+    match answer {
+        Ok((status, _)) => *status,
+        Err(e) => e.status,
+    }
 }
 
 /// Enqueue many jobs in one transaction: all of them, or none when any is invalid.
@@ -132,21 +150,29 @@ pub async fn enqueue(
 pub async fn enqueue_batch(
     State(state): State<ApiState>,
     Operator(who): Operator,
+    headers: HeaderMap,
     ApiJson(batch): ApiJson<EnqueueBatch>,
 ) -> ApiResult<(StatusCode, Json<BatchEnqueued>)> {
-    check_batch_size(batch.jobs.len())?;
-    for (i, job) in batch.jobs.iter().enumerate() {
-        job.check(&format!("jobs[{i}]."))?;
+    let span = traces::request_span("POST", "/api/v1/jobs/batch", &headers);
+    let answer = async {
+        check_batch_size(batch.jobs.len())?;
+        for (i, job) in batch.jobs.iter().enumerate() {
+            job.check(&format!("jobs[{i}]."))?;
+        }
+        let reqs = batch
+            .jobs
+            .into_iter()
+            .map(|j| j.into_request(&who.name))
+            .collect();
+        let outcomes = state.engine.enqueue_batch(reqs).await?;
+        let any_created = outcomes.iter().any(|o| o.created);
+        let jobs = outcomes.into_iter().map(Enqueued::from).collect();
+        Ok((created_status(any_created), Json(BatchEnqueued { jobs })))
     }
-    let reqs = batch
-        .jobs
-        .into_iter()
-        .map(|j| j.into_request(&who.name))
-        .collect();
-    let outcomes = state.engine.enqueue_batch(reqs).await?;
-    let any_created = outcomes.iter().any(|o| o.created);
-    let jobs = outcomes.into_iter().map(Enqueued::from).collect();
-    Ok((created_status(any_created), Json(BatchEnqueued { jobs })))
+    .instrument(span.clone())
+    .await;
+    traces::responded(&span, answer_status(&answer));
+    answer
 }
 
 /// A job from whichever pillar holds it (active, archive or dead-letter queue).

@@ -262,7 +262,7 @@ pub fn LastRun(last: Option<RunView>, zone: String, now: Timestamp) -> impl Into
 }
 
 /// A job state in the words of a schedule's runs.
-fn state_word(state: JobState) -> (String, &'static str, &'static str) {
+pub(crate) fn state_word(state: JobState) -> (String, &'static str, &'static str) {
     match state {
         JobState::Pending => ("pending".into(), "badge", "pending"),
         JobState::Fetched => ("buffered".into(), "badge info", "buffered"),
