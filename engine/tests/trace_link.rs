@@ -112,8 +112,14 @@ fn echo_handlers() -> HandlerRegistry {
     handlers
 }
 
+/// One test at a time: `cargo test` runs them on threads of one process, and tracing caches
+/// each callsite's interest process-wide, so a span first hit on a thread without a
+/// subscriber while another test sets its own can stay disabled there.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 #[tokio::test]
 async fn the_run_span_links_to_the_enqueuing_span_across_a_store_round_trip() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let (exporter, _guard) = record_spans();
     let (dir, producer_store) = open_store().await;
     // The producer runs no workers: nothing it holds in memory can reach the worker.
@@ -234,6 +240,7 @@ async fn the_run_span_links_to_the_enqueuing_span_across_a_store_round_trip() {
 
 #[tokio::test]
 async fn a_failed_attempt_is_an_error_span_and_each_attempt_links_to_the_same_context() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let (exporter, _guard) = record_spans();
     let (_dir, store) = open_store().await;
     let mut handlers = HandlerRegistry::new();
@@ -294,6 +301,7 @@ async fn a_failed_attempt_is_an_error_span_and_each_attempt_links_to_the_same_co
 
 #[tokio::test]
 async fn without_an_opentelemetry_layer_no_trace_context_is_stored() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let (_dir, store) = open_store().await;
     let engine = Engine::start(store.clone(), echo_handlers(), test_config())
         .await
@@ -316,6 +324,7 @@ async fn without_an_opentelemetry_layer_no_trace_context_is_stored() {
 
 #[tokio::test]
 async fn a_trace_context_the_producer_gives_is_kept_and_a_bad_one_refused() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let (_exporter, _guard) = record_spans();
     let (_dir, store) = open_store().await;
     let engine = Engine::start(

@@ -60,9 +60,15 @@ async fn run_one(engine: &Engine) {
     );
 }
 
+/// One test at a time: `cargo test` runs them on threads of one process, and tracing caches
+/// each callsite's interest process-wide, so a span first hit on the thread without a
+/// subscriber while the other test sets its own can stay disabled there.
+static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 // Current-thread: the thread-local subscriber sees the engine's tasks.
 #[tokio::test]
 async fn the_endpoint_gets_the_attempts_traceparent() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let exporter = InMemorySpanExporter::default();
     let provider = SdkTracerProvider::builder()
         .with_simple_exporter(exporter.clone())
@@ -94,6 +100,7 @@ async fn the_endpoint_gets_the_attempts_traceparent() {
 
 #[tokio::test]
 async fn without_opentelemetry_no_traceparent_is_sent() {
+    let _serial = ONE_AT_A_TIME.lock().await;
     let (engine, seen, _dir) = engine_and_endpoint().await;
     run_one(&engine).await;
     engine.shutdown().await;

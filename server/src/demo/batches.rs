@@ -54,7 +54,10 @@ pub fn invoice_run(run: u64, with_a_death: bool) -> BatchRequest {
 /// Enqueue invoice run `run`. Odd runs (the first one too, so a new user sees a death and the
 /// callbacks it fires within a minute) have a charge that dies.
 pub async fn start(engine: &Engine, run: u64) {
-    match engine.create_batch(invoice_run(run, !run.is_multiple_of(2))).await {
+    match engine
+        .create_batch(invoice_run(run, !run.is_multiple_of(2)))
+        .await
+    {
         Ok(created) => tracing::info!(
             event = "demo.batch_created",
             batch = %created.batch.id,
