@@ -78,7 +78,7 @@ pub async fn create_batch(
             .create_batch(body.into_request(&who.name))
             .await
             .map_err(|e| wire_field(e.into()))?;
-        ApiResult::Ok((
+        Ok((
             StatusCode::CREATED,
             Json(BatchCreatedView {
                 batch: BatchView::from(&created.batch),
@@ -88,11 +88,7 @@ pub async fn create_batch(
     }
     .instrument(span.clone())
     .await;
-    let status = match &answer {
-        Ok((status, _)) => *status,
-        Err(e) => e.status,
-    };
-    traces::responded(&span, status);
+    traces::responded(&span, super::jobs::answer_status(&answer));
     answer
 }
 

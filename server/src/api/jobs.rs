@@ -122,7 +122,7 @@ pub async fn enqueue(
     answer
 }
 
-fn answer_status<T>(answer: &ApiResult<(StatusCode, T)>) -> StatusCode {
+pub(super) fn answer_status<T>(answer: &ApiResult<(StatusCode, T)>) -> StatusCode {
     match answer {
         Ok((status, _)) => *status,
         Err(e) => e.status,
