@@ -506,7 +506,19 @@ async fn the_catalog_has_the_load_design() {
         .await
         .unwrap()
         .unwrap();
-    assert_eq!(row.get::<&str, _>("escalation"), Some("DISABLE"));
+    // Babelfish reports TABLE whatever the DDL said (README, SQL Server: a tolerated
+    // catalog difference; PostgreSQL does not escalate row locks).
+    let babelfish = app
+        .simple_query("SELECT CAST(SERVERPROPERTY('BabelfishVersion') AS NVARCHAR(128)) AS v")
+        .await
+        .unwrap()
+        .into_row()
+        .await
+        .unwrap()
+        .and_then(|r| r.get::<&str, _>("v").map(str::to_string));
+    if babelfish.is_none() {
+        assert_eq!(row.get::<&str, _>("escalation"), Some("DISABLE"));
+    }
     assert_eq!(row.get::<i32, _>("console_indexes"), Some(0));
     assert_eq!(row.get::<i32, _>("heartbeat_keys"), Some(0));
     assert!(row.get::<i32, _>("enqueue_proc").is_some());
@@ -596,4 +608,226 @@ async fn upgrading_from_version_1_seeds_exact_counters() {
             .len()
             == 1
     );
+}
+
+// ------------------------------------------------------- SQL Server only: issue 37, timeouts
+
+/// The scratch schema again, with a command timeout short enough to force.
+async fn impatient_store(connection: &str, schema: &str) -> Arc<dyn Store> {
+    let options = StoreOptions {
+        command_timeout: std::time::Duration::from_secs(10),
+        ..options(schema, false)
+    };
+    sqlserver::open(connection, &options)
+        .await
+        .expect("open the scratch schema with a short command timeout")
+}
+
+/// `0x…`: a job id as a T-SQL binary literal, for the lock-holding batches below.
+fn id_literal(id: deck_engine::JobId) -> String {
+    format!("0x{}", id.0.simple())
+}
+
+/// Hold the row lock `lock` takes in an open transaction of a plain client, so the statement
+/// under test waits on it past its timeout; `release` rolls back. `settle` then takes the same
+/// lock: it is granted once the abandoned attempt on the server finished (committed, or rolled
+/// back when the server noticed its client was gone).
+struct RowLock {
+    client: Client,
+    lock: String,
+}
+
+impl RowLock {
+    async fn hold(connection: &str, lock: String) -> Self {
+        let mut client = app_connection(connection).await;
+        batch(&mut client, &format!("BEGIN TRANSACTION; {lock}")).await;
+        RowLock { client, lock }
+    }
+
+    async fn release_and_settle(mut self) {
+        batch(&mut self.client, "ROLLBACK TRANSACTION").await;
+        batch(
+            &mut self.client,
+            &format!("BEGIN TRANSACTION; {}; ROLLBACK TRANSACTION", self.lock),
+        )
+        .await;
+    }
+}
+
+/// Item 5: a claim that timed out is not re-sent while it may still be running; whatever its
+/// abandoned attempt took comes back with the fetch lease, and every job is claimed once.
+#[tokio::test]
+async fn a_timed_out_claim_is_not_resent_and_its_jobs_come_back() {
+    let Some((store, connection, schema)) = scratch_store().await else {
+        println!("skipped: DECK_TEST_MSSQL not set");
+        return;
+    };
+    let ids: Vec<_> = {
+        let mut ids = Vec::new();
+        for _ in 0..3 {
+            ids.push(enqueue(&*store, req("slow-claim", "t")).await);
+        }
+        ids
+    };
+    // A bulkheaded queue: the claim takes its settings row with UPDLOCK, and waits for it.
+    store
+        .update_queue(
+            "slow-claim",
+            deck_engine::QueuePatch {
+                max_workers: Some(Some(10)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    // The job rows too: Babelfish ignores UPDLOCK, and there the claim waits at its UPDATE of
+    // them instead.
+    let lock = RowLock::hold(
+        &connection,
+        format!(
+            "UPDATE [{schema}].[queues] SET max_workers = max_workers WHERE name = N'slow-claim'; \
+             UPDATE [{schema}].[jobs_hot] SET priority = priority WHERE queue = N'slow-claim'"
+        ),
+    )
+    .await;
+    let impatient = impatient_store(&connection, &schema).await;
+    let err = impatient
+        .claim_batch(deck_engine::ClaimRequest {
+            worker_id: "w-impatient".into(),
+            limit: 3,
+            start: 0,
+            queues: None,
+            types: None,
+        })
+        .await
+        .expect_err("the claim waits on the lock past its timeout");
+    assert!(err.to_string().contains("timed out"), "{err}");
+    lock.release_and_settle().await;
+
+    // Whether the abandoned claim committed or not, nobody runs a job it took: they are
+    // fetched under a worker that never heard of them, until the lease hands them back.
+    let policy = deck_engine::store::conformance::support::zero_timeouts();
+    store
+        .rescue_step(deck_engine::RescueStep {
+            kind: deck_engine::RescueKind::StaleClaims,
+            policy: &policy,
+            limit: 100,
+        })
+        .await
+        .unwrap();
+    let mut claimed = claim(&*store, "w-patient", 10).await;
+    claimed.sort();
+    let mut want = ids.clone();
+    want.sort();
+    assert_eq!(claimed, want, "every job is claimed once, none lost");
+    assert!(claim(&*store, "w-other", 10).await.is_empty());
+    assert_counters_match_rows(&*store).await;
+}
+
+/// Item 5: a completion that timed out may still commit; sent again (as the completer does)
+/// it applies at most once, and the job ends finished exactly once.
+#[tokio::test]
+async fn a_timed_out_completion_applies_once_when_resent() {
+    let Some((store, connection, schema)) = scratch_store().await else {
+        println!("skipped: DECK_TEST_MSSQL not set");
+        return;
+    };
+    let id = enqueue(&*store, req("slow-complete", "t")).await;
+    assert_eq!(claim(&*store, "w1", 1).await, [id]);
+    assert_eq!(store.mark_processing("w1", &[id]).await.unwrap(), [id]);
+    let lock = RowLock::hold(
+        &connection,
+        format!(
+            "UPDATE [{schema}].[jobs_hot] SET priority = priority WHERE id = {}",
+            id_literal(id)
+        ),
+    )
+    .await;
+    let impatient = impatient_store(&connection, &schema).await;
+    let err = impatient
+        .complete("w1", vec![succeeded(id, Some(r#"{"sent":true}"#))])
+        .await
+        .expect_err("the completion waits on the row past its timeout");
+    assert!(err.to_string().contains("timed out"), "{err}");
+    lock.release_and_settle().await;
+
+    let again = store
+        .complete("w1", vec![succeeded(id, Some(r#"{"sent":true}"#))])
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    let job = store.get_job(id).await.unwrap().expect("the job is kept");
+    assert_eq!(job.state, deck_engine::JobState::Succeeded);
+    let s = summary(&*store).await;
+    assert_eq!((s.processing, s.succeeded), (0, 1), "{s:?}");
+    assert_counters_match_rows(&*store).await;
+}
+
+/// Item 5: a schedule fire that timed out may still commit; fired again, the occurrence
+/// enqueues one job.
+#[tokio::test]
+async fn a_timed_out_schedule_fire_enqueues_the_occurrence_once() {
+    let Some((store, connection, schema)) = scratch_store().await else {
+        println!("skipped: DECK_TEST_MSSQL not set");
+        return;
+    };
+    let def = deck_engine::ScheduleDefinition {
+        name: "slow-fire".into(),
+        spec: deck_engine::ScheduleSpec::Cron("*/5 * * * *".into()),
+        time_zone: "UTC".into(),
+        job: deck_engine::ScheduleJob {
+            queue: "reports".into(),
+            job_type: "report.generate".into(),
+            payload: r#"{"kind":"slow"}"#.into(),
+            priority: 0,
+            tags: vec![],
+            max_attempts: None,
+            expires_after_secs: None,
+        },
+        misfire: deck_engine::MisfirePolicy::RunAll { cap: 10 },
+        overlap: deck_engine::OverlapPolicy::Allow,
+    };
+    store
+        .create_schedule(def.clone(), deck_engine::ScheduleOrigin::Operator, true)
+        .await
+        .unwrap();
+    let at =
+        chrono::DateTime::from_timestamp(chrono::Utc::now().timestamp() / 60 * 60 - 60, 0).unwrap();
+    let fire = deck_engine::schedule::ScheduleFire {
+        schedule: def.name.clone(),
+        occurrences: vec![deck_engine::schedule::Occurrence {
+            scheduled_at: at,
+            job: deck_engine::schedule::job_for(&def, at, at),
+            job_id: deck_engine::JobId::new(),
+        }],
+        handled_through: Some(at),
+        skip_while_active: false,
+        manual: false,
+    };
+    let lock = RowLock::hold(
+        &connection,
+        format!("UPDATE [{schema}].[schedules] SET enabled = enabled WHERE name = N'slow-fire'"),
+    )
+    .await;
+    let impatient = impatient_store(&connection, &schema).await;
+    let err = impatient
+        .fire_schedule(fire.clone())
+        .await
+        .expect_err("the fire waits on the schedule row past its timeout");
+    assert!(err.to_string().contains("timed out"), "{err}");
+    lock.release_and_settle().await;
+
+    let outcomes = store.fire_schedule(fire.clone()).await.unwrap();
+    assert!(
+        matches!(
+            outcomes[..],
+            [deck_engine::FireOutcome::Enqueued(_) | deck_engine::FireOutcome::AlreadyHandled]
+        ),
+        "{outcomes:?}"
+    );
+    let runs = store.schedule_runs("slow-fire", 10).await.unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    let s = summary(&*store).await;
+    assert_eq!(s.pending, 1, "one job for the occurrence: {s:?}");
+    assert_counters_match_rows(&*store).await;
 }

@@ -6,6 +6,8 @@
 -- added earlier in the same batch does not compile). Older processes keep working: they
 -- neither write nor read the new columns, and the default marks their rows as engines.
 ALTER TABLE [{schema}].[instances] ADD
-    [kind]      NVARCHAR(16)  NOT NULL CONSTRAINT [DF_instances_kind] DEFAULT (N'engine'),
-    [queues]    NVARCHAR(MAX) NULL,
+    [kind]      NVARCHAR(16)  NOT NULL CONSTRAINT [DF_instances_kind] DEFAULT (N'engine');
+ALTER TABLE [{schema}].[instances] ADD
+    [queues]    NVARCHAR(MAX) NULL;
+ALTER TABLE [{schema}].[instances] ADD
     [job_types] NVARCHAR(MAX) NULL;

@@ -43,7 +43,7 @@ pub mod conformance;
 pub mod interposed;
 
 pub use health::{StoreHealth, WriteFailure};
-pub use open::{SqliteSynchronous, StoreOptions, open_store};
+pub use open::{DatabaseUrl, SqliteSynchronous, StoreOptions, open_store};
 
 #[async_trait]
 pub trait Store: Send + Sync + 'static {

@@ -31,6 +31,11 @@ pub struct StoreOptions {
     pub pool_size: u32,
     /// SQLite read connections (console, API, telemetry); reads beyond them wait for one.
     pub sqlite_readers: u32,
+    /// SQL Server: how long one statement may run before deck gives up on it ("30s"). A
+    /// transition that timed out may still commit on the server, so it is re-sent only where
+    /// that is safe (README, "SQL Server"). The migration script has its own, longer limit.
+    #[serde(with = "crate::config::values::duration")]
+    pub command_timeout: std::time::Duration,
 }
 
 impl Default for StoreOptions {
@@ -41,6 +46,7 @@ impl Default for StoreOptions {
             auto_create_schema: true,
             pool_size: 10,
             sqlite_readers: 4,
+            command_timeout: std::time::Duration::from_secs(30),
         }
     }
 }

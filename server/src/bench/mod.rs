@@ -33,6 +33,7 @@ pub async fn run(cmd: BenchCommand) -> anyhow::Result<()> {
 /// The database a benchmark runs on: the one given, or a fresh SQLite file in a temporary
 /// directory that is removed afterwards.
 pub struct BenchDatabase {
+    /// The database as reports show it: a SQL Server password replaced.
     pub url: String,
     pub store: Arc<dyn Store>,
     _dir: Option<tempfile::TempDir>,
@@ -59,6 +60,7 @@ impl BenchDatabase {
             ..StoreOptions::default()
         };
         let store = deck_engine::open_store(&url, &options).await?;
+        let url = deck_engine::store::DatabaseUrl::parse(&url)?.redacted();
         Ok(BenchDatabase {
             url,
             store,

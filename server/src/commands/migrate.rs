@@ -36,6 +36,9 @@ pub async fn run(config: Option<PathBuf>, args: MigrateArgs) -> anyhow::Result<(
                 "SQL Server schema [{}] is at version {} ({applied})\n",
                 report.schema, report.version
             ))?;
+            if let Some(tolerated) = &report.tolerated {
+                emit(&format!("note: {tolerated}\n"))?;
+            }
         }
     }
     Ok(())

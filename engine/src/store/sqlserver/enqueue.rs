@@ -10,7 +10,8 @@ use super::connection::SchemaName;
 use super::pool::{self, Fault};
 use super::queries;
 use super::reader;
-use super::rows::{self, id_from_hex, json_time, req_str};
+use super::rows::{self, id_from_text, json_time, req_str};
+use super::wire;
 use crate::error::{StoreError, StoreResult};
 use crate::model::{Continuation, EnqueueOutcome, EnqueueRequest, JobId, UniqueState};
 use crate::validation;
@@ -22,8 +23,12 @@ struct JobJson<'a> {
     id: Option<String>,
     queue: &'a str,
     job_type: &'a str,
-    /// JSON text, in a string.
-    payload: &'a str,
+    /// Not JSON: as a string, for `[enqueue_batch]` to refuse with its message.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload: Option<&'a str>,
+    /// JSON: the one element of an array (`rows::JsonText`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    payload_in_array: Option<[&'a serde_json::value::RawValue; 1]>,
     tags: &'a [String],
     priority: i32,
     idempotency_key: Option<&'a str>,
@@ -88,11 +93,19 @@ pub(crate) fn request_json(reqs: &[EnqueueRequest], ids: Option<&[JobId]>) -> St
     let jobs: Vec<JobJson<'_>> = reqs
         .iter()
         .enumerate()
-        .map(|(i, r)| JobJson {
-            id: ids.and_then(|ids| ids.get(i)).map(|id| rows::id_hex(*id)),
+        .map(|(i, r)| {
+            (
+                i,
+                r,
+                rows::JsonText::of(validation::normalize_payload(&r.payload)),
+            )
+        })
+        .map(|(i, r, payload)| JobJson {
+            id: ids.and_then(|ids| ids.get(i)).map(|id| rows::id_text(*id)),
             queue: &r.queue,
             job_type: &r.job_type,
-            payload: validation::normalize_payload(&r.payload),
+            payload: payload.text(),
+            payload_in_array: payload.in_array(),
             tags: &r.tags,
             priority: r.priority,
             idempotency_key: r.idempotency_key.as_deref(),
@@ -120,7 +133,7 @@ pub(crate) fn outcomes(answer: &[Row], requests: usize) -> Result<Vec<EnqueueOut
     for row in answer {
         let ord = usize::try_from(rows::req_int(row, "ord")?).unwrap_or(usize::MAX);
         let outcome = EnqueueOutcome {
-            id: id_from_hex(&req_str(row, "id")?)?,
+            id: id_from_text(&req_str(row, "id")?)?,
             created: rows::req_bool(row, "created")?,
         };
         match outcomes.get_mut(ord) {
@@ -193,7 +206,7 @@ where
     let json = request_json(&reqs, None)?;
     let sql = queries::ENQUEUE.sql.replace("{schema}", schema.as_str());
     let result: Result<Vec<EnqueueOutcome>, Fault> = async {
-        let stream = client.query(sql.as_str(), &[&json]).await?;
+        let stream = wire::query(client, &sql, &[&json]).await?;
         let answer =
             reader::read_declared(queries::ENQUEUE.name, queries::ENQUEUE.reads, stream).await?;
         outcomes(&answer, reqs.len())
@@ -225,10 +238,11 @@ mod tests {
         let json = request_json(std::slice::from_ref(&req), Some(&[id])).unwrap();
         let v: serde_json::Value = serde_json::from_str(&json).unwrap();
         let job = &v[0];
-        assert_eq!(job["id"], rows::id_hex(id));
+        assert_eq!(job["id"], rows::id_text(id));
         assert_eq!(job["queue"], "emails");
         // An empty payload means JSON null, as on every enqueue path.
-        assert_eq!(job["payload"], "null");
+        assert_eq!(job["payload_in_array"], serde_json::json!([null]));
+        assert!(job.get("payload").is_none());
         assert_eq!(job["tags"], serde_json::json!(["a", "b"]));
         assert_eq!(job["priority"], 5);
         assert_eq!(job["delay_ms"], 1500);
@@ -248,6 +262,35 @@ mod tests {
             serde_json::from_str(&request_json(&[req], None).unwrap()).unwrap();
         assert_eq!(v[0]["delay_ms"], MAX_DELAY_MS);
         assert_eq!(v[0]["max_attempts"], i64::from(i32::MAX));
+    }
+
+    #[test]
+    fn json_payloads_travel_in_an_array_and_anything_else_as_text() {
+        let reqs: Vec<EnqueueRequest> = [
+            r#" {"order": "4\"2"}"#,
+            "[1,2]",
+            "42",
+            r#""hi""#,
+            "",
+            "{not json",
+        ]
+        .into_iter()
+        .map(|p| EnqueueRequest::new("q", "t", p))
+        .collect();
+        let json = request_json(&reqs, None).unwrap();
+        // The object is written as sent, not re-encoded: SQL Server stores that text.
+        assert!(
+            json.contains(r#""payload_in_array":[{"order": "4\"2"}]"#),
+            "{json}"
+        );
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        assert_eq!(v[1]["payload_in_array"], serde_json::json!([[1, 2]]));
+        assert_eq!(v[2]["payload_in_array"], serde_json::json!([42]));
+        assert_eq!(v[3]["payload_in_array"], serde_json::json!(["hi"]));
+        assert_eq!(v[4]["payload_in_array"], serde_json::json!([null]));
+        // Not JSON: as text, for the procedure to refuse with its own message.
+        assert_eq!(v[5]["payload"], "{not json");
+        assert!(v[5].get("payload_in_array").is_none());
     }
 
     #[test]

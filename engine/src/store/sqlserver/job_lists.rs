@@ -11,13 +11,14 @@ use tiberius::ToSql;
 
 use super::connection::SchemaName;
 use super::queries::{self, Reads};
-use super::rows::{id_hex, to_sql_time};
+use super::rows::to_sql_time;
 use crate::error::{StoreError, StoreResult};
-use crate::model::Pillar;
+use crate::model::{JobId, Pillar};
 use crate::query::{
     Cursor, JobFilter, JobQuery, JobSummary, PagePosition, SortColumn, SortDirection,
 };
 use crate::validation::ValidationError;
+use uuid::Uuid;
 
 /// A bound value of a dynamic statement.
 #[derive(Debug, Clone, PartialEq)]
@@ -25,14 +26,21 @@ pub enum Param {
     Text(String),
     Int(i64),
     Time(NaiveDateTime),
+    /// A job id: `BINARY(16)` in RFC 4122 order (`Param::id`).
+    Bytes(Vec<u8>),
 }
 
 impl Param {
+    pub fn id(id: JobId) -> Self {
+        Param::Bytes(id.0.as_bytes().to_vec())
+    }
+
     pub fn as_sql(&self) -> &dyn ToSql {
         match self {
             Param::Text(v) => v,
             Param::Int(v) => v,
             Param::Time(v) => v,
+            Param::Bytes(v) => v,
         }
     }
 }
@@ -169,7 +177,12 @@ pub fn like_pattern(text: &str) -> String {
 /// WHERE predicates for a filter on one pillar (joined with AND; `1 = 1` when empty).
 /// Filters that do not apply to the pillar (status outside the hot table, reason outside the
 /// DLQ, finish times on the hot table) are ignored, as the filter's documentation says.
-pub fn filter_predicates(built: &mut Built, pillar: Pillar, filter: &JobFilter) -> String {
+pub fn filter_predicates(
+    built: &mut Built,
+    schema: &SchemaName,
+    pillar: Pillar,
+    filter: &JobFilter,
+) -> String {
     let mut parts: Vec<String> = vec!["1 = 1".into()];
     if let Some(queue) = &filter.queue {
         let p = built.bind(Param::Text(queue.clone()));
@@ -210,7 +223,7 @@ pub fn filter_predicates(built: &mut Built, pillar: Pillar, filter: &JobFilter) 
         .map(str::trim)
         .filter(|t| !t.is_empty())
     {
-        parts.push(text_predicate(built, pillar, text, filter));
+        parts.push(text_predicate(built, schema, pillar, text, filter));
     }
     if let Some(before) = filter.listed_before {
         let p = built.bind(Param::Time(to_sql_time(before)));
@@ -251,10 +264,16 @@ fn list_time(pillar: Pillar) -> &'static str {
 /// seek of the primary key (an id prefix of 12 hex digits or more a range of it), and the
 /// substring part reads the rows listed since `scan_from`
 /// (a range of the list-time index) when the console bounds it, the whole list otherwise.
-fn text_predicate(built: &mut Built, pillar: Pillar, text: &str, filter: &JobFilter) -> String {
+fn text_predicate(
+    built: &mut Built,
+    schema: &SchemaName,
+    pillar: Pillar,
+    text: &str,
+    filter: &JobFilter,
+) -> String {
     let p = built.bind(Param::Text(like_pattern(&text.to_lowercase())));
     let hex = built.bind(Param::Text(like_pattern(
-        &text.replace('-', "").to_ascii_uppercase(),
+        &text.replace('-', "").to_ascii_lowercase(),
     )));
     let payload = if filter.payload {
         format!("\n     OR LOWER(payload) LIKE {p} ESCAPE N'\\'")
@@ -262,29 +281,39 @@ fn text_predicate(built: &mut Built, pillar: Pillar, text: &str, filter: &JobFil
         String::new()
     };
     let mut scan = format!(
-        "(CONVERT(CHAR(32), id, 2) LIKE {hex} ESCAPE N'\\' \
+        "(REPLACE((SELECT t.[text] FROM [{schema}].[uuid_text](id) AS t), N'-', N'') \
+         LIKE {hex} ESCAPE N'\\' \
          OR LOWER(job_type) LIKE {p} ESCAPE N'\\' \
          OR LOWER(tags) LIKE {p} ESCAPE N'\\' \
-         OR LOWER(last_error) LIKE {p} ESCAPE N'\\'{payload})"
+         OR LOWER(last_error) LIKE {p} ESCAPE N'\\'{payload})",
+        schema = schema.as_str(),
     );
     if let Some(from) = filter.scan_from {
         let w = built.bind(Param::Time(to_sql_time(from)));
         scan = format!("({} >= {w} AND {scan})", list_time(pillar));
     }
     if let Ok(id) = text.parse::<crate::model::JobId>() {
-        let id = built.bind(Param::Text(id_hex(id)));
-        return format!("(id = CONVERT(BINARY(16), {id}, 2) OR {scan})");
+        let id = built.bind(Param::id(id));
+        return format!("(id = {id} OR {scan})");
     }
     match crate::query::job_id_prefix(text) {
         // BINARY(16) compares byte by byte: a prefix is one range of the primary key.
         Some(prefix) => {
-            let digits = prefix.replace('-', "").to_ascii_uppercase();
+            let digits = prefix.replace('-', "").to_ascii_lowercase();
             let pad = 32 - digits.len();
-            let lo = built.bind(Param::Text(format!("{digits}{}", "0".repeat(pad))));
-            let hi = built.bind(Param::Text(format!("{digits}{}", "F".repeat(pad))));
-            format!(
-                "(id BETWEEN CONVERT(BINARY(16), {lo}, 2) AND CONVERT(BINARY(16), {hi}, 2) OR {scan})"
-            )
+            let bound = |fill: &str| {
+                Uuid::parse_str(&format!("{digits}{}", fill.repeat(pad)))
+                    .ok()
+                    .map(JobId)
+            };
+            match (bound("0"), bound("f")) {
+                (Some(lo), Some(hi)) => {
+                    let lo = built.bind(Param::id(lo));
+                    let hi = built.bind(Param::id(hi));
+                    format!("(id BETWEEN {lo} AND {hi} OR {scan})")
+                }
+                _ => scan,
+            }
         }
         None => scan,
     }
@@ -299,10 +328,10 @@ pub fn count_statement(schema: &SchemaName, pillar: Pillar, filter: &JobFilter, 
         reads: Reads::Rows(&["matching"]),
         ..Built::default()
     };
-    let schema = schema.as_str();
+    let name = schema.as_str();
     built.sql = if filter.is_empty() {
         format!(
-            "SET NOCOUNT ON;\nSELECT CASE WHEN n.total > 0 THEN n.total ELSE 0 END AS matching\nFROM (SELECT COALESCE(SUM({column}), 0) AS total\n      FROM [{schema}].[queue_counter_slots] AS c) AS n;",
+            "SET NOCOUNT ON;\nSELECT CASE WHEN n.total > 0 THEN n.total ELSE 0 END AS matching\nFROM (SELECT COALESCE(SUM({column}), 0) AS total\n      FROM [{name}].[queue_counter_slots] AS c) AS n;",
             column = match pillar {
                 Pillar::Hot => "c.pending_rows + c.fetched_rows + c.processing_rows",
                 Pillar::Archive => "c.archive_rows",
@@ -311,9 +340,9 @@ pub fn count_statement(schema: &SchemaName, pillar: Pillar, filter: &JobFilter, 
         )
     } else {
         let top = built.bind(Param::Int(i64::try_from(cap).unwrap_or(i64::MAX - 1) + 1));
-        let predicates = filter_predicates(&mut built, pillar, filter);
+        let predicates = filter_predicates(&mut built, schema, pillar, filter);
         format!(
-            "SET NOCOUNT ON;\nSELECT COUNT_BIG(*) AS matching\nFROM (SELECT TOP ({top}) 1 AS one\n      FROM [{schema}].[{table}]\n      WHERE {predicates}) AS m;",
+            "SET NOCOUNT ON;\nSELECT COUNT_BIG(*) AS matching\nFROM (SELECT TOP ({top}) 1 AS one\n      FROM [{name}].[{table}]\n      WHERE {predicates}) AS m;",
             table = table(pillar),
         )
     };
@@ -378,12 +407,12 @@ pub fn list_statement(
     };
     let mut built = Built::default();
     let top = built.bind(Param::Int(i64::from(fetch)));
-    let mut predicates = filter_predicates(&mut built, pillar, &query.filter);
+    let mut predicates = filter_predicates(&mut built, schema, pillar, &query.filter);
     if let Some(cursor) = cursor {
         let k = built.bind(key_param(kind, cursor)?);
-        let id = built.bind(Param::Text(id_hex(cursor.id)));
+        let id = built.bind(Param::id(cursor.id));
         predicates.push_str(&format!(
-            "\n  AND ({column} {cmp} {k} OR ({column} = {k} AND id {cmp} CONVERT(BINARY(16), {id}, 2)))"
+            "\n  AND ({column} {cmp} {k} OR ({column} = {k} AND id {cmp} {id}))"
         ));
     }
     built.reads = Reads::Rows(read_columns(pillar));
@@ -407,7 +436,7 @@ pub fn preview_statement(
 ) -> Built {
     let mut built = Built::default();
     let top = built.bind(Param::Int(i64::from(sample)));
-    let predicates = filter_predicates(&mut built, pillar, filter);
+    let predicates = filter_predicates(&mut built, schema, pillar, filter);
     let newest = if pillar == Pillar::Hot {
         "created_at"
     } else {
@@ -439,22 +468,22 @@ pub fn bulk_ids_statement(
     pillar: Pillar,
     filter: &JobFilter,
     only_pending: bool,
-    after: Option<&str>,
+    after: Option<JobId>,
     batch: u32,
 ) -> Built {
     let mut built = Built::default();
     let top = built.bind(Param::Int(i64::from(batch)));
-    let mut predicates = filter_predicates(&mut built, pillar, filter);
+    let mut predicates = filter_predicates(&mut built, schema, pillar, filter);
     if only_pending {
         predicates.push_str("\n  AND status = 0");
     }
     if let Some(after) = after {
-        let p = built.bind(Param::Text(after.to_string()));
-        predicates.push_str(&format!("\n  AND id > CONVERT(BINARY(16), {p}, 2)"));
+        let p = built.bind(Param::id(after));
+        predicates.push_str(&format!("\n  AND id > {p}"));
     }
     built.reads = Reads::Rows(&["id"]);
     built.sql = format!(
-        "SET NOCOUNT ON;\nSELECT TOP ({top}) CONVERT(CHAR(32), id, 2) AS id\nFROM [{schema}].[{table}]\nWHERE {predicates}\nORDER BY id;",
+        "SET NOCOUNT ON;\nSELECT TOP ({top}) id\nFROM [{schema}].[{table}]\nWHERE {predicates}\nORDER BY id;",
         table = table(pillar),
         schema = schema.as_str(),
     );
@@ -523,7 +552,7 @@ pub fn all_shapes(schema: &SchemaName) -> Vec<(Reads, String)> {
         }
         for built in [
             preview_statement(schema, pillar, &full, 10),
-            bulk_ids_statement(schema, pillar, &full, true, Some("00"), 200),
+            bulk_ids_statement(schema, pillar, &full, true, Some(JobId::new()), 200),
             count_statement(schema, pillar, &full, 10_000),
             count_statement(schema, pillar, &JobFilter::default(), 10_000),
             count_statement(schema, pillar, &by_id, 1_000),
@@ -577,9 +606,7 @@ mod tests {
         assert!(sql.contains("FROM [deck].[jobs_dlq]"));
         assert!(sql.contains("ORDER BY priority DESC, id DESC"), "{sql}");
         assert!(
-            sql.contains(
-                "(priority < @P3 OR (priority = @P3 AND id < CONVERT(BINARY(16), @P4, 2)))"
-            ),
+            sql.contains("(priority < @P3 OR (priority = @P3 AND id < @P4))"),
             "{sql}"
         );
         assert_eq!(stmt.built.params[0], Param::Int(21));
@@ -633,10 +660,10 @@ mod tests {
             finished_from: Some(chrono::Utc::now()),
             ..Default::default()
         };
-        let hot = filter_predicates(&mut built, Pillar::Hot, &filter);
+        let hot = filter_predicates(&mut built, &deck(), Pillar::Hot, &filter);
         assert!(hot.contains("status = 1"));
         assert!(!hot.contains("reason") && !hot.contains("finished_at"));
-        let dlq = filter_predicates(&mut built, Pillar::Dlq, &filter);
+        let dlq = filter_predicates(&mut built, &deck(), Pillar::Dlq, &filter);
         assert!(dlq.contains("reason = 5") && !dlq.contains("status"));
     }
 }

@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::connection::SchemaName;
+use super::routines::{self, ROUTINES};
 use crate::error::{StoreError, StoreResult};
 
 /// One schema migration, embedded in the binary.
@@ -82,7 +83,17 @@ pub const MIGRATIONS: &[Migration] = &[
         file: "0010_batches_and_trace_context.sql",
         sql: include_str!("../../../../migrations/sqlserver/0010_batches_and_trace_context.sql"),
     },
+    Migration {
+        version: 11,
+        name: "routine_versions",
+        file: "0011_routine_versions.sql",
+        sql: include_str!("../../../../migrations/sqlserver/0011_routine_versions.sql"),
+    },
 ];
+
+/// The migration that creates `[routine_versions]`: scripts through it and later apply the
+/// routines (`routines.rs`) after the versioned migrations.
+const ROUTINES_FROM_VERSION: i32 = 11;
 
 pub fn latest_version() -> i32 {
     MIGRATIONS.last().map_or(0, |m| m.version)
@@ -151,6 +162,11 @@ pub fn script_through(schema: &SchemaName, last: i32) -> String {
              END\n",
             m.version, m.name
         ));
+    }
+    if last >= ROUTINES_FROM_VERSION {
+        for routine in ROUTINES {
+            out.push_str(&routine.apply_block(schema));
+        }
     }
     out.push_str(
         "\nCOMMIT TRANSACTION;\n\
@@ -246,10 +262,9 @@ fn parse_column(line: &str) -> Option<(String, ColumnShape)> {
 }
 
 /// Read the expected shape out of the DDL itself, so the check can never drift from it.
-/// Later migrations may add columns (`ALTER TABLE … ADD`, one column per line), drop tables
-/// and indexes, set a table's lock escalation, and create
-/// routines with `EXEC(N'CREATE OR ALTER PROCEDURE [{schema}].[name] …')` (whose bodies are
-/// skipped: a temp table inside one is not part of the schema).
+/// Later migrations may add columns (`ALTER TABLE … ADD`, one column per statement: Babelfish
+/// refuses several in one clause), drop tables and indexes, and set a table's lock escalation.
+/// The routines are those of `routines.rs`.
 pub fn expected_shape() -> Shape {
     let mut shape = Shape::default();
     let mut sources = vec![SCHEMA_VERSION_TABLE];
@@ -258,13 +273,8 @@ pub fn expected_shape() -> Shape {
         let mut table: Option<String> = None;
         // Inside `ALTER TABLE … ADD`: one column per line, until the `;`.
         let mut adding_columns = false;
-        let mut in_routine = false;
         for line in sql.lines() {
             let trimmed = line.trim();
-            if in_routine {
-                in_routine = trimmed != "');";
-                continue;
-            }
             if trimmed.starts_with("--") {
                 continue;
             }
@@ -299,11 +309,6 @@ pub fn expected_shape() -> Shape {
                         .or_default()
                         .insert(name, column);
                 }
-            } else if upper.starts_with("EXEC(N'CREATE OR ALTER ") {
-                if let Some(name) = object_name(trimmed) {
-                    shape.routines.insert(name.to_string());
-                }
-                in_routine = !trimmed.ends_with("');");
             } else if upper.starts_with("CREATE TABLE") {
                 table = object_name(trimmed).map(str::to_string);
             } else if upper.starts_with("ALTER TABLE") && upper.ends_with(" ADD") {
@@ -347,6 +352,9 @@ pub fn expected_shape() -> Shape {
         }
     }
     shape
+        .routines
+        .extend(ROUTINES.iter().map(|r| r.name.to_string()));
+    shape
 }
 
 /// What the catalog says, as read by the `queries::CATALOG_*` statements.
@@ -359,12 +367,60 @@ pub struct CatalogState {
     pub compression: BTreeMap<String, String>,
     pub compatibility_level: i32,
     pub applied_versions: Vec<i32>,
+    /// `SERVERPROPERTY('BabelfishVersion')` when the server is Babelfish for PostgreSQL.
+    pub babelfish: Option<String>,
+    /// routine → SHA-256 of the text it was last applied from (`[routine_versions]`).
+    pub routine_checksums: BTreeMap<String, String>,
 }
 
-/// Compare the catalog with what the migrations create; every problem in one message.
-pub fn check(schema: &SchemaName, state: &CatalogState) -> StoreResult<()> {
+/// What the check accepted although the catalog differs from the DDL: Babelfish for
+/// PostgreSQL keeps its own catalog, and reports some facts the same way whatever the DDL said.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct Tolerated {
+    /// The server it tolerated them on, e.g. "Babelfish 4.3.0".
+    pub server: String,
+    /// One line per kind of difference.
+    pub differences: Vec<String>,
+}
+
+impl std::fmt::Display for Tolerated {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "on {}, tolerated: {}",
+            self.server,
+            self.differences.join("; ")
+        )
+    }
+}
+
+/// Whether `found`, a name from `sys.indexes`, is index `index` of `table` as Babelfish names it:
+/// PostgreSQL keeps one namespace for the indexes of a schema, so Babelfish stores a lower-cased
+/// name and, for every index but a primary key, appends the table name and an MD5 of both,
+/// cut to PostgreSQL's 63 characters (`ix_jobs_hot_claim` + `jobs_hot` + 32 hex digits).
+fn babelfish_index_name(found: &str, table: &str, index: &str) -> bool {
+    let found = found.to_lowercase();
+    let index = index.to_lowercase();
+    if found == index {
+        return true;
+    }
+    let Some(prefix_len) = found.len().checked_sub(32) else {
+        return false;
+    };
+    let (prefix, digest) = found.split_at(prefix_len);
+    let hashed = digest.len() == 32 && digest.bytes().all(|b| b.is_ascii_hexdigit());
+    let spelled = format!("{index}{}", table.to_lowercase());
+    hashed && prefix.len() >= index.len().min(31) && spelled.starts_with(prefix)
+}
+
+/// Compare the catalog with what the migrations create; every problem in one message. On
+/// Babelfish the cosmetic differences of its catalog (index names, compatibility level,
+/// compression, lock escalation) are accepted and returned, so the caller can say so.
+pub fn check(schema: &SchemaName, state: &CatalogState) -> StoreResult<Option<Tolerated>> {
     let s = schema.as_str();
     let mut problems = Vec::new();
+    let mut tolerated = Vec::new();
+    let babelfish = state.babelfish.is_some();
     let latest = latest_version();
     if let Some(&newest) = state.applied_versions.iter().max()
         && newest > latest
@@ -385,11 +441,18 @@ pub fn check(schema: &SchemaName, state: &CatalogState) -> StoreResult<()> {
         }
     }
     if state.compatibility_level != 0 && state.compatibility_level < 130 {
-        problems.push(format!(
-            "the database compatibility level is {} but deck needs 130 or higher (OPENJSON); \
-             ALTER DATABASE CURRENT SET COMPATIBILITY_LEVEL = 140",
-            state.compatibility_level
-        ));
+        if babelfish {
+            tolerated.push(format!(
+                "compatibility level {} (Babelfish reports one fixed level; OPENJSON works)",
+                state.compatibility_level
+            ));
+        } else {
+            problems.push(format!(
+                "the database compatibility level is {} but deck needs 130 or higher (OPENJSON); \
+                 ALTER DATABASE CURRENT SET COMPATIBILITY_LEVEL = 140",
+                state.compatibility_level
+            ));
+        }
     }
     let expected = expected_shape();
     for (table, columns) in &expected.tables {
@@ -416,26 +479,53 @@ pub fn check(schema: &SchemaName, state: &CatalogState) -> StoreResult<()> {
             }
         }
     }
+    let mut renamed_indexes = 0;
     for (table, index) in &expected.indexes {
-        if expected.tables.contains_key(table)
-            && state.shape.tables.contains_key(table)
-            && !state
+        if !expected.tables.contains_key(table) || !state.shape.tables.contains_key(table) {
+            continue;
+        }
+        let key = (table.clone(), index.clone());
+        if state.shape.indexes.contains(&key) {
+            continue;
+        }
+        let under_babelfish_name = babelfish
+            && state
                 .shape
                 .indexes
-                .contains(&(table.clone(), index.clone()))
-        {
+                .iter()
+                .any(|(t, found)| t == table && babelfish_index_name(found, table, index));
+        if under_babelfish_name {
+            renamed_indexes += 1;
+        } else {
             problems.push(format!("index [{index}] on [{s}].[{table}] is missing"));
         }
     }
+    if renamed_indexes > 0 {
+        tolerated.push(format!(
+            "{renamed_indexes} index names as Babelfish stores them (lower case, table name \
+             and hash appended)"
+        ));
+    }
+    let mut escalation_ignored = Vec::new();
     for (table, want) in &expected.lock_escalation {
         if let Some(have) = state.shape.lock_escalation.get(table)
             && have != want
         {
-            problems.push(format!(
-                "[{s}].[{table}] has LOCK_ESCALATION = {have}, expected {want}: \
-                 ALTER TABLE [{s}].[{table}] SET (LOCK_ESCALATION = {want})"
-            ));
+            if babelfish {
+                escalation_ignored.push(format!("[{table}] {have} (wanted {want})"));
+            } else {
+                problems.push(format!(
+                    "[{s}].[{table}] has LOCK_ESCALATION = {have}, expected {want}: \
+                     ALTER TABLE [{s}].[{table}] SET (LOCK_ESCALATION = {want})"
+                ));
+            }
         }
+    }
+    if !escalation_ignored.is_empty() {
+        tolerated.push(format!(
+            "lock escalation {} (PostgreSQL locks rows without escalating)",
+            escalation_ignored.join(", ")
+        ));
     }
     for routine in &expected.routines {
         if !state.shape.routines.contains(routine) {
@@ -444,26 +534,50 @@ pub fn check(schema: &SchemaName, state: &CatalogState) -> StoreResult<()> {
             ));
         }
     }
+    if state.applied_versions.contains(&ROUTINES_FROM_VERSION) {
+        for name in routines::stale(&state.routine_checksums) {
+            problems.push(format!(
+                "routine [{s}].[{name}] was not applied from this deck version's text"
+            ));
+        }
+    }
+    let mut uncompressed = Vec::new();
     for table in ["jobs_archive", "jobs_dlq"] {
         if let Some(compression) = state.compression.get(table)
             && compression != "PAGE"
         {
-            problems.push(format!(
-                "[{s}].[{table}] uses {compression} compression, expected PAGE"
-            ));
+            if babelfish {
+                uncompressed.push(format!("[{table}] {compression}"));
+            } else {
+                problems.push(format!(
+                    "[{s}].[{table}] uses {compression} compression, expected PAGE"
+                ));
+            }
         }
     }
-    if problems.is_empty() {
-        Ok(())
-    } else {
-        Err(StoreError::Schema {
+    if !uncompressed.is_empty() {
+        tolerated.push(format!(
+            "compression {} (Babelfish accepts DATA_COMPRESSION and stores rows as PostgreSQL \
+             does)",
+            uncompressed.join(", ")
+        ));
+    }
+    if !problems.is_empty() {
+        return Err(StoreError::Schema {
             problem: format!(
                 "schema [{s}] does not match this deck version:\n    - {}",
                 problems.join("\n    - ")
             ),
             help: FIX_HELP.into(),
-        })
+        });
     }
+    Ok(match &state.babelfish {
+        Some(version) if !tolerated.is_empty() => Some(Tolerated {
+            server: format!("Babelfish {version}"),
+            differences: tolerated,
+        }),
+        _ => None,
+    })
 }
 
 #[cfg(test)]
@@ -526,7 +640,11 @@ mod tests {
         assert!(text.contains("WHERE version = 1)"));
         assert!(text.contains("VALUES (1, N'initial', SYSUTCDATETIME())"));
         assert!(text.contains("WHERE version = 2)"));
-        assert!(text.contains("CREATE OR ALTER PROCEDURE [jobs_2].[enqueue_batch]"));
+        assert!(text.contains("CREATE PROCEDURE [jobs_2].[enqueue_batch]"));
+        assert!(text.contains("ALTER PROCEDURE [jobs_2].[enqueue_batch]"));
+        // Forms Babelfish refuses are not used (SQL Server accepts either).
+        assert!(!text.contains("CREATE OR ALTER"));
+        assert!(!text.contains("DROP_EXISTING"));
         // Guards come before bodies: the lock, then the schema, then the version table.
         let lock = text.find("sp_getapplock").unwrap();
         let schema_at = text.find("EXEC(N'CREATE SCHEMA").unwrap();
@@ -672,7 +790,19 @@ mod tests {
             Some("DISABLE")
         );
         let routines: Vec<&str> = shape.routines.iter().map(String::as_str).collect();
-        assert_eq!(routines, ["enqueue", "enqueue_batch", "name_problem"]);
+        assert_eq!(
+            routines,
+            [
+                "enqueue",
+                "enqueue_batch",
+                "fingerprint",
+                "name_problem",
+                "utc_time",
+                "uuid_bytes",
+                "uuid_text",
+                "uuid_v7"
+            ]
+        );
         // The temp tables inside the procedures are not part of the schema.
         assert!(shape.tables.keys().all(|t| !t.starts_with('#')));
     }
@@ -687,7 +817,9 @@ mod tests {
                 .map(|(t, c)| (t.to_string(), c.to_string()))
                 .collect(),
             compatibility_level: 150,
-            applied_versions: (1..=10).collect(),
+            applied_versions: (1..=latest_version()).collect(),
+            babelfish: None,
+            routine_checksums: current_routines(),
         };
         check(&deck(), &state).unwrap();
 
@@ -713,7 +845,14 @@ mod tests {
             .lock_escalation
             .insert("jobs_hot".to_string(), "TABLE".to_string());
         state.shape.routines.remove("enqueue");
+        state
+            .routine_checksums
+            .insert("uuid_v7".to_string(), "0".repeat(64));
         let err = check(&deck(), &state).unwrap_err().to_string();
+        assert!(
+            err.contains("routine [deck].[uuid_v7] was not applied from this deck version's text"),
+            "{err}"
+        );
         assert!(
             err.contains("table [deck].[error_fingerprint_slots] is missing"),
             "{err}"
@@ -734,6 +873,108 @@ mod tests {
             "{err}"
         );
         assert!(err.contains("deck migrate --print"), "{err}");
+    }
+
+    /// The catalog of a schema the script created on Babelfish 4.3, as its `sys` views show it.
+    fn babelfish_catalog() -> CatalogState {
+        let expected = expected_shape();
+        let mut shape = expected.clone();
+        shape.indexes = expected
+            .indexes
+            .iter()
+            .map(|(table, index)| {
+                let lower = index.to_lowercase();
+                let name = if lower.starts_with("pk_") {
+                    lower
+                } else {
+                    let spelled: String = format!("{lower}{table}").chars().take(31).collect();
+                    format!("{spelled}0123456789abcdef0123456789abcdef")
+                };
+                (table.clone(), name)
+            })
+            .collect();
+        for table in expected.tables.keys() {
+            shape.lock_escalation.insert(table.clone(), "TABLE".into());
+        }
+        CatalogState {
+            shape,
+            compression: [("jobs_archive", "NONE"), ("jobs_dlq", "NONE")]
+                .into_iter()
+                .map(|(t, c)| (t.to_string(), c.to_string()))
+                .collect(),
+            compatibility_level: 120,
+            applied_versions: (1..=latest_version()).collect(),
+            babelfish: Some("4.3.0".into()),
+            routine_checksums: current_routines(),
+        }
+    }
+
+    fn current_routines() -> BTreeMap<String, String> {
+        ROUTINES
+            .iter()
+            .map(|r| (r.name.to_string(), r.checksum()))
+            .collect()
+    }
+
+    #[test]
+    fn babelfish_cosmetic_differences_are_tolerated_and_named() {
+        let tolerated = check(&deck(), &babelfish_catalog())
+            .unwrap()
+            .expect("differences are reported");
+        assert_eq!(tolerated.server, "Babelfish 4.3.0");
+        let text = tolerated.to_string();
+        assert!(text.contains("index names"), "{text}");
+        assert!(text.contains("compatibility level 120"), "{text}");
+        assert!(text.contains("[jobs_archive] NONE"), "{text}");
+        assert!(text.contains("[jobs_hot] TABLE (wanted DISABLE)"), "{text}");
+
+        // The same catalog on SQL Server is four real problems.
+        let mut sql_server = babelfish_catalog();
+        sql_server.babelfish = None;
+        let err = check(&deck(), &sql_server).unwrap_err().to_string();
+        assert!(err.contains("index [IX_jobs_hot_claim]"), "{err}");
+        assert!(err.contains("compatibility level is 120"), "{err}");
+        assert!(err.contains("NONE compression"), "{err}");
+        assert!(err.contains("LOCK_ESCALATION = TABLE"), "{err}");
+    }
+
+    #[test]
+    fn babelfish_still_reports_what_is_really_missing() {
+        let mut state = babelfish_catalog();
+        state
+            .shape
+            .indexes
+            .retain(|(_, name)| !name.starts_with("ix_jobs_hot_claim"));
+        state
+            .shape
+            .tables
+            .get_mut("jobs_hot")
+            .unwrap()
+            .remove("priority");
+        state.applied_versions.pop();
+        let err = check(&deck(), &state).unwrap_err().to_string();
+        assert!(
+            err.contains("index [IX_jobs_hot_claim] on [deck].[jobs_hot]"),
+            "{err}"
+        );
+        assert!(err.contains("[deck].[jobs_hot].[priority]"), "{err}");
+        assert!(err.contains("is not applied"), "{err}");
+        // A name from another table, or another index's hash form, is not a match.
+        assert!(!babelfish_index_name(
+            "ix_jobs_hot_claimjobs_hotd130d7fb1459e7b2f907b96ff09b2353",
+            "jobs_hot",
+            "IX_jobs_hot_created"
+        ));
+        assert!(!babelfish_index_name(
+            "ix_jobs_hot_claimjobs_hotd130d7fb1459e7b2f907b96ff09b2353",
+            "jobs_archive",
+            "IX_jobs_hot_claim"
+        ));
+        assert!(babelfish_index_name(
+            "ix_jobs_hot_queue_createdjobs_h06d7ff07fc7e20b163c7abb935021df9",
+            "jobs_hot",
+            "IX_jobs_hot_queue_created"
+        ));
     }
 
     #[test]

@@ -20,12 +20,14 @@ pub mod migrations;
 pub mod pool;
 pub mod queries;
 pub mod reader;
+pub mod routines;
 pub mod rows;
 #[cfg(test)]
 mod statement_rules;
 pub mod store;
 #[cfg(test)]
 mod tsql;
+mod wire;
 
 use connection::{SchemaName, parse_connection, redacted};
 use migrations::CatalogState;
@@ -37,9 +39,10 @@ use crate::store::{Store, StoreOptions};
 pub use enqueue::{enqueue_batch_in, enqueue_in};
 pub use store::SqlServerStore;
 
-/// How long one statement may take before its connection is dropped and the fault counted
-/// as transient. Sweeps and bulk actions work in bounded batches well inside it.
-const COMMAND_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long the migration script may take: it waits up to 120 s for the application lock,
+/// and on a large database an index it creates may take minutes. It is never re-sent after a
+/// timeout (the first run may still be applying it); a second `deck migrate` skips what is done.
+const MIGRATION_TIMEOUT: Duration = Duration::from_secs(30 * 60);
 /// How long to wait for a pooled connection (and for the first login).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -51,6 +54,8 @@ pub struct MigrationReport {
     pub applied: Vec<i32>,
     /// The schema version now in place.
     pub version: i32,
+    /// Cosmetic catalog differences the check accepted (Babelfish only).
+    pub tolerated: Option<migrations::Tolerated>,
 }
 
 /// The full DDL for a DBA (`deck migrate --print`).
@@ -70,10 +75,10 @@ pub fn migration_script_through(schema: &str, last: i32) -> StoreResult<String> 
 pub async fn migrate(connection: &str, options: &StoreOptions) -> StoreResult<MigrationReport> {
     let store = connect(connection, options)?;
     probe(connection).await?;
-    let before = read_versions(&store, connection).await?;
+    let before = read_applied(&store, connection).await?.versions;
     apply_script(&store).await?;
-    verify(&store).await?;
-    let after = read_versions(&store, connection).await?;
+    let tolerated = verify(&store).await?;
+    let after = read_applied(&store, connection).await?.versions;
     Ok(MigrationReport {
         schema: store.schema().to_string(),
         applied: after
@@ -82,6 +87,7 @@ pub async fn migrate(connection: &str, options: &StoreOptions) -> StoreResult<Mi
             .filter(|v| !before.contains(v))
             .collect(),
         version: after.iter().copied().max().unwrap_or(0),
+        tolerated,
     })
 }
 
@@ -89,11 +95,8 @@ pub async fn migrate(connection: &str, options: &StoreOptions) -> StoreResult<Mi
 pub async fn open(connection: &str, options: &StoreOptions) -> StoreResult<Arc<dyn Store>> {
     let store = connect(connection, options)?;
     probe(connection).await?;
-    let applied = read_versions(&store, connection).await?;
-    let current = migrations::MIGRATIONS
-        .iter()
-        .all(|m| applied.contains(&m.version));
-    if !current && options.auto_create_schema {
+    let applied = read_applied(&store, connection).await?;
+    if !applied.current() && options.auto_create_schema {
         tracing::info!(
             event = "store.sqlserver.migrate",
             schema = %store.schema(),
@@ -140,6 +143,14 @@ fn connect(connection: &str, options: &StoreOptions) -> StoreResult<SqlServerSto
             help: "give the SQL Server pool at least 1 connection (default 10)".into(),
         });
     }
+    if options.command_timeout.is_zero() {
+        return Err(StoreError::Config {
+            url: redacted(connection),
+            cause: "command_timeout is 0".into(),
+            help: "give statements time to run, e.g. command_timeout = \"30s\" (the default)"
+                .into(),
+        });
+    }
     let last_connect_error = pool::LastConnectError::default();
     // build_unchecked: the pool starts empty, so constructing it never needs the server.
     let pool = bb8::Pool::builder()
@@ -151,7 +162,7 @@ fn connect(connection: &str, options: &StoreOptions) -> StoreResult<SqlServerSto
         pool,
         last_connect_error,
         schema,
-        COMMAND_TIMEOUT,
+        options.command_timeout,
     ))
 }
 
@@ -175,25 +186,50 @@ fn unreachable(connection: &str, err: StoreError) -> StoreError {
     }
 }
 
-async fn read_versions(store: &SqlServerStore, connection: &str) -> StoreResult<Vec<i32>> {
-    let sql = store.sql(queries::SCHEMA_VERSIONS.sql);
-    let sql = &sql;
+/// What the database has applied: migration versions, and routine name → checksum.
+#[derive(Debug, Default)]
+struct Applied {
+    versions: Vec<i32>,
+    routines: std::collections::BTreeMap<String, String>,
+}
+
+impl Applied {
+    /// Every migration applied and every routine applied from this version's text.
+    fn current(&self) -> bool {
+        migrations::MIGRATIONS
+            .iter()
+            .all(|m| self.versions.contains(&m.version))
+            && routines::stale(&self.routines).is_empty()
+    }
+}
+
+async fn read_applied(store: &SqlServerStore, connection: &str) -> StoreResult<Applied> {
+    let versions_sql = store.sql(queries::SCHEMA_VERSIONS.sql);
+    let routines_sql = store.sql(queries::ROUTINE_VERSIONS.sql);
+    let (versions_sql, routines_sql) = (&versions_sql, &routines_sql);
     store
         .run(
             "read schema version",
             Repeat::Always,
             move |mut conn: PooledConn| async move {
-                let result: Result<Vec<i32>, Fault> = async {
-                    let stream = conn.client.query(sql.as_str(), &[]).await?;
-                    let rows = reader::read_declared(
-                        queries::SCHEMA_VERSIONS.name,
-                        queries::SCHEMA_VERSIONS.reads,
-                        stream,
-                    )
-                    .await?;
-                    rows.iter()
-                        .map(|r| Ok(i32::try_from(rows::req_int(r, "version")?).unwrap_or(0)))
-                        .collect()
+                let result: Result<Applied, Fault> = async {
+                    let client = &mut conn.client;
+                    let versions =
+                        catalog_rows(client, &queries::SCHEMA_VERSIONS, versions_sql, "").await?;
+                    let routines =
+                        catalog_rows(client, &queries::ROUTINE_VERSIONS, routines_sql, "").await?;
+                    let mut applied = Applied::default();
+                    for row in &versions {
+                        applied
+                            .versions
+                            .push(i32::try_from(rows::req_int(row, "version")?).unwrap_or(0));
+                    }
+                    for row in &routines {
+                        applied
+                            .routines
+                            .insert(rows::req_str(row, "name")?, rows::req_str(row, "checksum")?);
+                    }
+                    Ok(applied)
                 }
                 .await;
                 (conn, result)
@@ -209,9 +245,10 @@ async fn apply_script(store: &SqlServerStore) -> StoreResult<()> {
     let script = migrations::script(store.schema());
     let script = &script;
     store
-        .run(
+        .run_with_timeout(
             "apply schema migrations",
-            Repeat::Always,
+            Repeat::IfNotApplied,
+            MIGRATION_TIMEOUT,
             move |mut conn: PooledConn| async move {
                 let result: Result<(), Fault> = async {
                     let stream = conn.client.simple_query(script.as_str()).await?;
@@ -247,15 +284,16 @@ async fn catalog_rows(
     schema: &str,
 ) -> Result<Vec<tiberius::Row>, Fault> {
     let stream = if sql.contains("@P1") {
-        client.query(sql, &[&schema]).await?
+        wire::query(client, sql, &[&schema]).await?
     } else {
-        client.query(sql, &[]).await?
+        wire::query(client, sql, &[]).await?
     };
     reader::read_declared(statement.name, statement.reads, stream).await
 }
 
-/// Compare the catalog with the schema this version needs; fail with every difference.
-async fn verify(store: &SqlServerStore) -> StoreResult<()> {
+/// Compare the catalog with the schema this version needs; fail with every difference, and
+/// say what a Babelfish catalog was forgiven.
+async fn verify(store: &SqlServerStore) -> StoreResult<Option<migrations::Tolerated>> {
     let statements = [
         queries::CATALOG_COLUMNS,
         queries::CATALOG_INDEXES,
@@ -263,6 +301,7 @@ async fn verify(store: &SqlServerStore) -> StoreResult<()> {
         queries::CATALOG_ROUTINES,
         queries::CATALOG_DATABASE,
         queries::SCHEMA_VERSIONS,
+        queries::ROUTINE_VERSIONS,
     ];
     let rendered: Vec<String> = statements.iter().map(|s| store.sql(s.sql)).collect();
     let schema = store.schema().to_string();
@@ -278,9 +317,16 @@ async fn verify(store: &SqlServerStore) -> StoreResult<()> {
                     for (statement, sql) in statements.iter().zip(rendered) {
                         answers.push(catalog_rows(client, statement, sql, schema).await?);
                     }
-                    let [columns, indexes, tables, routines, database, versions] =
-                        <[Vec<tiberius::Row>; 6]>::try_from(answers)
-                            .map_err(|_| rows::corrupt("the catalog answers are incomplete"))?;
+                    let [
+                        columns,
+                        indexes,
+                        tables,
+                        routines,
+                        database,
+                        versions,
+                        texts,
+                    ] = <[Vec<tiberius::Row>; 7]>::try_from(answers)
+                        .map_err(|_| rows::corrupt("the catalog answers are incomplete"))?;
                     let mut state = CatalogState::default();
                     for row in &columns {
                         let length = rows::req_int(row, "max_length")?;
@@ -329,11 +375,17 @@ async fn verify(store: &SqlServerStore) -> StoreResult<()> {
                     if let Some(row) = database.first() {
                         state.compatibility_level =
                             i32::try_from(rows::req_int(row, "compatibility_level")?).unwrap_or(0);
+                        state.babelfish = rows::opt_str(row, "babelfish_version")?;
                     }
                     for row in &versions {
                         state
                             .applied_versions
                             .push(i32::try_from(rows::req_int(row, "version")?).unwrap_or(0));
+                    }
+                    for row in &texts {
+                        state
+                            .routine_checksums
+                            .insert(rows::req_str(row, "name")?, rows::req_str(row, "checksum")?);
                     }
                     Ok(state)
                 }
@@ -342,7 +394,17 @@ async fn verify(store: &SqlServerStore) -> StoreResult<()> {
             },
         )
         .await?;
-    migrations::check(store.schema(), &state)
+    let tolerated = migrations::check(store.schema(), &state)?;
+    if let Some(tolerated) = &tolerated {
+        tracing::info!(
+            event = "store.sqlserver.catalog_tolerated",
+            schema = %store.schema(),
+            server = %tolerated.server,
+            differences = %tolerated.differences.join("; "),
+            "the schema matches; cosmetic catalog differences of this server were accepted"
+        );
+    }
+    Ok(tolerated)
 }
 
 #[cfg(test)]

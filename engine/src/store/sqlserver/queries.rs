@@ -40,6 +40,14 @@
 //! - Filtered indexes are matched only by literal predicates (`status = 0`), never by a
 //!   parameter or an `IN` list; hot-table reads that must be seeks say `FORCESEEK`.
 //! - Only the telemetry class reads with `NOLOCK`.
+//! - Written to run on Babelfish for PostgreSQL too (README, "SQL Server", its gap table),
+//!   in forms SQL Server plans the same way: an `UPDATE … OUTPUT` whose `SET` reads another
+//!   table names it in a comma-separated `FROM` with the join condition in `WHERE` (Babelfish
+//!   loses a `JOIN`ed table there), and reads no `deleted.` column (Babelfish has none in an
+//!   `UPDATE`); ids are `BINARY(16)` parameters, or UUID text inside JSON read with the
+//!   schema's `[uuid_bytes]` and written with `[uuid_text]` (no `CONVERT` binary styles);
+//!   JSON values are read `AS JSON` where they are JSON, and arrays grow by text
+//!   (`json_append!`), not `JSON_MODIFY(…, 'append $', …)`.
 
 pub use batches::*;
 pub use maintenance::*;
@@ -523,9 +531,9 @@ macro_rules! id_slices {
             "DECLARE @ids TABLE (slice INT NOT NULL, id BINARY(16) NOT NULL, PRIMARY KEY (slice, id));
 INSERT INTO @ids (slice, id)
 SELECT (ROW_NUMBER() OVER (ORDER BY i.id) - 1) / 1000, i.id
-FROM (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(",
+FROM (SELECT DISTINCT u.id FROM OPENJSON(",
             $param,
-            ")) AS i;
+            ") AS v CROSS APPLY [{schema}].[uuid_bytes](v.[value]) AS u) AS i;
 DECLARE @slice INT = 0;
 DECLARE @slices INT = (SELECT MAX(slice) FROM @ids);
 "
@@ -533,19 +541,34 @@ DECLARE @slices INT = (SELECT MAX(slice) FROM @ids);
     };
 }
 
-/// A new job id, per row: a UUID v7 of 48-bit Unix milliseconds from the database clock
-/// (`@now`), the version and variant bits, and random bits from NEWID().
-macro_rules! new_job_id {
-    () => {
-        "CAST(CAST(DATEDIFF_BIG(MILLISECOND, CAST('1970-01-01' AS DATETIME2(6)), @now) AS BINARY(6))
-        + CAST(28672 | (CAST(SUBSTRING(CAST(NEWID() AS BINARY(16)), 1, 2) AS INT) & 4095) AS BINARY(2))
-        + CAST(32768 | (CAST(SUBSTRING(CAST(NEWID() AS BINARY(16)), 3, 2) AS INT) & 16383) AS BINARY(2))
-        + SUBSTRING(CAST(NEWID() AS BINARY(16)), 5, 6) AS BINARY(16))"
+/// Append the JSON object `$item` (text) to the JSON array `$array` (text, NULL for none).
+/// Written as text rather than `JSON_MODIFY($array, 'append $', JSON_QUERY($item))`, which
+/// Babelfish refuses; the arrays are deck's own, with no space after the last element. The
+/// style-126 time in an item is read with `REPLACE(…, N' ', N'T')`: Babelfish ignores the
+/// style and puts a space there.
+macro_rules! json_append {
+    ($array:literal, $item:literal) => {
+        concat!(
+            "CASE WHEN ",
+            $array,
+            " IS NULL OR ",
+            $array,
+            " = N'[]' THEN N'[' + ",
+            $item,
+            " + N']' ELSE LEFT(",
+            $array,
+            ", LEN(",
+            $array,
+            ") - 1) + N',' + ",
+            $item,
+            " + N']' END"
+        )
     };
 }
 
 /// Enqueue the continuations of finished jobs (`@finished`), in the same transaction, and
-/// clear `@finished` for the next slice. Their ids are UUID v7 (`new_job_id!`). Their queues
+/// clear `@finished` for the next slice. Their ids are UUID v7 (`[uuid_v7]`, one NEWID() per
+/// finished job, drawn in the derived table). Their queues
 /// have settings rows already: enqueue creates the row for a job's continuation queue (a
 /// completion creating one would lock queues after jobs).
 macro_rules! continuations_apply {
@@ -557,13 +580,10 @@ INSERT INTO [{schema}].[jobs_hot]
      attempt, status, cancel_requested)
 OUTPUT inserted.queue, 1 INTO @ledger (queue, pending_delta)
 SELECT
-    ",
-            new_job_id!(),
-            ",
+    n.id,
     JSON_VALUE(f.continuation, '$.queue'),
     JSON_VALUE(f.continuation, '$.job_type'),
-    N'{\"parent_id\":\"'
-        + LOWER(STUFF(STUFF(STUFF(STUFF(CONVERT(CHAR(32), f.id, 2), 21, 0, '-'), 17, 0, '-'), 13, 0, '-'), 9, 0, '-'))
+    N'{\"parent_id\":\"' + parent.[text]
         + N'\",\"outcome\":\"' + CASE WHEN f.succeeded = 1 THEN N'succeeded' ELSE N'dead' END
         + N'\",\"reason\":' + ISNULL(N'\"' + CASE f.reason
             WHEN 1 THEN N'Failed' WHEN 2 THEN N'Fatal' WHEN 3 THEN N'Timeout'
@@ -573,7 +593,9 @@ SELECT
         + N',\"error\":' + ISNULL(N'\"' + STRING_ESCAPE(f.error, 'json') + N'\"', N'null')
         + N',\"result\":' + ISNULL(f.result, N'null') + N'}',
     N'', 0, f.correlation_id, @now, @now, 0, 0, 0
-FROM @finished AS f
+FROM (SELECT d.*, NEWID() AS random FROM @finished AS d) AS f
+CROSS APPLY [{schema}].[uuid_v7](@now, f.random) AS n
+CROSS APPLY [{schema}].[uuid_text](f.id) AS parent
 WHERE JSON_VALUE(f.continuation, '$.trigger') = N'always'
    OR (JSON_VALUE(f.continuation, '$.trigger') = N'on_success' AND f.succeeded = 1)
    OR (JSON_VALUE(f.continuation, '$.trigger') = N'on_failure' AND f.succeeded = 0);
@@ -635,44 +657,45 @@ BEGIN
         b.dead = n.dead,
         b.finished_at = CASE WHEN n.succeeded + n.dead >= n.total
                              THEN ISNULL(b.finished_at, @now) END
-    OUTPUT inserted.id, inserted.total, inserted.succeeded, inserted.dead,
-           CASE WHEN d.dead > 0 THEN 1 ELSE 0 END
-      INTO @batch_after (id, total, succeeded, dead, newly_dead)
     FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK)
     JOIN @batch_delta AS d ON d.batch_id = b.id
     CROSS APPLY (SELECT b.total + d.total AS total,
                         b.succeeded + d.succeeded AS succeeded,
                         CASE WHEN b.dead + d.dead < 0 THEN 0 ELSE b.dead + d.dead END AS dead) AS n;
 
+    -- Read back rather than OUTPUT: Babelfish has no deleted.* in an UPDATE's OUTPUT, and
+    -- loses a joined table there (README, SQL Server). The rows are this transaction's.
+    INSERT INTO @batch_after (id, total, succeeded, dead, newly_dead)
+    SELECT b.id, b.total, b.succeeded, b.dead, CASE WHEN d.dead > 0 THEN 1 ELSE 0 END
+    FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK)
+    JOIN @batch_delta AS d ON d.batch_id = b.id;
+
     INSERT INTO @due (batch_id, event, job_id)
-    SELECT a.id, e.event, ",
-            new_job_id!(),
-            "
-    FROM @batch_after AS a
+    SELECT a.id, a.event, n.id
+    FROM (SELECT x.*, e.event, NEWID() AS random
+          FROM @batch_after AS x
+          CROSS APPLY (VALUES (CAST(1 AS TINYINT)), (CAST(2 AS TINYINT)), (CAST(3 AS TINYINT))) AS e (event)) AS a
     JOIN [{schema}].[batches] AS b ON b.id = a.id
-    CROSS APPLY (VALUES (CAST(1 AS TINYINT)), (CAST(2 AS TINYINT)), (CAST(3 AS TINYINT))) AS e (event)
-    WHERE (e.event = 1 AND a.newly_dead = 1 AND a.dead > 0
+    CROSS APPLY [{schema}].[uuid_v7](@now, a.random) AS n
+    WHERE (a.event = 1 AND a.newly_dead = 1 AND a.dead > 0
            AND b.death_request IS NOT NULL AND b.death_job_id IS NULL)
-       OR (e.event = 2 AND a.succeeded = a.total
+       OR (a.event = 2 AND a.succeeded = a.total
            AND b.success_request IS NOT NULL AND b.success_job_id IS NULL)
-       OR (e.event = 3 AND a.succeeded + a.dead = a.total
+       OR (a.event = 3 AND a.succeeded + a.dead = a.total
            AND b.complete_request IS NOT NULL AND b.complete_job_id IS NULL);
 
     UPDATE b SET b.death_job_id = u.job_id
-    OUTPUT inserted.id, u.event, u.job_id INTO @fired (batch_id, event, job_id)
-    FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK)
-    JOIN @due AS u ON u.batch_id = b.id AND u.event = 1
-    WHERE b.death_job_id IS NULL;
+    OUTPUT inserted.id, CAST(1 AS TINYINT), inserted.death_job_id INTO @fired (batch_id, event, job_id)
+    FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK), @due AS u
+    WHERE u.batch_id = b.id AND u.event = 1 AND b.death_job_id IS NULL;
     UPDATE b SET b.success_job_id = u.job_id
-    OUTPUT inserted.id, u.event, u.job_id INTO @fired (batch_id, event, job_id)
-    FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK)
-    JOIN @due AS u ON u.batch_id = b.id AND u.event = 2
-    WHERE b.success_job_id IS NULL;
+    OUTPUT inserted.id, CAST(2 AS TINYINT), inserted.success_job_id INTO @fired (batch_id, event, job_id)
+    FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK), @due AS u
+    WHERE u.batch_id = b.id AND u.event = 2 AND b.success_job_id IS NULL;
     UPDATE b SET b.complete_job_id = u.job_id
-    OUTPUT inserted.id, u.event, u.job_id INTO @fired (batch_id, event, job_id)
-    FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK)
-    JOIN @due AS u ON u.batch_id = b.id AND u.event = 3
-    WHERE b.complete_job_id IS NULL;
+    OUTPUT inserted.id, CAST(3 AS TINYINT), inserted.complete_job_id INTO @fired (batch_id, event, job_id)
+    FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK), @due AS u
+    WHERE u.batch_id = b.id AND u.event = 3 AND b.complete_job_id IS NULL;
 
     -- The job as the engine built it, with the counts as of this move.
     INSERT INTO [{schema}].[jobs_hot]
@@ -680,8 +703,10 @@ BEGIN
          attempt, max_attempts, status, cancel_requested)
     OUTPUT inserted.queue, 1 INTO @ledger (queue, pending_delta)
     SELECT f.job_id, t.queue, t.job_type,
-           JSON_MODIFY(JSON_MODIFY(JSON_MODIFY(t.payload, '$.total', a.total),
-                                   '$.succeeded', a.succeeded), '$.dead', a.dead),
+           N'{\"total\":' + CAST(a.total AS NVARCHAR(11))
+               + N',\"succeeded\":' + CAST(a.succeeded AS NVARCHAR(11))
+               + N',\"dead\":' + CAST(a.dead AS NVARCHAR(11)) + N','
+               + STUFF(t.payload, 1, 1, N''),
            ISNULL(t.tags, N''), ISNULL(t.priority, 0), t.created_by, @now, @now, 0,
            t.max_attempts, 0, 0
     FROM @fired AS f
@@ -692,7 +717,7 @@ BEGIN
                                       ELSE b.complete_request END) WITH (
         queue        NVARCHAR(255)  '$.queue',
         job_type     NVARCHAR(255)  '$.job_type',
-        payload      NVARCHAR(MAX)  '$.payload',
+        payload      NVARCHAR(MAX)  '$.payload' AS JSON,
         tags         NVARCHAR(1002) '$.tags',
         priority     INT            '$.priority',
         max_attempts INT            '$.max_attempts',
@@ -834,16 +859,16 @@ WHERE NOT EXISTS (
 
 /// The fingerprint of a dead letter from the engine's head (`FingerprintHead`, computed in
 /// Rust from reason, kind and the normalised message) and the row's job type: the first 8
-/// bytes of SHA-256 over the UTF-16LE text (what `CAST(NVARCHAR AS VARBINARY)` gives), as
-/// 16 lowercase hex digits — the same value `FingerprintHead::for_job_type` computes.
+/// bytes of SHA-256 over the text, as 16 lowercase hex digits (the schema's `[fingerprint]`):
+/// on SQL Server the same value `FingerprintHead::for_job_type` computes.
 macro_rules! fingerprint_of {
     ($head:literal, $job_type:literal) => {
         concat!(
-            "LOWER(CONVERT(CHAR(16), CONVERT(BINARY(8), HASHBYTES('SHA2_256', CAST(",
+            "(SELECT f.fingerprint FROM [{schema}].[fingerprint](",
             $head,
-            " + ",
+            ", ",
             $job_type,
-            " AS VARBINARY(MAX)))), 2))"
+            ") AS f)"
         )
     };
 }
@@ -910,11 +935,15 @@ INSERT INTO [{schema}].[jobs_dlq]
 SELECT m.id, m.queue, m.job_type, m.payload, m.tags, m.priority, m.idempotency_key,
        m.correlation_id, m.created_by, m.created_at, m.scheduled_at, m.started_at,
        m.heartbeat_at, @now, m.expires_at, m.attempt, m.max_attempts, m.worker_id,
-       JSON_MODIFY(ISNULL(m.errors, N'[]'), 'append $', JSON_QUERY(
-           N'{\"attempt\":' + CAST(m.attempt AS NVARCHAR(11))
-           + N',\"at\":\"' + CONVERT(NVARCHAR(30), @now, 126) + N'Z\"'
+       ",
+            json_append!(
+                "m.errors",
+                "(N'{\"attempt\":' + CAST(m.attempt AS NVARCHAR(11))
+           + N',\"at\":\"' + REPLACE(CONVERT(NVARCHAR(30), @now, 126), N' ', N'T') + N'Z\"'
            + N',\"kind\":\"' + @dead_kind + N'\"'
-           + N',\"message\":\"' + STRING_ESCAPE(@dead_message, 'json') + N'\"}')),
+           + N',\"message\":\"' + STRING_ESCAPE(@dead_message, 'json') + N'\"}')"
+            ),
+            ",
        LEFT(@dead_message, 400), m.continuation, m.original_payload, m.batch_id,
        m.trace_context, @dead_reason,
        CASE WHEN m.started_at IS NULL THEN NULL
@@ -1015,6 +1044,7 @@ pub const ALL: &[Statement] = &[
     TOP_ERRORS,
     RUN_TIMES,
     SCHEMA_VERSIONS,
+    ROUTINE_VERSIONS,
     CATALOG_COLUMNS,
     CATALOG_INDEXES,
     CATALOG_TABLES,

@@ -21,17 +21,26 @@ pub fn corrupt(what: impl std::fmt::Display) -> Fault {
     })
 }
 
-/// 32 upper-case hex digits, the form `CONVERT(BINARY(16), @x, 2)` reads.
-pub fn id_hex(id: JobId) -> String {
-    id.0.simple().to_string().to_ascii_uppercase()
+/// A job or batch id as canonical UUID text (lower case, hyphens): how ids travel inside JSON
+/// (read in T-SQL with the schema's `[uuid_bytes]`) and how the procedures answer them. Single
+/// ids go as `BINARY(16)` parameters instead ([`id_param`]).
+pub fn id_text(id: JobId) -> String {
+    id.0.hyphenated().to_string()
 }
 
+/// A JSON array of ids ([`id_text`]).
 pub fn ids_json(ids: &[JobId]) -> String {
-    let hex: Vec<String> = ids.iter().map(|id| id_hex(*id)).collect();
-    serde_json::Value::from(hex).to_string()
+    let texts: Vec<String> = ids.iter().map(|id| id_text(*id)).collect();
+    serde_json::Value::from(texts).to_string()
 }
 
-pub fn id_from_hex(text: &str) -> Result<JobId, Fault> {
+/// The bytes of an id as a `BINARY(16)` parameter, in RFC 4122 order (the stored order).
+pub fn id_param(id: &JobId) -> &[u8] {
+    id.0.as_bytes()
+}
+
+/// An id from UUID text (canonical, or 32 hex digits).
+pub fn id_from_text(text: &str) -> Result<JobId, Fault> {
     Uuid::parse_str(text.trim())
         .map(JobId)
         .map_err(|e| corrupt(format!("bad job id {text:?}: {e}")))
@@ -41,6 +50,52 @@ pub fn id_from_bytes(bytes: &[u8]) -> Result<JobId, Fault> {
     Uuid::from_slice(bytes)
         .map(JobId)
         .map_err(|e| corrupt(format!("bad job id bytes: {e}")))
+}
+
+/// A JSON text sent inside a JSON document (a payload, a result): valid JSON as the one
+/// element of an array (`[<text>]`, read `AS JSON` and stripped of its brackets), anything
+/// else as a string. Babelfish reads a JSON string's escapes as text, so JSON text in a
+/// string would not parse there (every object has quotes), and a JSON string nested as a bare
+/// value reads without its quotes; in an array, both servers hand back the text — SQL Server
+/// exactly as sent, Babelfish normalised (README, SQL Server).
+#[derive(Debug, Clone, Copy)]
+pub enum JsonText<'a> {
+    InArray(&'a serde_json::value::RawValue),
+    Text(&'a str),
+}
+
+impl<'a> JsonText<'a> {
+    pub fn of(text: &'a str) -> Self {
+        match serde_json::from_str::<&serde_json::value::RawValue>(text) {
+            Ok(value) => JsonText::InArray(value),
+            Err(_) => JsonText::Text(text),
+        }
+    }
+
+    /// The array form, when the text is JSON.
+    pub fn in_array(self) -> Option<[&'a serde_json::value::RawValue; 1]> {
+        match self {
+            JsonText::InArray(value) => Some([value]),
+            JsonText::Text(_) => None,
+        }
+    }
+
+    /// The string form, when the text is not JSON (the statement then says what is wrong).
+    pub fn text(self) -> Option<&'a str> {
+        match self {
+            JsonText::InArray(_) => None,
+            JsonText::Text(text) => Some(text),
+        }
+    }
+}
+
+impl serde::Serialize for JsonText<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            JsonText::InArray(value) => [value].serialize(serializer),
+            JsonText::Text(text) => serializer.serialize_str(text),
+        }
+    }
 }
 
 /// Microsecond precision, the precision of the columns: what goes in comes back equal.
@@ -131,7 +186,7 @@ pub fn row_id(row: &Row, col: &str) -> Result<JobId, Fault> {
     match row.try_get::<&[u8], _>(col) {
         Ok(Some(bytes)) => id_from_bytes(bytes),
         Ok(None) => Err(corrupt(format!("column {col} is NULL"))),
-        Err(_) => id_from_hex(&req_str(row, col)?),
+        Err(_) => id_from_text(&req_str(row, col)?),
     }
 }
 
@@ -269,16 +324,18 @@ mod tests {
     use super::*;
 
     #[test]
-    fn ids_travel_as_hex_in_rfc_order() {
+    fn ids_travel_as_uuid_text_or_bytes_in_rfc_order() {
         let id = JobId::new();
-        let hex = id_hex(id);
-        assert_eq!(hex.len(), 32);
-        assert_eq!(id_from_hex(&hex).unwrap(), id);
-        assert_eq!(id_from_bytes(id.0.as_bytes()).unwrap(), id);
+        let text = id_text(id);
+        assert_eq!(text.len(), 36);
+        assert_eq!(text, text.to_lowercase());
+        assert_eq!(id_from_text(&text).unwrap(), id);
+        assert_eq!(id_from_text(&id.0.simple().to_string()).unwrap(), id);
+        assert_eq!(id_from_bytes(id_param(&id)).unwrap(), id);
         // RFC byte order keeps UUID v7 ids sorted by time as raw bytes.
         let later = JobId::new();
         assert!(id.0.as_bytes() <= later.0.as_bytes());
-        assert_eq!(ids_json(&[id]), format!("[\"{hex}\"]"));
+        assert_eq!(ids_json(&[id]), format!("[\"{text}\"]"));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! Server-free rules over every T-SQL text this store sends (the fixed statements, every
-//! shape of the console's dynamic lists, and the procedures the migrations create). There is
+//! shape of the console's dynamic lists, and the procedures of `routines.rs`). There is
 //! no SQL Server on the build machines, so these rules are what stands between a statement
 //! and the two traps a real server showed (STACK.md): an `OUTPUT … INTO` nobody reads back,
 //! and result sets read by position. Each rule reads tokens (`tsql`), not raw text, so a
@@ -11,6 +11,7 @@ use super::connection::SchemaName;
 use super::job_lists;
 use super::migrations::MIGRATIONS;
 use super::queries::{self, Class, Reads};
+use super::routines::{ROUTINES, RoutineKind};
 use super::tsql::{self, Answer, Kind, Stmt, Target, Tok};
 
 const SCHEMA: &str = "deck";
@@ -35,9 +36,13 @@ fn parse(name: &str, sql: &str) -> (Vec<Tok>, Vec<Stmt>) {
 
 fn procedures() -> Vec<Batch> {
     let mut out = Vec::new();
-    for m in MIGRATIONS {
-        let rendered = m.sql.replace("{schema}", SCHEMA);
-        for p in tsql::procedures(&rendered, SCHEMA).unwrap_or_else(|e| panic!("{}: {e}", m.file)) {
+    for r in ROUTINES.iter().filter(|r| r.kind == RoutineKind::Procedure) {
+        // Read the way the migration script runs it: one string of an EXEC.
+        let rendered = format!(
+            "EXEC(N'{}')",
+            r.sql.replace("{schema}", SCHEMA).replace('\'', "''")
+        );
+        for p in tsql::procedures(&rendered, SCHEMA).unwrap_or_else(|e| panic!("{}: {e}", r.file)) {
             let stmts = tsql::statements(&p.body).unwrap_or_else(|e| panic!("{}: {e}", p.name));
             let decl = queries::PROCEDURES
                 .iter()
@@ -709,28 +714,13 @@ fn the_rules_see_every_statement_shape_and_procedure() {
     let all = batches();
     let procs: Vec<&Batch> = all.iter().filter(|b| b.procedure).collect();
     let names: Vec<&str> = procs.iter().map(|b| b.name.as_str()).collect();
-    // 0002 defines both procedures, 0007 and 0010 redefine them: every definition a database
-    // may hold is checked.
-    assert_eq!(
-        names,
-        [
-            "procedure enqueue_batch",
-            "procedure enqueue",
-            "procedure enqueue_batch",
-            "procedure enqueue",
-            "procedure enqueue_batch",
-            "procedure enqueue"
-        ]
-    );
-    assert!(procs[0].stmts.len() > 30, "the enqueue body was read whole");
+    // Each procedure is defined once, in migrations/sqlserver/routines/.
+    assert_eq!(names, ["procedure enqueue_batch", "procedure enqueue"]);
     assert!(
-        procs[2].stmts.len() > procs[0].stmts.len(),
-        "the redefinition was read whole"
+        procs[0].stmts.len() > 30,
+        "the enqueue_batch body was read whole"
     );
-    assert!(
-        procs[4].stmts.len() >= procs[2].stmts.len(),
-        "the second redefinition was read whole"
-    );
+    assert!(procs[1].stmts.len() > 5, "the enqueue body was read whole");
     assert!(
         all.iter()
             .filter(|b| b.name.starts_with("job list"))

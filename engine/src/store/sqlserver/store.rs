@@ -16,16 +16,17 @@ use super::job_lists::{self, Built};
 use super::pool::{self, Fault, LastConnectError, Pool, PooledConn, Repeat, RetryPolicy};
 use super::queries::{self, MAX_ROWS_PER_STATEMENT, Reads, Statement};
 use super::reader;
-use super::rows::{self, count, id_from_hex, ids_json, json_time, opt_str, opt_u32, req_str};
+use super::rows::{self, count, ids_json, json_time, opt_str, opt_u32, req_str};
+use super::wire;
 use crate::batch::{Batch, BatchCreated, BatchId, BatchRequest};
 use crate::error::{StoreError, StoreResult};
 use crate::fingerprint::FingerprintHead;
 use crate::model::{
-    Applied, AuditEntry, AuditFilter, CancelOutcome, ClaimRequest, Completion, EngineSettings,
-    EnqueueOutcome, EnqueueRequest, FailureReason, HeartbeatReport, HotStatus, InstanceInfo,
-    InstanceKind, Job, JobEdit, JobId, JobState, NewAuditEntry, Pillar, PruneStep, PruneTarget,
-    QueueConfig, QueuePatch, RateLimit, RescueKind, RescueStep, StoreWrittenError, Timestamp,
-    claim_order,
+    Applied, AttemptError, AuditEntry, AuditFilter, CancelOutcome, ClaimRequest, Completion,
+    EngineSettings, EnqueueOutcome, EnqueueRequest, FailureReason, HeartbeatReport, HotStatus,
+    InstanceInfo, InstanceKind, Job, JobEdit, JobId, JobState, NewAuditEntry, Pillar, PruneStep,
+    PruneTarget, QueueConfig, QueuePatch, RateLimit, RescueKind, RescueStep, StoreWrittenError,
+    Timestamp, claim_order,
 };
 use crate::query::{
     BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobFilter, JobQuery, JobSummary,
@@ -93,13 +94,15 @@ fn to_i32(v: u32) -> i32 {
 }
 
 #[derive(Serialize)]
-struct CompletionRow {
+struct CompletionRow<'a> {
     id: String,
     kind: &'static str,
-    result: Option<String>,
+    result: Option<rows::JsonText<'a>>,
     duration_ms: Option<u64>,
     reason: Option<i64>,
-    error: Option<String>,
+    /// Nested as a JSON object (read `AS JSON`), not as JSON text in a string: see
+    /// [`rows::JsonText`].
+    error: Option<&'a AttemptError>,
     message: Option<String>,
     /// Dead letters only: the fingerprint head the statement finishes with the job type.
     fp_head: Option<String>,
@@ -146,6 +149,22 @@ impl SqlServerStore {
         F: FnMut(PooledConn) -> Fut,
         Fut: std::future::Future<Output = (PooledConn, Result<T, Fault>)>,
     {
+        self.run_with_timeout(operation, repeat, self.command_timeout, attempt)
+            .await
+    }
+
+    /// [`Self::run`] with a time limit of its own instead of the command timeout.
+    pub async fn run_with_timeout<T, F, Fut>(
+        &self,
+        operation: &'static str,
+        repeat: Repeat,
+        timeout: Duration,
+        attempt: F,
+    ) -> StoreResult<T>
+    where
+        F: FnMut(PooledConn) -> Fut,
+        Fut: std::future::Future<Output = (PooledConn, Result<T, Fault>)>,
+    {
         pool::run(
             &self.pool,
             &self.last_connect_error,
@@ -153,7 +172,7 @@ impl SqlServerStore {
             repeat,
             false,
             self.retry,
-            self.command_timeout,
+            timeout,
             attempt,
         )
         .await
@@ -173,7 +192,7 @@ impl SqlServerStore {
             operation,
             repeat,
             attempt!(|client| {
-                let stream = client.query(sql, params).await?;
+                let stream = wire::query(client, sql, params).await?;
                 reader::read_declared(statement, reads, stream).await
             }),
         )
@@ -454,7 +473,7 @@ impl Store for SqlServerStore {
             self.retry,
             self.command_timeout,
             attempt!(|client| {
-                let stream = client.query(sql.as_str(), &[json]).await?;
+                let stream = wire::query(client, sql, &[json]).await?;
                 reader::read_declared(queries::ENQUEUE.name, queries::ENQUEUE.reads, stream).await
             }),
         )
@@ -480,14 +499,32 @@ impl Store for SqlServerStore {
         let mut jobs = Vec::new();
         while wanted > 0 {
             let limit = to_i32(u32::try_from(wanted.min(MAX_ROWS_PER_STATEMENT)).unwrap_or(0));
-            let rows = self
+            // Re-sent only when nothing was applied. A claim that timed out may still commit
+            // on the server: its rows then stay fetched under this worker, which never runs
+            // them, until the fetch lease hands them back (`RESCUE_FETCHED`) — a delay, not a
+            // double run. Re-sending at once would queue a second claim behind the first.
+            let answer = self
                 .rows_of(
                     "claim_batch",
-                    Repeat::Always,
+                    Repeat::IfNotApplied,
                     &queries::CLAIM,
                     &[&limit, &req.worker_id, &queues, &types],
                 )
-                .await?;
+                .await;
+            let rows = match answer {
+                Ok(rows) => rows,
+                // The earlier statements of this claim committed: hand over what they took.
+                Err(e) if !jobs.is_empty() => {
+                    tracing::warn!(
+                        event = "store.sqlserver.claim_cut_short",
+                        error = %e,
+                        claimed = jobs.len(),
+                        "a claim statement failed; the jobs claimed before it are handed over"
+                    );
+                    break;
+                }
+                Err(e) => return Err(e),
+            };
             let got = rows.len();
             jobs.extend(self.map_rows("claim_batch", &rows, |r| rows::job(r, Pillar::Hot))?);
             if got < usize::try_from(limit).unwrap_or(0) {
@@ -520,9 +557,7 @@ impl Store for SqlServerStore {
             )
             .await?;
         let started: HashSet<JobId> = self
-            .map_rows("mark_processing", &rows, |r| {
-                id_from_hex(&req_str(r, "id")?)
-            })?
+            .map_rows("mark_processing", &rows, |r| rows::row_id(r, "id"))?
             .into_iter()
             .collect();
         let mut reported = HashSet::new();
@@ -549,7 +584,7 @@ impl Store for SqlServerStore {
         let owned: HashMap<JobId, bool> = self
             .map_rows("heartbeat", &rows, |r| {
                 Ok((
-                    id_from_hex(&req_str(r, "id")?)?,
+                    rows::row_id(r, "id")?,
                     rows::req_bool(r, "cancel_requested")?,
                 ))
             })?
@@ -612,9 +647,9 @@ impl Store for SqlServerStore {
                     result,
                     duration_ms,
                 } => CompletionRow {
-                    id: rows::id_hex(*id),
+                    id: rows::id_text(*id),
                     kind: "s",
-                    result: result.clone(),
+                    result: result.as_deref().map(rows::JsonText::of),
                     duration_ms: Some(*duration_ms),
                     reason: None,
                     error: None,
@@ -628,12 +663,12 @@ impl Store for SqlServerStore {
                     error,
                     retry_at,
                 } => CompletionRow {
-                    id: rows::id_hex(*id),
+                    id: rows::id_text(*id),
                     kind: "r",
                     result: None,
                     duration_ms: None,
                     reason: None,
-                    error: Some(to_json(error)?),
+                    error: Some(error),
                     message: Some(error.message.clone()),
                     fp_head: None,
                     retry_at: Some(json_time(*retry_at)),
@@ -645,12 +680,12 @@ impl Store for SqlServerStore {
                     error,
                     duration_ms,
                 } => CompletionRow {
-                    id: rows::id_hex(*id),
+                    id: rows::id_text(*id),
                     kind: "d",
                     result: None,
                     duration_ms: Some(*duration_ms),
                     reason: Some(reason.code()),
-                    error: Some(to_json(error)?),
+                    error: Some(error),
                     message: Some(error.message.clone()),
                     fp_head: Some(
                         FingerprintHead::new(*reason, &error.kind, &error.message)
@@ -661,7 +696,7 @@ impl Store for SqlServerStore {
                     bin: Some(run_time::bin_of(*duration_ms)),
                 },
                 Completion::Released { id } => CompletionRow {
-                    id: rows::id_hex(*id),
+                    id: rows::id_text(*id),
                     kind: "u",
                     result: None,
                     duration_ms: None,
@@ -684,7 +719,7 @@ impl Store for SqlServerStore {
             )
             .await?;
         let applied: HashSet<JobId> = self
-            .map_rows("complete", &rows, |r| id_from_hex(&req_str(r, "id")?))?
+            .map_rows("complete", &rows, |r| rows::row_id(r, "id"))?
             .into_iter()
             .collect();
         Ok(completions
@@ -719,7 +754,7 @@ impl Store for SqlServerStore {
     }
 
     async fn edit_job(&self, id: JobId, edit: JobEdit) -> StoreResult<Job> {
-        let hex = rows::id_hex(id);
+        let id_bytes = rows::id_param(&id);
         let payload: Option<String> = edit
             .payload
             .as_deref()
@@ -730,7 +765,7 @@ impl Store for SqlServerStore {
                 "edit_job",
                 Repeat::IfNotApplied,
                 &queries::EDIT_JOB,
-                &[&hex, &payload, &tags, &edit.priority, &edit.queue],
+                &[&id_bytes, &payload, &tags, &edit.priority, &edit.queue],
             )
             .await?;
         let row = rows
@@ -814,22 +849,16 @@ impl Store for SqlServerStore {
         } = step;
         action.check_source(source)?;
         let only_pending = action == BulkAction::Purge && source == Pillar::Hot;
-        let after = after.map(rows::id_hex);
         let built = job_lists::bulk_ids_statement(
             &self.schema,
             source,
             filter,
             only_pending,
-            after.as_deref(),
+            after,
             limit.min(MAX_PAGE_SIZE),
         );
         let rows = self.rows_of_built("bulk_by_filter", &built).await?;
-        let hex: Vec<String> = self.map_rows("bulk_by_filter", &rows, |r| req_str(r, "id"))?;
-        let ids = hex
-            .iter()
-            .map(|h| id_from_hex(h))
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(|f| self.fault("bulk_by_filter", f))?;
+        let ids = self.map_rows("bulk_by_filter", &rows, |r| rows::row_id(r, "id"))?;
         let affected = if ids.is_empty() {
             0
         } else {
@@ -1166,9 +1195,9 @@ impl Store for SqlServerStore {
     }
 
     async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>> {
-        let hex = rows::id_hex(id);
+        let id_bytes = rows::id_param(&id);
         let answer = self
-            .rows_of("get_job", Repeat::Always, &queries::GET_JOB, &[&hex])
+            .rows_of("get_job", Repeat::Always, &queries::GET_JOB, &[&id_bytes])
             .await?;
         match answer.first() {
             Some(row) => rows::any_job(row)

@@ -70,7 +70,11 @@ fn id_lists_are_sliced_below_the_escalation_threshold() {
             s.name
         );
     }
-    let procedure = super::migrations::MIGRATIONS[1].sql;
+    let procedure = super::routines::ROUTINES
+        .iter()
+        .find(|r| r.name == "enqueue_batch")
+        .unwrap()
+        .sql;
     assert!(procedure.contains(&format!("i.ord / {MAX_ROWS_PER_STATEMENT}")));
     assert!(procedure.contains("WHERE outcome_id IS NULL AND slice = @slice"));
 }
@@ -221,8 +225,7 @@ fn dead_letters_carry_their_fingerprint_into_and_out_of_the_groups() {
             s.name
         );
         assert!(
-            s.sql
-                .contains("CONVERT(BINARY(8), HASHBYTES('SHA2_256', CAST("),
+            s.sql.contains("FROM [{schema}].[fingerprint]("),
             "{}: finished in SQL like FingerprintHead::for_job_type",
             s.name
         );
@@ -332,11 +335,11 @@ fn the_due_rule_in_t_sql_is_the_engines() {
     assert_eq!(fired.due_callbacks(false), [BatchEvent::Success]);
     let sql = queries::COMPLETE.sql;
     for predicate in [
-        "e.event = 1 AND a.newly_dead = 1 AND a.dead > 0",
+        "a.event = 1 AND a.newly_dead = 1 AND a.dead > 0",
         "b.death_request IS NOT NULL AND b.death_job_id IS NULL",
-        "e.event = 2 AND a.succeeded = a.total",
+        "a.event = 2 AND a.succeeded = a.total",
         "b.success_request IS NOT NULL AND b.success_job_id IS NULL",
-        "e.event = 3 AND a.succeeded + a.dead = a.total",
+        "a.event = 3 AND a.succeeded + a.dead = a.total",
         "b.complete_request IS NOT NULL AND b.complete_job_id IS NULL",
         "CASE WHEN d.dead > 0 THEN 1 ELSE 0 END",
     ] {
@@ -371,4 +374,24 @@ fn moves_carry_the_batch_and_the_trace_context() {
     let insert = resurrect.find("INSERT INTO [{schema}].[jobs_hot]").unwrap();
     assert!(resurrect[insert..].contains("original_payload, batch_id, trace_context)"));
     assert!(resurrect[insert..].contains("m.batch_id, m.trace_context"));
+}
+
+/// Writes every fixed statement, rendered for schema `deck`, to `$DECK_DUMP_SQL/<name>.sql`,
+/// to run one by hand against a server (`cargo test -p deck-engine --lib dump_statements --
+/// --ignored`). Line numbers in a server's error message are lines of these files.
+#[test]
+#[ignore = "a tool: set DECK_DUMP_SQL to a directory"]
+fn dump_statements() {
+    let Some(dir) = std::env::var_os("DECK_DUMP_SQL") else {
+        return;
+    };
+    let dir = std::path::PathBuf::from(dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for s in queries::ALL {
+        std::fs::write(
+            dir.join(format!("{}.sql", s.name)),
+            s.sql.replace("{schema}", "deck"),
+        )
+        .unwrap();
+    }
 }

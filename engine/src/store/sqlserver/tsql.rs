@@ -686,6 +686,10 @@ pub fn dml_target(stmt: &Stmt, schema: &str) -> Option<Target> {
 pub fn output_clauses(stmt: &Stmt) -> Vec<Option<Tok>> {
     let toks = &stmt.toks;
     let mut out = Vec::new();
+    // In `EXEC proc @p = @v OUTPUT` the keyword marks an output parameter, not a clause.
+    if verb(stmt).is_some_and(|(v, _)| v == "EXEC" || v == "EXECUTE") {
+        return out;
+    }
     for i in top_level(toks) {
         if toks[i].kw("OUTPUT") {
             let mut target = None;
@@ -777,8 +781,8 @@ pub fn answer(stmt: &Stmt, schema: &str) -> Answer {
     }
 }
 
-/// A procedure created by `EXEC(N'CREATE OR ALTER PROCEDURE [schema].[name] … AS …')` in a
-/// migration: its name and the tokens of its body.
+/// A procedure created by `EXEC(N'CREATE PROCEDURE [schema].[name] … AS …')` or redefined by
+/// `EXEC(N'ALTER PROCEDURE …')` in a migration: its name and the tokens of its body.
 #[derive(Debug, Clone)]
 pub struct Procedure {
     pub name: String,
@@ -791,21 +795,24 @@ pub fn procedures(migration_sql: &str, schema: &str) -> Result<Vec<Procedure>, S
     for w in toks.windows(4) {
         if w[0].kw("EXEC") && w[1].p("(") && w[2].kind == Kind::Str && w[3].p(")") {
             let inner = lex(&w[2].text)?;
-            if !(inner.len() > 6
-                && inner[0].kw("CREATE")
-                && inner[1].kw("OR")
-                && inner[2].kw("ALTER")
-                && (inner[3].kw("PROCEDURE") || inner[3].kw("PROC")))
-            {
+            let defines = inner.len() > 4
+                && (inner[0].kw("CREATE") || inner[0].kw("ALTER"))
+                && (inner[1].kw("PROCEDURE") || inner[1].kw("PROC"));
+            if !defines {
                 continue;
             }
-            if !(inner[4].kind == Kind::Ident && inner[4].text == schema && inner[5].p(".")) {
-                return Err(format!("procedure not in [{schema}]: {}", show(&inner)));
+            let inner = &inner[2..];
+            if !(inner.len() > 3
+                && inner[0].kind == Kind::Ident
+                && inner[0].text == schema
+                && inner[1].p("."))
+            {
+                return Err(format!("procedure not in [{schema}]: {}", show(inner)));
             }
-            let name = inner[6].text.clone();
-            let as_at = top_level(&inner)
+            let name = inner[2].text.clone();
+            let as_at = top_level(inner)
                 .into_iter()
-                .find(|&i| i > 6 && inner[i].kw("AS"))
+                .find(|&i| i > 2 && inner[i].kw("AS"))
                 .ok_or_else(|| format!("procedure {name} has no AS"))?;
             out.push(Procedure {
                 name,

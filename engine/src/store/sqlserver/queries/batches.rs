@@ -41,7 +41,7 @@ pub const BATCH_MEMBER_COLUMNS: &[&str] = &[
     "last_error",
 ];
 
-/// @P1 batch id (hex), @P2 description, @P3 created_by, @P4 callbacks (the engine's JSON),
+/// @P1 batch id (BINARY(16)), @P2 description, @P3 created_by, @P4 callbacks (the engine's JSON),
 /// @P5 / @P6 / @P7 the jobs on_success / on_complete / on_death enqueue (JSON, NULL when not
 /// configured; see `store::batches::CallbackJob`), @P8 the members as `[enqueue_batch]` reads
 /// them, with their ids. Answers the batch row.
@@ -56,7 +56,7 @@ pub const CREATE_BATCH: Statement = Statement {
     class: Class::Transition,
     reads: Reads::Rows(BATCH_COLUMNS),
     sql: tx!(
-        "DECLARE @batch BINARY(16) = CONVERT(BINARY(16), @P1, 2);
+        "DECLARE @batch BINARY(16) = @P1;
 DECLARE @description NVARCHAR(2000) = @P2;
 DECLARE @created_by NVARCHAR(255) = @P3;
 DECLARE @callbacks NVARCHAR(MAX) = @P4;
@@ -82,8 +82,8 @@ INSERT INTO @answer (id, created, ord) EXEC [{schema}].[enqueue_batch] @jobs = @
 
 -- Members carry their batch in every pillar. At most 1,000 rows per statement.
 INSERT INTO @stamp (slice, id)
-SELECT a.ord / 1000, CONVERT(BINARY(16), CAST(REPLACE(a.id, N'-', N'') AS VARCHAR(32)), 2)
-FROM @answer AS a
+SELECT a.ord / 1000, u.id
+FROM @answer AS a CROSS APPLY [{schema}].[uuid_bytes](a.id) AS u
 WHERE a.created = 1;
 SET @slices = (SELECT MAX(s.slice) FROM @stamp AS s);
 WHILE @slice <= @slices
@@ -109,7 +109,7 @@ WHERE b.id = @batch;"
     ),
 };
 
-/// @P1 batch id (hex).
+/// @P1 batch id (BINARY(16)).
 pub const GET_BATCH: Statement = Statement {
     name: "get_batch",
     class: Class::Committed,
@@ -118,10 +118,10 @@ pub const GET_BATCH: Statement = Statement {
 SELECT b.id, b.description, b.created_by, b.created_at, b.total, b.succeeded, b.dead,
        b.finished_at, b.callbacks, b.success_job_id, b.complete_job_id, b.death_job_id
 FROM [{schema}].[batches] AS b
-WHERE b.id = CONVERT(BINARY(16), @P1, 2);",
+WHERE b.id = @P1;",
 };
 
-/// @P1 the id to page back from (hex) or NULL for the newest, @P2 limit. Newest first: ids
+/// @P1 the id to page back from (BINARY(16)) or NULL for the newest, @P2 limit. Newest first: ids
 /// are UUID v7, so a backward range seek of the key. RECOMPILE: with the actual @P1 the
 /// optimizer sees a seek rather than a plan for either case.
 pub const LIST_BATCHES: Statement = Statement {
@@ -129,7 +129,7 @@ pub const LIST_BATCHES: Statement = Statement {
     class: Class::Committed,
     reads: Reads::Rows(BATCH_COLUMNS),
     sql: "SET NOCOUNT ON;
-DECLARE @before BINARY(16) = CONVERT(BINARY(16), @P1, 2);
+DECLARE @before BINARY(16) = @P1;
 SELECT TOP (@P2) b.id, b.description, b.created_by, b.created_at, b.total, b.succeeded, b.dead,
        b.finished_at, b.callbacks, b.success_job_id, b.complete_job_id, b.death_job_id
 FROM [{schema}].[batches] AS b
@@ -138,7 +138,7 @@ ORDER BY b.id DESC
 OPTION (RECOMPILE);",
 };
 
-/// @P1 batch id (hex), @P2 limit. Active members first, then dead, then succeeded, each in id
+/// @P1 batch id (BINARY(16)), @P2 limit. Active members first, then dead, then succeeded, each in id
 /// order (a seek of the pillar's batch index), at most @P2 in all. The pillars are read one
 /// after the other; a member seen in an earlier one is not repeated should it move meanwhile.
 /// The explicit `batch_id IS NOT NULL` lets the optimizer match the filtered indexes.
@@ -147,7 +147,7 @@ pub const BATCH_MEMBERS: Statement = Statement {
     class: Class::Committed,
     reads: Reads::Rows(BATCH_MEMBER_COLUMNS),
     sql: "SET NOCOUNT ON;
-DECLARE @batch BINARY(16) = CONVERT(BINARY(16), @P1, 2);
+DECLARE @batch BINARY(16) = @P1;
 DECLARE @left INT = @P2;
 DECLARE @members TABLE (
     seq          INT            NOT NULL,

@@ -13,6 +13,9 @@ pub const CANCEL: Statement = Statement {
     reads: Reads::Rows(&["cancelled", "requested"]),
     sql: tx!(
         "DECLARE @ids NVARCHAR(MAX) = @P1;
+DECLARE @id_list TABLE (id BINARY(16) NOT NULL PRIMARY KEY);
+INSERT INTO @id_list (id)
+SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes](v.[value]) AS u;
 DECLARE @dead_reason TINYINT = 4;
 DECLARE @dead_kind NVARCHAR(20) = @P2;
 DECLARE @dead_message NVARCHAR(400) = @P3;
@@ -31,16 +34,14 @@ OUTPUT ",
         common_columns!(),
         ", status)
 FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
-JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
-  ON i.id = h.id
+JOIN @id_list AS i ON i.id = h.id
 WHERE (h.status = 0 OR h.status = 1);
 ",
         moved_to_dlq_with_generated_error!(),
         "
 UPDATE h SET h.cancel_requested = 1
 FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
-JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
-  ON i.id = h.id
+JOIN @id_list AS i ON i.id = h.id
 WHERE h.status = 2;
 DECLARE @requested BIGINT = @@ROWCOUNT;
 ",
@@ -63,6 +64,9 @@ pub const RESURRECT: Statement = Statement {
     reads: Reads::Rows(&["resurrected"]),
     sql: tx!(
         "DECLARE @ids NVARCHAR(MAX) = @P1;
+DECLARE @id_list TABLE (id BINARY(16) NOT NULL PRIMARY KEY);
+INSERT INTO @id_list (id)
+SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes](v.[value]) AS u;
 DECLARE @payload NVARCHAR(MAX) = @P2;
 DECLARE @tags NVARCHAR(1002) = @P3;
 DECLARE @priority INT = @P4;
@@ -84,8 +88,7 @@ OUTPUT ",
         common_columns!(),
         ", reason, fingerprint, seq)
 FROM [{schema}].[jobs_dlq] AS d WITH (ROWLOCK, FORCESEEK)
-JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
-  ON i.id = d.id;
+JOIN @id_list AS i ON i.id = d.id;
 
 INSERT INTO [{schema}].[jobs_hot]
     (id, queue, job_type, payload, tags, priority, idempotency_key, correlation_id, created_by,
@@ -135,7 +138,7 @@ pub const EDIT_JOB: Statement = Statement {
     class: Class::Transition,
     reads: Reads::Rows(&["changed", "hot_status", "archived"]),
     sql: tx!(
-        "DECLARE @id BINARY(16) = CONVERT(BINARY(16), @P1, 2);
+        "DECLARE @id BINARY(16) = @P1;
 DECLARE @payload NVARCHAR(MAX) = @P2;
 DECLARE @tags NVARCHAR(1002) = @P3;
 DECLARE @priority INT = @P4;
@@ -144,8 +147,6 @@ DECLARE @queue NVARCHAR(255) = @P5;
         ledger_decl!(),
         "DECLARE @old_queue NVARCHAR(255), @reason TINYINT, @fingerprint CHAR(16);
 DECLARE @where NVARCHAR(10) = NULL;
-DECLARE @edited TABLE (old_queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL,
-                       new_queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
 DECLARE @need_queues TABLE (name NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
 -- A new queue gets its settings row before any job row is touched (lock order), even if the
 -- edit then turns out not to apply: an empty settings row is harmless.
@@ -153,24 +154,26 @@ INSERT INTO @need_queues (name) SELECT @queue WHERE @queue IS NOT NULL;
 ",
         ensure_queues!(),
         "
-UPDATE h
-SET h.payload = ISNULL(@payload, h.payload),
-    h.original_payload = CASE WHEN @payload IS NOT NULL THEN ISNULL(h.original_payload, h.payload)
-                              ELSE h.original_payload END,
-    h.tags = ISNULL(@tags, h.tags),
-    h.priority = ISNULL(@priority, h.priority),
-    h.queue = ISNULL(@queue, h.queue)
-OUTPUT deleted.queue, inserted.queue INTO @edited (old_queue, new_queue)
-FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
+-- The old queue read under the update lock first: Babelfish has no deleted.* in an
+-- UPDATE's OUTPUT.
+SELECT @old_queue = h.queue
+FROM [{schema}].[jobs_hot] AS h WITH (UPDLOCK, ROWLOCK, FORCESEEK)
 WHERE h.id = @id AND h.status = 0;
-IF EXISTS (SELECT 1 FROM @edited)
+IF @old_queue IS NOT NULL
 BEGIN
+    UPDATE h
+    SET h.payload = ISNULL(@payload, h.payload),
+        h.original_payload = CASE WHEN @payload IS NOT NULL THEN ISNULL(h.original_payload, h.payload)
+                                  ELSE h.original_payload END,
+        h.tags = ISNULL(@tags, h.tags),
+        h.priority = ISNULL(@priority, h.priority),
+        h.queue = ISNULL(@queue, h.queue)
+    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
+    WHERE h.id = @id;
     SET @where = N'hot';
     -- A pending job moved to another queue moves between those queues' pending counts.
-    INSERT INTO @ledger (queue, pending_delta)
-    SELECT e.old_queue, -1 FROM @edited AS e WHERE e.old_queue <> e.new_queue
-    UNION ALL
-    SELECT e.new_queue, 1 FROM @edited AS e WHERE e.old_queue <> e.new_queue;
+    IF @queue IS NOT NULL AND @queue COLLATE Latin1_General_100_BIN2 <> @old_queue
+        INSERT INTO @ledger (queue, pending_delta) VALUES (@old_queue, -1), (@queue, 1);
 END
 ELSE
 BEGIN
@@ -215,6 +218,9 @@ pub const PURGE_HOT: Statement = Statement {
     reads: Reads::Rows(&["purged"]),
     sql: tx!(
         "DECLARE @ids NVARCHAR(MAX) = @P1;
+DECLARE @id_list TABLE (id BINARY(16) NOT NULL PRIMARY KEY);
+INSERT INTO @id_list (id)
+SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes](v.[value]) AS u;
 ",
         ledger_decl!(),
         batch_delta_decl!(),
@@ -224,8 +230,7 @@ pub const PURGE_HOT: Statement = Statement {
 DELETE h
 OUTPUT deleted.id, deleted.queue, deleted.batch_id INTO @gone (id, queue, batch_id)
 FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
-JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
-  ON i.id = h.id
+JOIN @id_list AS i ON i.id = h.id
 WHERE h.status = 0;
 
 INSERT INTO @ledger (queue, pending_delta) SELECT g.queue, -1 FROM @gone AS g;
@@ -247,6 +252,9 @@ pub const PURGE_ARCHIVE: Statement = Statement {
     reads: Reads::Rows(&["purged"]),
     sql: tx!(
         "DECLARE @ids NVARCHAR(MAX) = @P1;
+DECLARE @id_list TABLE (id BINARY(16) NOT NULL PRIMARY KEY);
+INSERT INTO @id_list (id)
+SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes](v.[value]) AS u;
 ",
         ledger_decl!(),
         "
@@ -254,13 +262,11 @@ pub const PURGE_ARCHIVE: Statement = Statement {
 UPDATE u SET u.left_state = 1
 FROM [{schema}].[unique_keys] AS u
 JOIN [{schema}].[jobs_archive] AS a ON a.id = u.job_id
-JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
-  ON i.id = a.id;
+JOIN @id_list AS i ON i.id = a.id;
 DELETE a
 OUTPUT deleted.queue, -1 INTO @ledger (queue, archive_delta)
 FROM [{schema}].[jobs_archive] AS a WITH (ROWLOCK, FORCESEEK)
-JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
-  ON i.id = a.id;
+JOIN @id_list AS i ON i.id = a.id;
 ",
         counters_apply!(),
         "
@@ -275,20 +281,21 @@ pub const PURGE_DLQ: Statement = Statement {
     reads: Reads::Rows(&["purged"]),
     sql: tx!(
         "DECLARE @ids NVARCHAR(MAX) = @P1;
+DECLARE @id_list TABLE (id BINARY(16) NOT NULL PRIMARY KEY);
+INSERT INTO @id_list (id)
+SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes](v.[value]) AS u;
 ",
         ledger_decl!(),
         "
 UPDATE u SET u.left_state = 2
 FROM [{schema}].[unique_keys] AS u
 JOIN [{schema}].[jobs_dlq] AS d ON d.id = u.job_id
-JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
-  ON i.id = d.id;
+JOIN @id_list AS i ON i.id = d.id;
 DELETE d
 OUTPUT deleted.queue, -1, deleted.reason, deleted.fingerprint, deleted.job_type
   INTO @ledger (queue, dlq_delta, reason, fingerprint, job_type)
 FROM [{schema}].[jobs_dlq] AS d WITH (ROWLOCK, FORCESEEK)
-JOIN (SELECT DISTINCT CONVERT(BINARY(16), [value], 2) AS id FROM OPENJSON(@ids)) AS i
-  ON i.id = d.id;
+JOIN @id_list AS i ON i.id = d.id;
 ",
         counters_apply!(),
         error_groups_apply!(),

@@ -126,7 +126,7 @@ pub const GET_JOB: Statement = Statement {
     reads: Reads::Rows(ANY_JOB_COLUMNS),
     sql: concat!(
         "SET NOCOUNT ON;
-DECLARE @id BINARY(16) = CONVERT(BINARY(16), @P1, 2);
+DECLARE @id BINARY(16) = @P1;
 SELECT TOP (1) j.pillar, ",
         job_columns!("j."),
         ", j.status, j.cancel_requested, j.finished_at, j.result, j.reason
@@ -139,7 +139,7 @@ ORDER BY j.pillar;"
     ),
 };
 
-/// @P1 JSON ids (hex). One result set: those of the jobs that are finished (archive, DLQ).
+/// @P1 JSON ids (UUID text). One result set: those of the jobs that are finished (archive, DLQ).
 pub const FINISHED_JOBS: Statement = Statement {
     name: "finished_jobs",
     class: Class::Committed,
@@ -147,7 +147,8 @@ pub const FINISHED_JOBS: Statement = Statement {
     sql: concat!(
         "SET NOCOUNT ON;
 DECLARE @ids TABLE (id BINARY(16) NOT NULL PRIMARY KEY);
-INSERT INTO @ids (id) SELECT DISTINCT CONVERT(BINARY(16), [value], 2) FROM OPENJSON(@P1);
+INSERT INTO @ids (id)
+SELECT DISTINCT u.id FROM OPENJSON(@P1) AS v CROSS APPLY [{schema}].[uuid_bytes](v.[value]) AS u;
 SELECT j.pillar, ",
         job_columns!("j."),
         ", j.status, j.cancel_requested, j.finished_at, j.result, j.reason
@@ -402,6 +403,20 @@ IF OBJECT_ID(N'[{schema}].[schema_version]', N'U') IS NOT NULL
 SELECT x.version FROM @versions AS x ORDER BY x.version;",
 };
 
+/// The text each routine was last applied from (its SHA-256), once migration 0011 made the
+/// table; none before.
+pub const ROUTINE_VERSIONS: Statement = Statement {
+    name: "routine_versions",
+    class: Class::Schema,
+    reads: Reads::Rows(&["name", "checksum"]),
+    sql: "SET NOCOUNT ON;
+DECLARE @routines TABLE (name NVARCHAR(128) NOT NULL PRIMARY KEY, checksum CHAR(64) NOT NULL);
+IF OBJECT_ID(N'[{schema}].[routine_versions]', N'U') IS NOT NULL
+    INSERT INTO @routines (name, checksum)
+    SELECT r.name, r.checksum FROM [{schema}].[routine_versions] AS r;
+SELECT x.name, x.checksum FROM @routines AS x ORDER BY x.name;",
+};
+
 /// @P1 schema name. Columns with type, length (characters for text, -1 for MAX), scale and
 /// nullability. The catalog is read one statement per kind of fact, so an empty answer (a
 /// schema that does not exist yet) is just an empty answer.
@@ -462,11 +477,14 @@ FROM sys.objects AS o
 WHERE o.schema_id = SCHEMA_ID(@P1) AND o.type IN ('P', 'IF', 'FN', 'TF');",
 };
 
+/// The compatibility level, and Babelfish's version (NULL on SQL Server and Azure SQL, where the
+/// property does not exist): its catalog differs in ways the check tolerates.
 pub const CATALOG_DATABASE: Statement = Statement {
     name: "catalog_database",
     class: Class::Schema,
-    reads: Reads::Rows(&["compatibility_level"]),
+    reads: Reads::Rows(&["compatibility_level", "babelfish_version"]),
     sql: "SET NOCOUNT ON;
-SELECT CAST(d.compatibility_level AS INT) AS compatibility_level
+SELECT CAST(d.compatibility_level AS INT) AS compatibility_level,
+       CAST(SERVERPROPERTY('BabelfishVersion') AS NVARCHAR(128)) AS babelfish_version
 FROM sys.databases AS d WHERE d.database_id = DB_ID();",
 };

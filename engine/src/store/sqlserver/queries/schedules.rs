@@ -103,7 +103,7 @@ SELECT @deleted AS deleted;"),
 };
 
 /// One occurrence of a schedule: @P1 name, @P2 scheduled time (NULL: only move the cursor),
-/// @P3 manual, @P4 the job's id (hex), @P5 the job as `[enqueue_batch]` reads it (a JSON
+/// @P3 manual, @P4 the job's id (BINARY(16)), @P5 the job as `[enqueue_batch]` reads it (a JSON
 /// array of one, with that id), @P6 skip while the last job is active, @P7 the cursor's new
 /// value (NULL: leave it). The schedule row is locked first, so two instances firing one
 /// schedule queue up behind each other; the occurrence's key is looked for under a range
@@ -116,7 +116,7 @@ pub const FIRE_SCHEDULE: Statement = Statement {
     sql: tx!("DECLARE @name NVARCHAR(255) = @P1;
 DECLARE @at DATETIME2(6) = @P2;
 DECLARE @manual BIT = @P3;
-DECLARE @job BINARY(16) = CONVERT(BINARY(16), @P4, 2);
+DECLARE @job BINARY(16) = @P4;
 DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
 DECLARE @outcome TINYINT = 0;
 DECLARE @enabled BIT = NULL;

@@ -155,13 +155,14 @@ SELECT c.queue, -COUNT(*), COUNT(*) FROM @claimed AS c GROUP BY c.queue;
 
 -- What this claim took counts against each limited queue's current period.
 UPDATE r
-SET r.window_starts = CASE WHEN r.window_start = m.period_start THEN r.window_starts ELSE 0 END
+SET r.window_starts = CASE WHEN r.window_start = t.period_start THEN r.window_starts ELSE 0 END
                       + t.taken,
-    r.window_start = m.period_start
+    r.window_start = t.period_start
 FROM [{schema}].[rate_limits] AS r WITH (ROWLOCK)
-JOIN @limits AS m ON m.queue = r.queue
-JOIN (SELECT c.queue, COUNT_BIG(*) AS taken FROM @claimed AS c GROUP BY c.queue) AS t
-  ON t.queue = m.queue;
+JOIN (SELECT m.queue, m.period_start, COUNT_BIG(*) AS taken
+      FROM @limits AS m JOIN @claimed AS c ON c.queue = m.queue
+      GROUP BY m.queue, m.period_start) AS t
+  ON t.queue = r.queue;
 ",
         counters_apply!(),
         "
@@ -204,7 +205,7 @@ SELECT s.queue, -COUNT(*), COUNT(*) FROM @started AS s GROUP BY s.queue;
 ",
         counters_apply!(),
         "
-SELECT CONVERT(CHAR(32), s.id, 2) AS id FROM @started AS s;"
+SELECT s.id AS id FROM @started AS s;"
     ),
 };
 
@@ -231,7 +232,7 @@ BEGIN
     SET @slice += 1;
 END
 
-SELECT CONVERT(CHAR(32), a.id, 2) AS id, a.cancel_requested FROM @alive AS a;"
+SELECT a.id AS id, a.cancel_requested FROM @alive AS a;"
     ),
 };
 
@@ -310,21 +311,26 @@ DECLARE @unrun TABLE (id BINARY(16) NOT NULL PRIMARY KEY,
 
 INSERT INTO @c (slice, id, kind, result, duration_ms, reason, error, message, fp_head, retry_at,
                 bin)
-SELECT (ROW_NUMBER() OVER (ORDER BY (SELECT NULL)) - 1) / 1000, CONVERT(BINARY(16), j.id, 2),
-       j.kind, j.result, j.duration_ms, j.reason, j.error, j.message, j.fp_head, j.retry_at,
-       j.bin
+SELECT (ROW_NUMBER() OVER (ORDER BY (SELECT NULL)) - 1) / 1000, u.id,
+       j.kind,
+       CASE WHEN LEFT(j.result_json, 1) = N'[' THEN SUBSTRING(j.result_json, 2, LEN(j.result_json) - 2)
+            ELSE j.result_text END,
+       j.duration_ms, j.reason, j.error,
+       j.message, j.fp_head, j.retry_at, j.bin
 FROM OPENJSON(@completions) WITH (
-    id          CHAR(32)      '$.id',
+    id          NVARCHAR(36)  '$.id',
     kind        CHAR(1)       '$.kind',
-    result      NVARCHAR(MAX) '$.result',
+    result_text NVARCHAR(MAX) '$.result',
+    result_json NVARCHAR(MAX) '$.result' AS JSON,
     duration_ms BIGINT        '$.duration_ms',
     reason      TINYINT       '$.reason',
-    error       NVARCHAR(MAX) '$.error',
+    error       NVARCHAR(MAX) '$.error' AS JSON,
     message     NVARCHAR(MAX) '$.message',
     fp_head     NVARCHAR(MAX) '$.fp_head',
     retry_at    DATETIME2(6)  '$.retry_at',
     bin         SMALLINT      '$.bin'
-) AS j;
+) AS j
+CROSS APPLY [{schema}].[uuid_bytes](j.id) AS u;
 DECLARE @slice INT = 0;
 DECLARE @slices INT = (SELECT MAX(slice) FROM @c);
 
@@ -334,12 +340,14 @@ BEGIN
     UPDATE h
     SET h.status = 0, h.worker_id = NULL, h.fetched_at = NULL, h.heartbeat_at = NULL,
         h.scheduled_at = c.retry_at,
-        h.errors = JSON_MODIFY(ISNULL(h.errors, N'[]'), 'append $', JSON_QUERY(c.error)),
+        h.errors = ",
+        json_append!("h.errors", "c.error"),
+        ",
         h.last_error = LEFT(c.message, 400)
     OUTPUT inserted.id, inserted.queue INTO @retried (id, queue)
-    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
-    JOIN @c AS c ON c.slice = @slice AND c.id = h.id AND c.kind = 'r'
-    WHERE h.status = 2 AND h.worker_id = @worker;
+    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @c AS c
+    WHERE c.slice = @slice AND c.id = h.id AND c.kind = 'r'
+      AND h.status = 2 AND h.worker_id = @worker;
 
     -- Given back unrun: pending where it stood in the claim order, the attempt uncounted.
     UPDATE h
@@ -381,7 +389,9 @@ BEGIN
     SELECT m.id, m.queue, m.job_type, m.payload, m.tags, m.priority, m.idempotency_key,
            m.correlation_id, m.created_by, m.created_at, m.scheduled_at, m.started_at,
            m.heartbeat_at, @now, m.expires_at, m.attempt, m.max_attempts, m.worker_id,
-           JSON_MODIFY(ISNULL(m.errors, N'[]'), 'append $', JSON_QUERY(c.error)),
+           ",
+        json_append!("m.errors", "c.error"),
+        ",
            LEFT(c.message, 400), m.continuation, m.original_payload, m.batch_id,
            m.trace_context, c.reason, c.duration_ms,
            ",
@@ -439,7 +449,7 @@ GROUP BY m.batch_id;
         run_times_apply!(),
         error_groups_apply!(),
         "
-SELECT CONVERT(CHAR(32), a.id, 2) AS id
+SELECT a.id AS id
 FROM (SELECT r.id FROM @retried AS r UNION ALL SELECT u.id FROM @unrun AS u
       UNION ALL SELECT m.id FROM @moved AS m) AS a;"
     ),

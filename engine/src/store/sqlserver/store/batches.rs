@@ -15,6 +15,7 @@ use crate::store::sqlserver::pool::{self, Fault, PooledConn, Repeat};
 use crate::store::sqlserver::queries;
 use crate::store::sqlserver::reader;
 use crate::store::sqlserver::rows::{self, corrupt, opt_str, req_str};
+use crate::store::sqlserver::wire;
 use crate::validation::{self, ValidationError};
 
 /// Width of `[batches].[description]` in UTF-16 code units (what NVARCHAR counts): room for
@@ -28,14 +29,16 @@ const MAX_MEMBERS: u32 = validation::MAX_BATCH as u32;
 /// The job a callback enqueues, as the member move that fires it reads it (`batches_apply!`,
 /// with `OPENJSON … WITH`): made by `Batch::callback_job` when the batch is created, so the
 /// engine alone decides what a callback job is; the move fills in the payload's counts
-/// (`total`, `succeeded`, `dead`) as of the move. `callback_job` sets no other request field
+/// (`total`, `succeeded`, `dead`) as of the move, written in front of the other members.
+/// `callback_job` sets no other request field
 /// (`tests::a_callback_job_needs_only_the_fields_the_move_writes`).
 #[derive(Serialize)]
 struct CallbackJob<'a> {
     queue: &'a str,
     job_type: &'a str,
-    /// JSON text, in a string.
-    payload: &'a str,
+    /// A JSON object with at least one member and without the counts, nested (read `AS JSON`;
+    /// see `rows::JsonText`).
+    payload: serde_json::Map<String, serde_json::Value>,
     /// The stored form (`,a,b,`).
     tags: String,
     priority: i32,
@@ -46,10 +49,30 @@ struct CallbackJob<'a> {
 fn callback_request(job: &EnqueueRequest) -> StoreResult<String> {
     validation::validate_name("queue", &job.queue)?;
     validation::validate_name("job_type", &job.job_type)?;
+    let mut payload = match serde_json::from_str(validation::normalize_payload(&job.payload)) {
+        Ok(serde_json::Value::Object(members)) => members,
+        _ => {
+            return Err(StoreError::database(
+                "encode batch callback",
+                "a callback job's payload is not a JSON object",
+                false,
+            ));
+        }
+    };
+    for count in ["total", "succeeded", "dead"] {
+        payload.remove(count);
+    }
+    if payload.is_empty() {
+        return Err(StoreError::database(
+            "encode batch callback",
+            "a callback job's payload has no member besides the counts",
+            false,
+        ));
+    }
     let doc = CallbackJob {
         queue: &job.queue,
         job_type: &job.job_type,
-        payload: validation::normalize_payload(&job.payload),
+        payload,
         tags: rows::tags_to_stored(&job.tags),
         priority: job.priority,
         max_attempts: job
@@ -60,8 +83,9 @@ fn callback_request(job: &EnqueueRequest) -> StoreResult<String> {
     serde_json::to_string(&doc).map_err(|e| StoreError::database("encode batch callback", e, false))
 }
 
-fn batch_hex(id: BatchId) -> String {
-    rows::id_hex(JobId(id.0))
+/// A batch id as its `BINARY(16)` parameter (RFC 4122 order, as job ids).
+fn batch_param(id: BatchId) -> Vec<u8> {
+    id.0.as_bytes().to_vec()
 }
 
 fn count32(row: &tiberius::Row, col: &str) -> Result<u32, Fault> {
@@ -155,10 +179,10 @@ impl SqlServerStore {
         let death = request(BatchEvent::Death)?;
         let callbacks = serde_json::to_string(&req.callbacks)
             .map_err(|e| StoreError::database("encode batch callbacks", e, false))?;
-        let hex = batch_hex(id);
+        let id_bytes = batch_param(id);
         let sql = self.sql(queries::CREATE_BATCH.sql);
         let params: [&dyn tiberius::ToSql; 8] = [
-            &hex,
+            &id_bytes,
             &req.description,
             &req.created_by,
             &callbacks,
@@ -181,7 +205,7 @@ impl SqlServerStore {
             self.command_timeout,
             move |mut conn: PooledConn| async move {
                 let result: Result<Vec<tiberius::Row>, Fault> = async {
-                    let stream = conn.client.query(sql.as_str(), params).await?;
+                    let stream = wire::query(&mut conn.client, sql, params).await?;
                     reader::read_declared(
                         queries::CREATE_BATCH.name,
                         queries::CREATE_BATCH.reads,
@@ -202,9 +226,14 @@ impl SqlServerStore {
     }
 
     pub(super) async fn batch_row(&self, id: BatchId) -> StoreResult<Option<Batch>> {
-        let hex = batch_hex(id);
+        let id_bytes = batch_param(id);
         let rows = self
-            .rows_of("get_batch", Repeat::Always, &queries::GET_BATCH, &[&hex])
+            .rows_of(
+                "get_batch",
+                Repeat::Always,
+                &queries::GET_BATCH,
+                &[&id_bytes],
+            )
             .await?;
         rows.first()
             .map(|r| batch(r).map_err(|f| self.fault("get_batch", f)))
@@ -220,7 +249,7 @@ impl SqlServerStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let before = before.map(batch_hex);
+        let before = before.map(batch_param);
         let top = i64::from(limit.min(MAX_LISTED));
         let rows = self
             .rows_of(
@@ -242,14 +271,14 @@ impl SqlServerStore {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let hex = batch_hex(id);
+        let id_bytes = batch_param(id);
         let top = i32::try_from(limit.min(MAX_MEMBERS)).unwrap_or(i32::MAX);
         let rows = self
             .rows_of(
                 "batch_members",
                 Repeat::Always,
                 &queries::BATCH_MEMBERS,
-                &[&hex, &top],
+                &[&id_bytes, &top],
             )
             .await?;
         self.map_rows("batch_members", &rows, |r| {
@@ -319,17 +348,14 @@ mod tests {
         assert_eq!(doc["max_attempts"], 2);
         assert_eq!(doc["tags"], format!(",batch:{},", b.id));
         assert_eq!(doc["created_by"], format!("batch {} on_complete", b.id));
-        // The payload is JSON text in a string, with the counts the move replaces
-        // (JSON_MODIFY on '$.total', '$.succeeded', '$.dead').
-        let payload: serde_json::Value =
-            serde_json::from_str(doc["payload"].as_str().expect("a string")).unwrap();
+        // The payload is a nested object without the counts: the move writes them in front
+        // of its members, so a count left in it would be a duplicate key.
+        let payload = doc["payload"].as_object().expect("an object");
         for count in ["total", "succeeded", "dead"] {
-            assert!(
-                payload[count].is_u64(),
-                "{count} is a number at the top level"
-            );
+            assert!(!payload.contains_key(count), "{count} is left to the move");
         }
         assert_eq!(payload["args"]["r"], 7);
+        assert_eq!(payload["event"], "complete");
         assert_eq!(payload["description"], "monthly \"report\"");
     }
 

@@ -8,9 +8,11 @@ use crate::schedule::{
     FireOutcome, Schedule, ScheduleDefinition, ScheduleFire, ScheduleOrigin, ScheduleRun,
 };
 use crate::store::sqlserver::enqueue;
-use crate::store::sqlserver::pool::{Fault, Repeat};
+use crate::store::sqlserver::pool::{self, Fault, PooledConn, Repeat};
 use crate::store::sqlserver::queries;
-use crate::store::sqlserver::rows::{self, corrupt, id_hex, req_str};
+use crate::store::sqlserver::reader;
+use crate::store::sqlserver::rows::{self, corrupt, req_str};
+use crate::store::sqlserver::wire;
 
 fn schedule(row: &tiberius::Row) -> Result<Schedule, Fault> {
     let name = req_str(row, "name")?;
@@ -171,7 +173,7 @@ impl SqlServerStore {
                     name,
                     none,
                     fire.manual,
-                    "",
+                    &[],
                     "[]",
                     fire.skip_while_active,
                     through,
@@ -187,7 +189,7 @@ impl SqlServerStore {
                 std::slice::from_ref(&occurrence.job),
                 Some(&[occurrence.job_id]),
             )?;
-            let id = id_hex(occurrence.job_id);
+            let id = rows::id_param(&occurrence.job_id);
             let at = Some(rows::to_sql_time(occurrence.scheduled_at));
             let cursor = if i + 1 == count { through } else { None };
             let outcome = self
@@ -195,7 +197,7 @@ impl SqlServerStore {
                     name,
                     at,
                     fire.manual,
-                    &id,
+                    id,
                     &jobs,
                     fire.skip_while_active,
                     cursor,
@@ -217,27 +219,54 @@ impl SqlServerStore {
         name: &str,
         at: Option<chrono::NaiveDateTime>,
         manual: bool,
-        id: &str,
+        id: &[u8],
         jobs: &str,
         skip_while_active: bool,
         through: Option<chrono::NaiveDateTime>,
     ) -> StoreResult<u64> {
-        self.count_of(
+        let sql = self.sql(queries::FIRE_SCHEDULE.sql);
+        let params: [&dyn tiberius::ToSql; 7] = [
+            &name,
+            &at,
+            &manual,
+            &id,
+            &jobs,
+            &skip_while_active,
+            &through,
+        ];
+        let (sql, params) = (&sql, &params);
+        // Re-sent after any transient fault, a timeout included: the occurrence's run row
+        // makes a second attempt answer "handled already" if the first committed. A duplicate
+        // key is transient here: where the server does not hold UPDLOCK, HOLDLOCK key-range
+        // locks (Babelfish ignores table hints), two instances firing one occurrence meet at
+        // the run row's primary key, and the loser's retry finds it handled.
+        let rows = pool::run(
+            &self.pool,
+            &self.last_connect_error,
             "fire_schedule",
             Repeat::Always,
-            &queries::FIRE_SCHEDULE,
-            &[
-                &name,
-                &at,
-                &manual,
-                &id,
-                &jobs,
-                &skip_while_active,
-                &through,
-            ],
-            "outcome",
+            true,
+            self.retry,
+            self.command_timeout,
+            move |mut conn: PooledConn| async move {
+                let result: Result<Vec<tiberius::Row>, Fault> = async {
+                    let stream = wire::query(&mut conn.client, sql, params).await?;
+                    reader::read_declared(
+                        queries::FIRE_SCHEDULE.name,
+                        queries::FIRE_SCHEDULE.reads,
+                        stream,
+                    )
+                    .await
+                }
+                .await;
+                (conn, result)
+            },
         )
-        .await
+        .await?;
+        match rows.first() {
+            Some(row) => rows::count(row, "outcome").map_err(|f| self.fault("fire_schedule", f)),
+            None => Ok(0),
+        }
     }
 
     pub(super) async fn schedule_run_rows(
