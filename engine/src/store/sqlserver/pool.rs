@@ -123,6 +123,18 @@ pub const TRANSIENT_SERVER_ERRORS: &[u32] = &[
     49920,
 ];
 
+/// Babelfish for PostgreSQL reports PostgreSQL's own lock timeout and deadlock errors under
+/// one generic number, not as 1222 and 1205: told apart by their PostgreSQL text. Like those,
+/// the statement was rolled back (`XACT_ABORT`), so nothing was applied.
+const BABELFISH_GENERIC_ERROR: u32 = 33_557_097;
+
+fn babelfish_transient(code: u32, message: &str) -> bool {
+    code == BABELFISH_GENERIC_ERROR
+        && (message.contains("canceling statement due to lock timeout")
+            || message.contains("deadlock detected")
+            || message.contains("could not serialize access"))
+}
+
 /// Duplicate key. Transient only for enqueue, whose retry then finds the winning row.
 pub const DUPLICATE_KEY_ERRORS: &[u32] = &[2601, 2627];
 
@@ -153,6 +165,7 @@ pub fn classify(fault: &Fault, duplicate_is_transient: bool) -> Transience {
                 let code = token.code();
                 if TRANSIENT_SERVER_ERRORS.contains(&code)
                     || (duplicate_is_transient && DUPLICATE_KEY_ERRORS.contains(&code))
+                    || babelfish_transient(code, token.message())
                 {
                     Transience::NotApplied
                 } else {
@@ -331,6 +344,20 @@ mod tests {
         assert_eq!(classify(&conversion, false), Transience::Permanent);
         let missing = Fault::Store(StoreError::JobNotFound(crate::model::JobId::new()));
         assert_eq!(classify(&missing, false), Transience::Permanent);
+    }
+
+    #[test]
+    fn babelfish_lock_timeouts_and_deadlocks_are_transient() {
+        assert!(babelfish_transient(
+            33_557_097,
+            "canceling statement due to lock timeout"
+        ));
+        assert!(babelfish_transient(33_557_097, "deadlock detected"));
+        assert!(!babelfish_transient(
+            33_557_097,
+            "missing FROM-clause entry for table \"c\""
+        ));
+        assert!(!babelfish_transient(50_000, "deadlock detected"));
     }
 
     #[test]
