@@ -219,6 +219,33 @@ impl SqlServerStore {
         .await
     }
 
+    /// The rows of a fixed statement that is re-sent after any transient fault and whose
+    /// second attempt may meet the first one's rows at a key: a duplicate key is transient
+    /// too, and the attempt after it finds those rows committed (a batch, a schedule run).
+    pub(super) async fn rows_of_keyed(
+        &self,
+        operation: &'static str,
+        statement: &Statement,
+        params: &[&dyn tiberius::ToSql],
+    ) -> StoreResult<Vec<tiberius::Row>> {
+        let sql = self.sql(statement.sql);
+        let sql = &sql;
+        pool::run(
+            &self.pool,
+            &self.last_connect_error,
+            operation,
+            Repeat::Always,
+            true,
+            self.retry,
+            self.command_timeout,
+            attempt!(|client| {
+                let stream = wire::query(client, sql, params).await?;
+                reader::read_declared(statement.name, statement.reads, stream).await
+            }),
+        )
+        .await
+    }
+
     /// The rows of a console statement built at run time.
     async fn rows_of_built(
         &self,

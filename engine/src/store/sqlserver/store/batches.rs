@@ -11,11 +11,9 @@ use crate::error::{StoreError, StoreResult};
 use crate::model::{EnqueueRequest, JobId, Pillar};
 use crate::query::JobSummary;
 use crate::store::sqlserver::enqueue;
-use crate::store::sqlserver::pool::{self, Fault, PooledConn, Repeat};
+use crate::store::sqlserver::pool::{Fault, Repeat};
 use crate::store::sqlserver::queries;
-use crate::store::sqlserver::reader;
 use crate::store::sqlserver::rows::{self, corrupt, opt_str, req_str};
-use crate::store::sqlserver::wire;
 use crate::validation::{self, ValidationError};
 
 /// Width of `[batches].[description]` in UTF-16 code units (what NVARCHAR counts): room for
@@ -180,7 +178,6 @@ impl SqlServerStore {
         let callbacks = serde_json::to_string(&req.callbacks)
             .map_err(|e| StoreError::database("encode batch callbacks", e, false))?;
         let id_bytes = batch_param(id);
-        let sql = self.sql(queries::CREATE_BATCH.sql);
         let params: [&dyn tiberius::ToSql; 8] = [
             &id_bytes,
             &req.description,
@@ -191,33 +188,12 @@ impl SqlServerStore {
             &death,
             &members,
         ];
-        let (sql, params) = (&sql, &params);
         // A duplicate key is transient here as for an enqueue: a retry racing the attempt it
         // repeats (still running on the server) meets that attempt's rows, and the next one
         // finds them committed.
-        let rows = pool::run(
-            &self.pool,
-            &self.last_connect_error,
-            "create_batch",
-            Repeat::Always,
-            true,
-            self.retry,
-            self.command_timeout,
-            move |mut conn: PooledConn| async move {
-                let result: Result<Vec<tiberius::Row>, Fault> = async {
-                    let stream = wire::query(&mut conn.client, sql, params).await?;
-                    reader::read_declared(
-                        queries::CREATE_BATCH.name,
-                        queries::CREATE_BATCH.reads,
-                        stream,
-                    )
-                    .await
-                }
-                .await;
-                (conn, result)
-            },
-        )
-        .await?;
+        let rows = self
+            .rows_of_keyed("create_batch", &queries::CREATE_BATCH, &params)
+            .await?;
         let row = rows.first().ok_or_else(|| {
             StoreError::database("create_batch", "the batch row just written is gone", false)
         })?;

@@ -8,11 +8,9 @@ use crate::schedule::{
     FireOutcome, Schedule, ScheduleDefinition, ScheduleFire, ScheduleOrigin, ScheduleRun,
 };
 use crate::store::sqlserver::enqueue;
-use crate::store::sqlserver::pool::{self, Fault, PooledConn, Repeat};
+use crate::store::sqlserver::pool::{Fault, Repeat};
 use crate::store::sqlserver::queries;
-use crate::store::sqlserver::reader;
 use crate::store::sqlserver::rows::{self, corrupt, req_str};
-use crate::store::sqlserver::wire;
 
 fn schedule(row: &tiberius::Row) -> Result<Schedule, Fault> {
     let name = req_str(row, "name")?;
@@ -224,7 +222,6 @@ impl SqlServerStore {
         skip_while_active: bool,
         through: Option<chrono::NaiveDateTime>,
     ) -> StoreResult<u64> {
-        let sql = self.sql(queries::FIRE_SCHEDULE.sql);
         let params: [&dyn tiberius::ToSql; 7] = [
             &name,
             &at,
@@ -234,35 +231,14 @@ impl SqlServerStore {
             &skip_while_active,
             &through,
         ];
-        let (sql, params) = (&sql, &params);
         // Re-sent after any transient fault, a timeout included: the occurrence's run row
         // makes a second attempt answer "handled already" if the first committed. A duplicate
         // key is transient here: where the server does not hold UPDLOCK, HOLDLOCK key-range
         // locks (Babelfish ignores table hints), two instances firing one occurrence meet at
         // the run row's primary key, and the loser's retry finds it handled.
-        let rows = pool::run(
-            &self.pool,
-            &self.last_connect_error,
-            "fire_schedule",
-            Repeat::Always,
-            true,
-            self.retry,
-            self.command_timeout,
-            move |mut conn: PooledConn| async move {
-                let result: Result<Vec<tiberius::Row>, Fault> = async {
-                    let stream = wire::query(&mut conn.client, sql, params).await?;
-                    reader::read_declared(
-                        queries::FIRE_SCHEDULE.name,
-                        queries::FIRE_SCHEDULE.reads,
-                        stream,
-                    )
-                    .await
-                }
-                .await;
-                (conn, result)
-            },
-        )
-        .await?;
+        let rows = self
+            .rows_of_keyed("fire_schedule", &queries::FIRE_SCHEDULE, &params)
+            .await?;
         match rows.first() {
             Some(row) => rows::count(row, "outcome").map_err(|f| self.fault("fire_schedule", f)),
             None => Ok(0),
