@@ -85,7 +85,11 @@ BEGIN
     SELECT CAST(a.[key] AS INT),
            CASE WHEN @single = 1 THEN N'' ELSE N'jobs[' + a.[key] + N'].' END,
            CASE WHEN a.[type] = 5 THEN 1 ELSE 0 END,
-           j.id_text, j.queue, j.job_type, j.payload_text, j.payload_json, j.payload_in_array,
+           j.id_text, j.queue, j.job_type, j.payload_text,
+           -- JSON values through JSON_QUERY, not OPENJSON WITH: Babelfish cuts an
+           -- NVARCHAR(MAX) column of OPENJSON WITH at 4,000 characters.
+           CASE WHEN a.[type] = 5 THEN JSON_QUERY(a.[value], '$.payload') END,
+           CASE WHEN a.[type] = 5 THEN JSON_QUERY(a.[value], '$.payload_in_array') END,
            j.tags_text,
            j.tags_json, j.priority_text, j.idempotency_key, j.correlation_id, j.created_by,
            j.scheduled_text, j.delay_text, j.expires_text, j.max_attempts_text,
@@ -100,8 +104,6 @@ BEGIN
             queue             NVARCHAR(MAX) '$.queue',
             job_type          NVARCHAR(MAX) '$.job_type',
             payload_text      NVARCHAR(MAX) '$.payload',
-            payload_json      NVARCHAR(MAX) '$.payload' AS JSON,
-            payload_in_array  NVARCHAR(MAX) '$.payload_in_array' AS JSON,
             tags_text         NVARCHAR(MAX) '$.tags',
             tags_json         NVARCHAR(MAX) '$.tags' AS JSON,
             priority_text     NVARCHAR(MAX) '$.priority',

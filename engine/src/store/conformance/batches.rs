@@ -147,6 +147,29 @@ pub async fn the_last_success_fires_on_success_and_on_complete_once(f: StoreFact
     assert_counters_match_rows(&*store).await;
 }
 
+/// A callback payload longer than 4,000 characters rides along whole (Babelfish cut values
+/// read through OPENJSON WITH at that length).
+pub async fn a_long_callback_payload_rides_along_whole(f: StoreFactory) {
+    let store = f.store();
+    let note = "résumé ".repeat(1_000);
+    let callback_payload = serde_json::json!({ "note": note }).to_string();
+    let callbacks = BatchCallbacks {
+        on_complete: Some(
+            BatchCallback::new(CALLBACKS, "batch.completed").with_payload(callback_payload),
+        ),
+        ..BatchCallbacks::default()
+    };
+    let created = create(&store, request("batch-long", 1, callbacks)).await;
+    let ids = start_queue(&*store, "batch-long", "w", 1).await;
+    assert!(complete_one(&*store, "w", succeeded(ids[0], None)).await);
+    let b = batch(&*store, created.batch.id).await;
+    let complete = job(&*store, b.complete_job_id.expect("complete fired")).await;
+    let payload: serde_json::Value = serde_json::from_str(&complete.payload).expect("json");
+    assert_eq!(payload["args"]["note"].as_str(), Some(note.as_str()));
+    assert_eq!(payload["total"].as_u64(), Some(1));
+    assert_counters_match_rows(&*store).await;
+}
+
 pub async fn a_death_fires_on_death_once_and_completes_the_batch(f: StoreFactory) {
     let store = f.store();
     let created = create(&store, request("batch-d", 3, all_callbacks())).await;

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use super::support::*;
 use crate::model::{
-    EnqueueRequest, FailureReason, InstanceInfo, JobState, Pillar, QueuePatch, RescueKind,
-    RescuePolicy, RescueReport, RescueStep, RetentionPolicy,
+    EnqueueRequest, FailureReason, InstanceInfo, JobState, Pillar, PruneStep, PruneTarget,
+    QueuePatch, RescueKind, RescuePolicy, RescueReport, RescueStep, RetentionPolicy,
 };
 use crate::query::JobFilter;
 use crate::runtime::pruner::prune;
@@ -271,6 +271,33 @@ pub async fn rescue_handles_dead_and_deregistered_instances(f: StoreFactory) {
     );
     assert_eq!(state(&*store, other).await, Some(JobState::Processing));
     assert_counters_match_rows(&*store).await;
+}
+
+pub async fn prune_steps_delete_at_most_their_limit(f: StoreFactory) {
+    let store = f.store();
+    for _ in 0..3 {
+        archived_job(&*store, req("q", "t")).await;
+        dead_job(&*store, req("q", "t"), FailureReason::Fatal, "x").await;
+    }
+    let_clock_advance().await;
+    for target in [PruneTarget::Archive, PruneTarget::Dlq] {
+        let mut deleted = Vec::new();
+        for _ in 0..3 {
+            let step = PruneStep {
+                target,
+                older_than: Duration::ZERO,
+                limit: 2,
+            };
+            deleted.push(store.prune_step(step).await.unwrap());
+        }
+        assert_eq!(
+            deleted,
+            [2, 1, 0],
+            "{target:?}: each step deletes at most its limit"
+        );
+        assert_counters_match_rows(&*store).await;
+    }
+    assert_eq!(counts(&summary(&*store).await), [0, 0, 0, 0, 0, 0]);
 }
 
 pub async fn prune_removes_old_finished_rows(f: StoreFactory) {

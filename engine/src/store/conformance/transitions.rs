@@ -76,6 +76,41 @@ pub async fn success_moves_the_job_to_the_archive(f: StoreFactory) {
     assert_counters_match_rows(&*store).await;
 }
 
+/// Results and errors longer than 4,000 characters (the NVARCHAR(4000) boundary, where
+/// Babelfish cut values read through OPENJSON WITH) are kept whole. The result is compared as
+/// a JSON value: a server may store JSON text in its own normal form.
+pub async fn long_results_and_errors_are_kept_whole(f: StoreFactory) {
+    let store = f.store();
+    let long_text = "résultat ".repeat(1_000);
+    let result = serde_json::json!({ "text": long_text, "n": 7 }).to_string();
+    let id = processing_job(&*store, req("long", "t"), "w1").await;
+    assert!(complete_one(&*store, "w1", succeeded(id, Some(&result))).await);
+    let done = job(&*store, id).await;
+    let stored: serde_json::Value =
+        serde_json::from_str(done.result.as_deref().expect("a result")).expect("JSON result");
+    assert_eq!(stored["text"].as_str(), Some(long_text.as_str()));
+    assert_eq!(stored["n"], 7);
+
+    let message = "échec ".repeat(1_000);
+    let retried = processing_job(&*store, req("long", "t"), "w1").await;
+    assert!(
+        complete_one(
+            &*store,
+            "w1",
+            Completion::Retry {
+                id: retried,
+                error: error(1, &message),
+                retry_at: now_ms() + secs(3600),
+            }
+        )
+        .await
+    );
+    let j = job(&*store, retried).await;
+    assert_eq!(j.errors.len(), 1);
+    assert_eq!(j.errors[0].message, message);
+    assert_counters_match_rows(&*store).await;
+}
+
 pub async fn retry_puts_the_job_back_with_its_error(f: StoreFactory) {
     let store = f.store();
     let id = processing_job(&*store, req("q", "flaky"), "w1").await;

@@ -706,18 +706,21 @@ BEGIN
            N'{\"total\":' + CAST(a.total AS NVARCHAR(11))
                + N',\"succeeded\":' + CAST(a.succeeded AS NVARCHAR(11))
                + N',\"dead\":' + CAST(a.dead AS NVARCHAR(11)) + N','
-               + STUFF(t.payload, 1, 1, N''),
+               + STUFF(p.payload, 1, 1, N''),
            ISNULL(t.tags, N''), ISNULL(t.priority, 0), t.created_by, @now, @now, 0,
            t.max_attempts, 0, 0
     FROM @fired AS f
     JOIN @batch_after AS a ON a.id = f.batch_id
     JOIN [{schema}].[batches] AS b ON b.id = f.batch_id
-    CROSS APPLY OPENJSON(CASE f.event WHEN 1 THEN b.death_request
-                                      WHEN 2 THEN b.success_request
-                                      ELSE b.complete_request END) WITH (
+    CROSS APPLY (SELECT CASE f.event WHEN 1 THEN b.death_request
+                                     WHEN 2 THEN b.success_request
+                                     ELSE b.complete_request END AS request) AS r
+    -- The payload through JSON_QUERY: Babelfish cuts an NVARCHAR(MAX) column of OPENJSON
+    -- WITH at 4,000 characters.
+    CROSS APPLY (SELECT JSON_QUERY(r.request, '$.payload') AS payload) AS p
+    CROSS APPLY OPENJSON(r.request) WITH (
         queue        NVARCHAR(255)  '$.queue',
         job_type     NVARCHAR(255)  '$.job_type',
-        payload      NVARCHAR(MAX)  '$.payload' AS JSON,
         tags         NVARCHAR(1002) '$.tags',
         priority     INT            '$.priority',
         max_attempts INT            '$.max_attempts',

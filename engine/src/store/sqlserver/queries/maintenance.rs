@@ -134,6 +134,8 @@ SELECT COUNT_BIG(*) AS zombies FROM @moved;"
 /// @P1 batch size, @P2 and @P3 the error kind and message
 /// (`FailureReason::Expired.store_written()`), @P4 their fingerprint head. Pending jobs whose `expires_at` passed before they started → DLQ
 /// `Expired`: a seek on the expiry index (pending rows that carry an expiry).
+/// Single-table `DELETE TOP` names the table, not an alias (here and in the prunes): Babelfish
+/// reads `DELETE TOP (n) h FROM t AS h` as a join of `t` with itself and deletes fewer than n.
 pub const RESCUE_EXPIRED: Statement = Statement {
     name: "rescue_expired",
     class: Class::Transition,
@@ -150,14 +152,13 @@ DECLARE @dead_head NVARCHAR(MAX) = @P4;
         moved_decl!(),
         batch_delta_decl!(),
         "
-DELETE TOP (@batch) h
+DELETE TOP (@batch) FROM [{schema}].[jobs_hot] WITH (ROWLOCK, READPAST, FORCESEEK)
 OUTPUT ",
         deleted_common_columns!(),
         ", deleted.status INTO @moved (",
         common_columns!(),
         ", status)
-FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, READPAST, FORCESEEK)
-WHERE h.status = 0 AND h.expires_at IS NOT NULL AND h.expires_at <= @now;
+WHERE status = 0 AND expires_at IS NOT NULL AND expires_at <= @now;
 ",
         moved_to_dlq_with_generated_error!(),
         continuations_apply!(),
@@ -198,10 +199,9 @@ FROM [{schema}].[unique_keys] AS u
 WHERE u.left_state IS NULL
   AND EXISTS (SELECT 1 FROM [{schema}].[jobs_archive] AS a
               WHERE a.id = u.job_id AND a.finished_at < @cutoff);
-DELETE TOP (@batch) a
+DELETE TOP (@batch) FROM [{schema}].[jobs_archive]
 OUTPUT deleted.queue, -1 INTO @ledger (queue, archive_delta)
-FROM [{schema}].[jobs_archive] AS a
-WHERE a.finished_at < @cutoff;
+WHERE finished_at < @cutoff;
 ",
         counters_apply!(),
         "
@@ -224,11 +224,10 @@ FROM [{schema}].[unique_keys] AS u
 WHERE u.left_state IS NULL
   AND EXISTS (SELECT 1 FROM [{schema}].[jobs_dlq] AS d
               WHERE d.id = u.job_id AND d.finished_at < @cutoff);
-DELETE TOP (@batch) d
+DELETE TOP (@batch) FROM [{schema}].[jobs_dlq]
 OUTPUT deleted.queue, -1, deleted.reason, deleted.fingerprint, deleted.job_type
   INTO @ledger (queue, dlq_delta, reason, fingerprint, job_type)
-FROM [{schema}].[jobs_dlq] AS d
-WHERE d.finished_at < @cutoff;
+WHERE finished_at < @cutoff;
 ",
         counters_apply!(),
         error_groups_apply!(),

@@ -313,18 +313,21 @@ INSERT INTO @c (slice, id, kind, result, duration_ms, reason, error, message, fp
                 bin)
 SELECT (ROW_NUMBER() OVER (ORDER BY (SELECT NULL)) - 1) / 1000, u.id,
        j.kind,
-       CASE WHEN LEFT(j.result_json, 1) = N'[' THEN SUBSTRING(j.result_json, 2, LEN(j.result_json) - 2)
+       CASE WHEN LEFT(x.result_json, 1) = N'[' THEN SUBSTRING(x.result_json, 2, LEN(x.result_json) - 2)
             ELSE j.result_text END,
-       j.duration_ms, j.reason, j.error,
+       j.duration_ms, j.reason, x.error,
        j.message, j.fp_head, j.retry_at, j.bin
-FROM OPENJSON(@completions) WITH (
+FROM OPENJSON(@completions) AS e
+-- JSON values through JSON_QUERY, not OPENJSON WITH: Babelfish cuts an NVARCHAR(MAX) column
+-- of OPENJSON WITH at 4,000 characters.
+CROSS APPLY (SELECT JSON_QUERY(e.[value], '$.result') AS result_json,
+                    JSON_QUERY(e.[value], '$.error') AS error) AS x
+CROSS APPLY OPENJSON(e.[value]) WITH (
     id          NVARCHAR(36)  '$.id',
     kind        CHAR(1)       '$.kind',
     result_text NVARCHAR(MAX) '$.result',
-    result_json NVARCHAR(MAX) '$.result' AS JSON,
     duration_ms BIGINT        '$.duration_ms',
     reason      TINYINT       '$.reason',
-    error       NVARCHAR(MAX) '$.error' AS JSON,
     message     NVARCHAR(MAX) '$.message',
     fp_head     NVARCHAR(MAX) '$.fp_head',
     retry_at    DATETIME2(6)  '$.retry_at',
