@@ -58,6 +58,20 @@ DECLARE @wanted_types TABLE (name NVARCHAR(255) COLLATE Latin1_General_100_BIN2 
 INSERT INTO @wanted (name) SELECT DISTINCT [value] FROM OPENJSON(ISNULL(@queues, N'[]'));
 INSERT INTO @wanted_types (name) SELECT DISTINCT [value] FROM OPENJSON(ISNULL(@types, N'[]'));
 
+-- Babelfish accepts UPDLOCK and ignores it (PostgreSQL locks a row only when it writes it), so
+-- there claimers of limited queues take turns on one application lock, held until commit,
+-- instead of on the queue and rate-limit rows below. SQL Server never enters this branch.
+IF SERVERPROPERTY('BabelfishVersion') IS NOT NULL
+BEGIN
+    IF EXISTS (SELECT 1 FROM [{schema}].[queues] AS q
+               WHERE q.paused = 0
+                 AND (q.max_workers IS NOT NULL
+                      OR EXISTS (SELECT 1 FROM [{schema}].[rate_limits] AS r WHERE r.queue = q.name))
+                 AND (@queues IS NULL OR q.name IN (SELECT w.name FROM @wanted AS w)))
+        EXEC sys.sp_getapplock @Resource = N'deck:claim:{schema}', @LockMode = N'Exclusive',
+            @LockOwner = N'Transaction';
+END
+
 INSERT INTO @lanes (queue, max_workers, slots)
 SELECT q.name, q.max_workers, q.max_workers
 FROM [{schema}].[queues] AS q WITH (UPDLOCK, ROWLOCK)
