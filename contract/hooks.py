@@ -8,7 +8,7 @@ generated "valid" requests are valid.
   knows the database it was built with; these are names every release of it has.
 - `PUT /schedules/{name}`: a body `name`, when given, is the path's (400 `name_mismatch`
   otherwise). A generated body that names one gets the path's name (and loses a `cron` that
-  a mis-inferred link filled with the name; see `before_call`).
+  a mis-inferred link filled with the name, with or without a body `name`; see `before_call`).
 
 Loaded through SCHEMATHESIS_HOOKS (see run.sh).
 """
@@ -82,21 +82,23 @@ def before_call(context, case, kwargs):
     # Every phase sends through here (the stateful one skips `map_case`); schemathesis
     # re-judges the case afterwards, so a body made valid this way counts as positive.
     operation = case.operation
-    if (
+    if not (
         operation.method.upper() == "PUT"
         and operation.path.endswith("/schedules/{name}")
         and isinstance(case.body, dict)
-        and isinstance(case.body.get("name"), str)
         and isinstance(case.path_parameters, dict)
         and isinstance(case.path_parameters.get("name"), str)
     ):
-        # Path parameters may be held percent-encoded (a link's value is); the server reads
-        # the decoded name, and schemathesis sends `quote(unquote(value))` either way.
-        name = unquote(case.path_parameters["name"])
-        # Schemathesis infers a link POST /schedules -> PUT /schedules/{name} that fills every
-        # body field with the created name (`$request.body#/name`). A name in `cron` is
-        # schema-valid only because validators skip unknown formats; drop it, and the case is
-        # judged as the invalid one it is.
-        if case.body.get("cron") in (case.body["name"], name):
-            del case.body["cron"]
+        return
+    # Path parameters may be held percent-encoded (a link's value is); the server reads the
+    # decoded name, and schemathesis sends `quote(unquote(value))` either way.
+    name = unquote(case.path_parameters["name"])
+    # Schemathesis infers a link POST /schedules -> PUT /schedules/{name} that fills body
+    # fields with the created name (`$request.body#/name`), `cron` among them, whether or not
+    # the body also names the schedule. A name in `cron` is schema-valid only because
+    # validators skip unknown formats; drop it, and the case is judged as the invalid one it is.
+    cron = case.body.get("cron")
+    if isinstance(cron, str) and cron in (case.body.get("name"), name):
+        del case.body["cron"]
+    if isinstance(case.body.get("name"), str):
         case.body["name"] = name
