@@ -17,9 +17,7 @@ use std::time::{Duration, Instant};
 
 use common::*;
 use deck_engine::store::conformance::support::{assert_counters_match_rows, filter_queue, ids_in};
-use deck_engine::{
-    BatchId, EnqueueRequest, FailureReason, JobFilter, JobState, Pillar, Store, StoreOptions,
-};
+use deck_engine::{BatchId, EnqueueRequest, FailureReason, JobState, Pillar, Store, StoreOptions};
 use serde_json::{Value, json};
 
 const BACKLOG: usize = 240;
@@ -75,23 +73,6 @@ async fn open_schema(connection: &str, schema: &str) -> Arc<dyn Store> {
         .expect("the store opens (and creates its schema)")
 }
 
-/// Rows of `queue` in every pillar: (active, archived, dead).
-async fn queue_rows(store: &Arc<dyn Store>, queue: &str) -> [u64; 3] {
-    let filter = JobFilter {
-        queue: Some(queue.into()),
-        ..JobFilter::default()
-    };
-    let mut rows = [0; 3];
-    for (i, pillar) in Pillar::ALL.into_iter().enumerate() {
-        rows[i] = store
-            .bulk_preview(pillar, &filter, 0)
-            .await
-            .expect("count")
-            .matching;
-    }
-    rows
-}
-
 /// The ids of `queue`'s jobs in every pillar.
 async fn queue_ids(store: &Arc<dyn Store>, queue: &str) -> Vec<String> {
     let mut ids = Vec::new();
@@ -111,28 +92,6 @@ async fn post_json(server: &Server, path: &str, body: &Value) -> (u16, Value) {
         http_post(server.addr, path, &body.to_string(), PATIENCE).expect("the server answers");
     let value = serde_json::from_str(&text).unwrap_or(Value::String(text));
     (status, value)
-}
-
-/// Wait until none of `queues` has an active job, failing with the servers' logs.
-async fn wait_until_queues_drained(store: &Arc<dyn Store>, queues: &[&str], servers: &[&Server]) {
-    let deadline = Instant::now() + DRAIN_PATIENCE;
-    loop {
-        let mut active = 0;
-        for queue in queues {
-            active += queue_rows(store, queue).await[0];
-        }
-        if active == 0 {
-            return;
-        }
-        if Instant::now() > deadline {
-            let logs: Vec<String> = servers.iter().map(|s| s.log_text()).collect();
-            panic!(
-                "{active} jobs of {queues:?} still active after {DRAIN_PATIENCE:?}; logs:\n{}",
-                logs.join("\n-----\n")
-            );
-        }
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
 }
 
 /// Wait until what the stopped instances sent has landed: a statement in flight when its
@@ -238,10 +197,11 @@ async fn three_instances_survive_a_kill_and_do_each_thing_once() {
     b.kill_hard();
     let b2 = start(dir.path(), "b2", &connection, &env);
 
-    wait_until_queues_drained(
+    wait_until_quiet(
         &store,
         &["work", "members", "callbacks"],
         &[&a, &b, &c, &b2],
+        DRAIN_PATIENCE,
     )
     .await;
     // The batch's last member may have fired its callbacks after the wait's last look.
@@ -251,7 +211,7 @@ async fn three_instances_survive_a_kill_and_do_each_thing_once() {
         .expect("get batch")
         .expect("the batch exists");
     assert!(batch.finished_at.is_some(), "the batch finished: {batch:?}");
-    wait_until_queues_drained(&store, &["callbacks"], &[&a, &b, &c, &b2]).await;
+    wait_until_quiet(&store, &["callbacks"], &[&a, &b, &c, &b2], DRAIN_PATIENCE).await;
 
     let mut servers = [a, c, b2];
     for server in &mut servers {

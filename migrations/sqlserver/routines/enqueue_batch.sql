@@ -420,20 +420,18 @@ BEGIN
         -- range lock covers only the key (or the gap where it would go): two callers with
         -- one key serialise on it, callers with other keys never meet.
         UPDATE j SET j.outcome_id = h.id, j.created = 0
-        FROM #jobs AS j
-        JOIN [{schema}].[jobs_hot] AS h WITH (UPDLOCK, HOLDLOCK, FORCESEEK)
-          ON h.idempotency_key = j.idempotency_key AND h.idempotency_key IS NOT NULL
-        WHERE j.outcome_id IS NULL AND j.idempotency_key IS NOT NULL;
+        FROM #jobs AS j, [{schema}].[jobs_hot] AS h WITH (UPDLOCK, HOLDLOCK, FORCESEEK)
+        WHERE h.idempotency_key = j.idempotency_key AND h.idempotency_key IS NOT NULL
+          AND j.outcome_id IS NULL AND j.idempotency_key IS NOT NULL;
 
         -- Inside its uniqueness window, a finished job in a state the window counts holds the
         -- key: read from the pillar it is in, or, once retention or an operator removed its
         -- row, from the state the row left in. The range lock above already serialises
         -- callers with one key; UPDLOCK keeps the key row as read until the upsert below.
         UPDATE j SET j.outcome_id = u.job_id, j.created = 0
-        FROM #jobs AS j
-        JOIN [{schema}].[unique_keys] AS u WITH (UPDLOCK, HOLDLOCK, FORCESEEK)
-          ON u.[key] = j.idempotency_key
-        WHERE j.outcome_id IS NULL AND j.idempotency_key IS NOT NULL AND u.held_until > @now
+        FROM #jobs AS j, [{schema}].[unique_keys] AS u WITH (UPDLOCK, HOLDLOCK, FORCESEEK)
+        WHERE u.[key] = j.idempotency_key
+          AND j.outcome_id IS NULL AND j.idempotency_key IS NOT NULL AND u.held_until > @now
           AND 1 = CASE WHEN EXISTS (SELECT 1 FROM [{schema}].[jobs_archive] AS a WHERE a.id = u.job_id)
                            THEN u.holds_succeeded
                        WHEN EXISTS (SELECT 1 FROM [{schema}].[jobs_dlq] AS d WHERE d.id = u.job_id)
@@ -477,9 +475,8 @@ BEGIN
             u.held_until = DATEADD(MILLISECOND, j.unique_for_ms % 1000,
                                    DATEADD(SECOND, CAST(j.unique_for_ms / 1000 AS INT), @now)),
             u.holds_succeeded = j.holds_succeeded, u.holds_dead = j.holds_dead, u.left_state = NULL
-        FROM [{schema}].[unique_keys] AS u WITH (UPDLOCK, HOLDLOCK, FORCESEEK)
-        JOIN #jobs AS j ON j.idempotency_key = u.[key]
-        WHERE j.written = 1 AND j.unique_for_ms IS NOT NULL;
+        FROM [{schema}].[unique_keys] AS u WITH (UPDLOCK, HOLDLOCK, FORCESEEK), #jobs AS j
+        WHERE j.idempotency_key = u.[key] AND j.written = 1 AND j.unique_for_ms IS NOT NULL;
         INSERT INTO [{schema}].[unique_keys] ([key], job_id, held_until, holds_succeeded, holds_dead, left_state)
         SELECT j.idempotency_key, j.id,
                DATEADD(MILLISECOND, j.unique_for_ms % 1000,
@@ -494,8 +491,8 @@ BEGIN
         INSERT INTO @added (queue, jobs)
         SELECT queue, COUNT(*) FROM #jobs WHERE written = 1 GROUP BY queue;
         UPDATE c SET c.pending_rows = c.pending_rows + a.jobs
-        FROM [{schema}].[queue_counter_slots] AS c WITH (UPDLOCK, HOLDLOCK)
-        JOIN @added AS a ON a.queue = c.queue AND c.slot = @slot;
+        FROM [{schema}].[queue_counter_slots] AS c WITH (UPDLOCK, HOLDLOCK), @added AS a
+        WHERE a.queue = c.queue AND c.slot = @slot;
         INSERT INTO [{schema}].[queue_counter_slots]
             (queue, slot, pending_rows, fetched_rows, processing_rows, archive_rows, dlq_rows)
         SELECT a.queue, @slot, a.jobs, 0, 0, 0, 0

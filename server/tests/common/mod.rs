@@ -210,18 +210,52 @@ pub async fn pillar_counts(store: &Arc<dyn Store>) -> (u64, u64, u64) {
     (counts[0], counts[1], counts[2])
 }
 
+/// Committed row counts of one queue's jobs in each pillar.
+pub async fn queue_rows(store: &Arc<dyn Store>, queue: &str) -> [u64; 3] {
+    let filter = JobFilter {
+        queue: Some(queue.into()),
+        ..JobFilter::default()
+    };
+    let mut rows = [0; 3];
+    for (i, pillar) in Pillar::ALL.into_iter().enumerate() {
+        rows[i] = store
+            .bulk_preview(pillar, &filter, 0)
+            .await
+            .expect("count")
+            .matching;
+    }
+    rows
+}
+
 /// Poll the store until no job is active (or fail after `PATIENCE`).
 pub async fn wait_until_drained(store: &Arc<dyn Store>, servers: &[&Server]) {
-    let deadline = Instant::now() + PATIENCE;
+    wait_until_quiet(store, &[], servers, PATIENCE).await;
+}
+
+/// Poll the store until no job of `queues` (of any queue when empty) is active, or fail after
+/// `patience` with the servers' logs.
+pub async fn wait_until_quiet(
+    store: &Arc<dyn Store>,
+    queues: &[&str],
+    servers: &[&Server],
+    patience: Duration,
+) {
+    let deadline = Instant::now() + patience;
     loop {
-        let (hot, _, _) = pillar_counts(store).await;
-        if hot == 0 {
+        let mut active = 0;
+        if queues.is_empty() {
+            active = pillar_counts(store).await.0;
+        }
+        for queue in queues {
+            active += queue_rows(store, queue).await[0];
+        }
+        if active == 0 {
             return;
         }
         if Instant::now() > deadline {
             let logs: Vec<String> = servers.iter().map(|s| s.log_text()).collect();
             panic!(
-                "{hot} jobs still active after {PATIENCE:?}; logs:\n{}",
+                "{active} jobs of {queues:?} still active after {patience:?}; logs:\n{}",
                 logs.join("\n-----\n")
             );
         }

@@ -41,10 +41,12 @@
 //!   parameter or an `IN` list; hot-table reads that must be seeks say `FORCESEEK`.
 //! - Only the telemetry class reads with `NOLOCK`.
 //! - Written to run on Babelfish for PostgreSQL too (README, "SQL Server", its gap table),
-//!   in forms SQL Server plans the same way: an `UPDATE … OUTPUT` whose `SET` reads another
-//!   table names it in a comma-separated `FROM` with the join condition in `WHERE` (Babelfish
-//!   loses a `JOIN`ed table there), and reads no `deleted.` column (Babelfish has none in an
-//!   `UPDATE`); ids are `BINARY(16)` parameters, or UUID text inside JSON read with the
+//!   in forms SQL Server plans the same way: an `UPDATE` or `DELETE` of a schema table that
+//!   reads another table names it in a comma-separated `FROM` with the join condition in
+//!   `WHERE`, never with `JOIN` (Babelfish loses a `JOIN`ed table from an `OUTPUT`, and skips
+//!   a target row another session changed while this one waited for its lock; the lint
+//!   `writes_join_with_commas` holds it), and reads no `deleted.` column (Babelfish has none
+//!   in an `UPDATE`); ids are `BINARY(16)` parameters, or UUID text inside JSON read with the
 //!   schema's `[uuid_bytes]` and written with `[uuid_text]` (no `CONVERT` binary styles);
 //!   JSON values are read `AS JSON` where they are JSON, and arrays grow by text
 //!   (`json_append!`), not `JSON_MODIFY(…, 'append $', …)`.
@@ -651,17 +653,17 @@ DECLARE @fired TABLE (batch_id BINARY(16) NOT NULL,
                       PRIMARY KEY (batch_id, event));
 IF EXISTS (SELECT 1 FROM @batch_delta)
 BEGIN
+    -- Every SET reads the row as it was, so the new figures are spelled out where used.
     UPDATE b
-    SET b.total = n.total,
-        b.succeeded = n.succeeded,
-        b.dead = n.dead,
-        b.finished_at = CASE WHEN n.succeeded + n.dead >= n.total
+    SET b.total = b.total + d.total,
+        b.succeeded = b.succeeded + d.succeeded,
+        b.dead = CASE WHEN b.dead + d.dead < 0 THEN 0 ELSE b.dead + d.dead END,
+        b.finished_at = CASE WHEN b.succeeded + d.succeeded
+                                  + CASE WHEN b.dead + d.dead < 0 THEN 0 ELSE b.dead + d.dead END
+                                  >= b.total + d.total
                              THEN ISNULL(b.finished_at, @now) END
-    FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK)
-    JOIN @batch_delta AS d ON d.batch_id = b.id
-    CROSS APPLY (SELECT b.total + d.total AS total,
-                        b.succeeded + d.succeeded AS succeeded,
-                        CASE WHEN b.dead + d.dead < 0 THEN 0 ELSE b.dead + d.dead END AS dead) AS n;
+    FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK), @batch_delta AS d
+    WHERE d.batch_id = b.id;
 
     -- Read back rather than OUTPUT: Babelfish has no deleted.* in an UPDATE's OUTPUT, and
     -- loses a joined table there (README, SQL Server). The rows are this transaction's.
@@ -775,8 +777,8 @@ SET c.pending_rows = c.pending_rows + d.pending,
     c.processing_rows = c.processing_rows + d.processing,
     c.archive_rows = c.archive_rows + d.archive,
     c.dlq_rows = c.dlq_rows + d.dlq
-FROM [{schema}].[queue_counter_slots] AS c WITH (UPDLOCK, HOLDLOCK)
-JOIN @counts AS d ON d.queue = c.queue AND c.slot = @slot;
+FROM [{schema}].[queue_counter_slots] AS c WITH (UPDLOCK, HOLDLOCK), @counts AS d
+WHERE d.queue = c.queue AND c.slot = @slot;
 
 INSERT INTO [{schema}].[queue_counter_slots]
     (queue, slot, pending_rows, fetched_rows, processing_rows, archive_rows, dlq_rows)
@@ -812,8 +814,8 @@ SET b.succeeded = b.succeeded + w.succeeded,
     b.duration_sum_ms = b.duration_sum_ms + w.duration_sum_ms,
     b.duration_max_ms = CASE WHEN w.duration_max_ms > b.duration_max_ms
                              THEN w.duration_max_ms ELSE b.duration_max_ms END
-FROM [{schema}].[metric_slots] AS b WITH (UPDLOCK, HOLDLOCK)
-JOIN @work AS w ON b.bucket_start = @minute AND b.queue = w.queue AND b.slot = @slot;
+FROM [{schema}].[metric_slots] AS b WITH (UPDLOCK, HOLDLOCK), @work AS w
+WHERE b.bucket_start = @minute AND b.queue = w.queue AND b.slot = @slot;
 
 INSERT INTO [{schema}].[metric_slots]
     (bucket_start, queue, slot, succeeded, failed, retried, duration_sum_ms, duration_max_ms)
@@ -845,9 +847,9 @@ GROUP BY m.job_type, c.bin;
 
 UPDATE r
 SET r.runs = r.runs + w.runs
-FROM [{schema}].[run_time_slots] AS r WITH (UPDLOCK, HOLDLOCK)
-JOIN @runs AS w ON r.bucket_start = @minute AND r.job_type = w.job_type AND r.bin = w.bin
-                AND r.slot = @slot;
+FROM [{schema}].[run_time_slots] AS r WITH (UPDLOCK, HOLDLOCK), @runs AS w
+WHERE r.bucket_start = @minute AND r.job_type = w.job_type AND r.bin = w.bin
+  AND r.slot = @slot;
 
 INSERT INTO [{schema}].[run_time_slots] (bucket_start, job_type, bin, slot, runs)
 SELECT @minute, w.job_type, w.bin, @slot, w.runs
@@ -899,8 +901,8 @@ UPDATE g
 SET g.dlq_rows = g.dlq_rows + x.delta,
     g.last_seen = CASE WHEN x.delta > 0 THEN @now ELSE g.last_seen END,
     g.sample = CASE WHEN x.delta > 0 AND x.sample IS NOT NULL THEN x.sample ELSE g.sample END
-FROM [{schema}].[error_fingerprint_slots] AS g WITH (UPDLOCK, HOLDLOCK)
-JOIN @groups AS x ON x.fingerprint = g.fingerprint AND g.slot = @slot;
+FROM [{schema}].[error_fingerprint_slots] AS g WITH (UPDLOCK, HOLDLOCK), @groups AS x
+WHERE x.fingerprint = g.fingerprint AND g.slot = @slot;
 
 INSERT INTO [{schema}].[error_fingerprint_slots]
     (fingerprint, slot, reason, error_kind, job_type, sample, dlq_rows, last_seen)

@@ -442,6 +442,48 @@ fn range_locks_are_update_locks_on_seeks() {
     );
 }
 
+/// An `UPDATE` or `DELETE` that touches a schema table joins with commas, never `JOIN`:
+/// Babelfish (README, SQL Server) drops a target row from `UPDATE … FROM … JOIN` when another
+/// session changed it while this one waited for its lock (a heartbeat racing a completion),
+/// and loses a `JOIN`ed table from an `OUTPUT`. SQL Server plans both forms alike. Joins
+/// inside a derived table or a subquery are reads, and free. `UPDATE TOP` / `DELETE TOP` (the
+/// rescue sweeps) keep their `JOIN`: Babelfish moves fewer than n rows of the comma form, and a
+/// row a sweep skips is taken by the next one.
+fn rule_writes_join_with_commas(b: &Batch, problems: &mut Vec<String>) {
+    for s in &b.stmts {
+        if !(s.starts(&["UPDATE"]) || s.starts(&["DELETE"]))
+            || s.toks.get(1).is_some_and(|t| t.kw("TOP"))
+        {
+            continue;
+        }
+        let mut depth = 0usize;
+        let (mut names_schema_table, mut joins) = (false, false);
+        for (i, t) in s.toks.iter().enumerate() {
+            if t.p("(") {
+                depth += 1;
+            } else if t.p(")") {
+                depth = depth.saturating_sub(1);
+            } else if depth == 0 {
+                joins |= t.kw("JOIN");
+                names_schema_table |= t.kind == Kind::Ident
+                    && t.text == SCHEMA
+                    && s.toks.get(i + 1).is_some_and(|d| d.p("."));
+            }
+        }
+        if names_schema_table && joins {
+            problems.push(format!("writes through a JOIN: {}", s.text()));
+        }
+    }
+}
+
+#[test]
+fn writes_join_with_commas() {
+    check(
+        "an UPDATE or DELETE of a schema table joins with commas",
+        rule_writes_join_with_commas,
+    );
+}
+
 /// The lock order every transition keeps (README, "Deadlocks"): queues, then jobs (hot,
 /// archive, DLQ) with the batch rows of moved members, then queue counters, then metric rows,
 /// then error groups. A batch row ranks with the jobs: a move locks it after its members, and
@@ -987,6 +1029,24 @@ fn each_rule_catches_the_trap_it_is_for() {
         "SET NOCOUNT ON; DECLARE @a INT = @P1, @b INT = @P3;",
     );
     assert_eq!(problems_of(rule_parameters, &gap).len(), 1);
+    // A write through a JOIN (the old mark_processing above) is found; the comma form, a join
+    // inside a derived table and a write of a table variable are not.
+    assert_eq!(problems_of(rule_writes_join_with_commas, &mark).len(), 1);
+    let commas = fixture(
+        "commas",
+        Class::Committed,
+        Reads::Nothing,
+        "SET NOCOUNT ON;
+         UPDATE h SET h.status = 2
+         FROM [deck].[jobs_hot] AS h WITH (ROWLOCK),
+              (SELECT m.id FROM @m AS m JOIN @c AS c ON c.id = m.id) AS i
+         WHERE i.id = h.id;
+         UPDATE l SET l.slots = 0 FROM @lanes AS l JOIN @limits AS m ON m.queue = l.queue;",
+    );
+    assert_eq!(
+        problems_of(rule_writes_join_with_commas, &commas),
+        Vec::<String>::new()
+    );
     let variables = fixture(
         "variables",
         Class::Committed,

@@ -89,8 +89,8 @@ SET @slices = (SELECT MAX(s.slice) FROM @stamp AS s);
 WHILE @slice <= @slices
 BEGIN
     UPDATE h SET h.batch_id = @batch
-    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
-    JOIN @stamp AS s ON s.id = h.id AND s.slice = @slice;
+    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @stamp AS s
+    WHERE s.id = h.id AND s.slice = @slice;
     SET @slice += 1;
 END
 

@@ -44,6 +44,9 @@ DECLARE @batch INT = @P3;
         "DECLARE @released TABLE (id BINARY(16) NOT NULL PRIMARY KEY,
                          queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
 
+-- A JOIN, unlike every other write here: Babelfish moves fewer than n rows of a comma-joined
+-- `UPDATE TOP (n)` or `DELETE TOP (n)`, and a row it skips because a worker touched it
+-- meanwhile is only left for the next sweep.
 UPDATE TOP (@batch) h
 SET h.status = 0, h.worker_id = NULL, h.fetched_at = NULL
 OUTPUT inserted.id, inserted.queue INTO @released (id, queue)
@@ -268,8 +271,8 @@ FROM [{schema}].[error_fingerprint_slots] AS g WITH (UPDLOCK, HOLDLOCK)
 GROUP BY g.fingerprint
 HAVING SUM(g.dlq_rows) = 0;
 DELETE g
-FROM [{schema}].[error_fingerprint_slots] AS g
-JOIN @gone AS x ON x.fingerprint = g.fingerprint;
+FROM [{schema}].[error_fingerprint_slots] AS g, @gone AS x
+WHERE x.fingerprint = g.fingerprint;
 SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"
     ),
 };

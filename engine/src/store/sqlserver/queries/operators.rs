@@ -33,16 +33,14 @@ OUTPUT ",
         ", deleted.status INTO @moved (",
         common_columns!(),
         ", status)
-FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
-JOIN @id_list AS i ON i.id = h.id
-WHERE (h.status = 0 OR h.status = 1);
+FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @id_list AS i
+WHERE i.id = h.id AND (h.status = 0 OR h.status = 1);
 ",
         moved_to_dlq_with_generated_error!(),
         "
 UPDATE h SET h.cancel_requested = 1
-FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
-JOIN @id_list AS i ON i.id = h.id
-WHERE h.status = 2;
+FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @id_list AS i
+WHERE i.id = h.id AND h.status = 2;
 DECLARE @requested BIGINT = @@ROWCOUNT;
 ",
         continuations_apply!(),
@@ -87,8 +85,8 @@ OUTPUT ",
         ", deleted.reason, deleted.fingerprint, deleted.seq INTO @moved (",
         common_columns!(),
         ", reason, fingerprint, seq)
-FROM [{schema}].[jobs_dlq] AS d WITH (ROWLOCK, FORCESEEK)
-JOIN @id_list AS i ON i.id = d.id;
+FROM [{schema}].[jobs_dlq] AS d WITH (ROWLOCK, FORCESEEK), @id_list AS i
+WHERE i.id = d.id;
 
 INSERT INTO [{schema}].[jobs_hot]
     (id, queue, job_type, payload, tags, priority, idempotency_key, correlation_id, created_by,
@@ -229,9 +227,8 @@ SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes
                      batch_id BINARY(16)    NULL);
 DELETE h
 OUTPUT deleted.id, deleted.queue, deleted.batch_id INTO @gone (id, queue, batch_id)
-FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
-JOIN @id_list AS i ON i.id = h.id
-WHERE h.status = 0;
+FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @id_list AS i
+WHERE i.id = h.id AND h.status = 0;
 
 INSERT INTO @ledger (queue, pending_delta) SELECT g.queue, -1 FROM @gone AS g;
 INSERT INTO @batch_delta (batch_id, total, succeeded, dead)
@@ -260,13 +257,12 @@ SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes
         "
 -- Their keys remember the state, so a uniqueness window outlives the purge.
 UPDATE u SET u.left_state = 1
-FROM [{schema}].[unique_keys] AS u
-JOIN [{schema}].[jobs_archive] AS a ON a.id = u.job_id
-JOIN @id_list AS i ON i.id = a.id;
+FROM [{schema}].[unique_keys] AS u, [{schema}].[jobs_archive] AS a, @id_list AS i
+WHERE a.id = u.job_id AND i.id = a.id;
 DELETE a
 OUTPUT deleted.queue, -1 INTO @ledger (queue, archive_delta)
-FROM [{schema}].[jobs_archive] AS a WITH (ROWLOCK, FORCESEEK)
-JOIN @id_list AS i ON i.id = a.id;
+FROM [{schema}].[jobs_archive] AS a WITH (ROWLOCK, FORCESEEK), @id_list AS i
+WHERE i.id = a.id;
 ",
         counters_apply!(),
         "
@@ -288,14 +284,13 @@ SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes
         ledger_decl!(),
         "
 UPDATE u SET u.left_state = 2
-FROM [{schema}].[unique_keys] AS u
-JOIN [{schema}].[jobs_dlq] AS d ON d.id = u.job_id
-JOIN @id_list AS i ON i.id = d.id;
+FROM [{schema}].[unique_keys] AS u, [{schema}].[jobs_dlq] AS d, @id_list AS i
+WHERE d.id = u.job_id AND i.id = d.id;
 DELETE d
 OUTPUT deleted.queue, -1, deleted.reason, deleted.fingerprint, deleted.job_type
   INTO @ledger (queue, dlq_delta, reason, fingerprint, job_type)
-FROM [{schema}].[jobs_dlq] AS d WITH (ROWLOCK, FORCESEEK)
-JOIN @id_list AS i ON i.id = d.id;
+FROM [{schema}].[jobs_dlq] AS d WITH (ROWLOCK, FORCESEEK), @id_list AS i
+WHERE i.id = d.id;
 ",
         counters_apply!(),
         error_groups_apply!(),

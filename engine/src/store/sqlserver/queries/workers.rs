@@ -159,10 +159,10 @@ END
 UPDATE h
 SET h.status = 1, h.worker_id = @worker, h.fetched_at = @now
 OUTPUT inserted.seq, inserted.queue INTO @claimed (seq, queue)
-FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
-JOIN (SELECT TOP (@limit) c.seq FROM @candidates AS c
-      ORDER BY c.priority DESC, c.scheduled_at, c.id) AS pick ON pick.seq = h.seq
-WHERE h.status = 0;
+FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK),
+     (SELECT TOP (@limit) c.seq FROM @candidates AS c
+      ORDER BY c.priority DESC, c.scheduled_at, c.id) AS pick
+WHERE pick.seq = h.seq AND h.status = 0;
 
 INSERT INTO @ledger (queue, pending_delta, fetched_delta)
 SELECT c.queue, -COUNT(*), COUNT(*) FROM @claimed AS c GROUP BY c.queue;
@@ -172,11 +172,11 @@ UPDATE r
 SET r.window_starts = CASE WHEN r.window_start = t.period_start THEN r.window_starts ELSE 0 END
                       + t.taken,
     r.window_start = t.period_start
-FROM [{schema}].[rate_limits] AS r WITH (ROWLOCK)
-JOIN (SELECT m.queue, m.period_start, COUNT_BIG(*) AS taken
+FROM [{schema}].[rate_limits] AS r WITH (ROWLOCK),
+     (SELECT m.queue, m.period_start, COUNT_BIG(*) AS taken
       FROM @limits AS m JOIN @claimed AS c ON c.queue = m.queue
       GROUP BY m.queue, m.period_start) AS t
-  ON t.queue = r.queue;
+WHERE t.queue = r.queue;
 ",
         counters_apply!(),
         "
@@ -207,9 +207,8 @@ BEGIN
     UPDATE h
     SET h.status = 2, h.attempt = h.attempt + 1, h.started_at = @now, h.heartbeat_at = @now
     OUTPUT inserted.id, inserted.queue INTO @started (id, queue)
-    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
-    JOIN @ids AS i ON i.id = h.id AND i.slice = @slice
-    WHERE h.status = 1 AND h.worker_id = @worker
+    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @ids AS i
+    WHERE i.id = h.id AND i.slice = @slice AND h.status = 1 AND h.worker_id = @worker
       AND (h.expires_at IS NULL OR h.expires_at > @now);
     SET @slice += 1;
 END
@@ -240,9 +239,8 @@ BEGIN
     UPDATE h
     SET h.heartbeat_at = @now
     OUTPUT inserted.id, inserted.cancel_requested INTO @alive (id, cancel_requested)
-    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
-    JOIN @ids AS i ON i.id = h.id AND i.slice = @slice
-    WHERE h.status = 2 AND h.worker_id = @worker;
+    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @ids AS i
+    WHERE i.id = h.id AND i.slice = @slice AND h.status = 2 AND h.worker_id = @worker;
     SET @slice += 1;
 END
 
@@ -270,9 +268,8 @@ BEGIN
     SET h.status = 0, h.worker_id = NULL, h.fetched_at = NULL,
         h.scheduled_at = ISNULL(@run_at, h.scheduled_at)
     OUTPUT inserted.id, inserted.queue INTO @released (id, queue)
-    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
-    JOIN @ids AS i ON i.id = h.id AND i.slice = @slice
-    WHERE h.status = 1 AND h.worker_id = @worker;
+    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @ids AS i
+    WHERE i.id = h.id AND i.slice = @slice AND h.status = 1 AND h.worker_id = @worker;
     SET @slice += 1;
 END
 
@@ -371,9 +368,9 @@ BEGIN
     SET h.status = 0, h.worker_id = NULL, h.fetched_at = NULL, h.heartbeat_at = NULL,
         h.attempt = CASE WHEN h.attempt > 0 THEN h.attempt - 1 ELSE 0 END
     OUTPUT inserted.id, inserted.queue INTO @unrun (id, queue)
-    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
-    JOIN @c AS c ON c.slice = @slice AND c.id = h.id AND c.kind = 'u'
-    WHERE h.status = 2 AND h.worker_id = @worker;
+    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @c AS c
+    WHERE c.slice = @slice AND c.id = h.id AND c.kind = 'u'
+      AND h.status = 2 AND h.worker_id = @worker;
 
     -- Successes and dead letters leave the hot table: delete first, then write the target.
     DELETE h
@@ -382,9 +379,9 @@ BEGIN
         ", deleted.status INTO @moved (",
         common_columns!(),
         ", status)
-    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK)
-    JOIN @c AS c ON c.slice = @slice AND c.id = h.id AND c.kind IN ('s', 'd')
-    WHERE h.status = 2 AND h.worker_id = @worker;
+    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @c AS c
+    WHERE c.slice = @slice AND c.id = h.id AND c.kind IN ('s', 'd')
+      AND h.status = 2 AND h.worker_id = @worker;
 
     INSERT INTO [{schema}].[jobs_archive]
         (id, queue, job_type, payload, tags, priority, idempotency_key, correlation_id,
