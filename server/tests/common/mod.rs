@@ -199,15 +199,8 @@ pub async fn open(url: &str) -> Arc<dyn Store> {
 
 /// Committed row counts of each pillar (not the maintained counters: the real rows).
 pub async fn pillar_counts(store: &Arc<dyn Store>) -> (u64, u64, u64) {
-    let mut counts = [0; 3];
-    for (i, pillar) in Pillar::ALL.into_iter().enumerate() {
-        counts[i] = store
-            .bulk_preview(pillar, &JobFilter::default(), 0)
-            .await
-            .expect("count")
-            .matching;
-    }
-    (counts[0], counts[1], counts[2])
+    let [hot, archive, dlq] = rows_matching(store, &JobFilter::default()).await;
+    (hot, archive, dlq)
 }
 
 /// Committed row counts of one queue's jobs in each pillar.
@@ -216,10 +209,15 @@ pub async fn queue_rows(store: &Arc<dyn Store>, queue: &str) -> [u64; 3] {
         queue: Some(queue.into()),
         ..JobFilter::default()
     };
+    rows_matching(store, &filter).await
+}
+
+/// Committed rows matching `filter` in each pillar (hot, archive, DLQ).
+async fn rows_matching(store: &Arc<dyn Store>, filter: &JobFilter) -> [u64; 3] {
     let mut rows = [0; 3];
     for (i, pillar) in Pillar::ALL.into_iter().enumerate() {
         rows[i] = store
-            .bulk_preview(pillar, &filter, 0)
+            .bulk_preview(pillar, filter, 0)
             .await
             .expect("count")
             .matching;
