@@ -45,8 +45,11 @@
 //!   reads another table names it in a comma-separated `FROM` with the join condition in
 //!   `WHERE`, never with `JOIN` (Babelfish loses a `JOIN`ed table from an `OUTPUT`, and skips
 //!   a target row another session changed while this one waited for its lock; the lint
-//!   `writes_join_with_commas` holds it), and reads no `deleted.` column (Babelfish has none
-//!   in an `UPDATE`); ids are `BINARY(16)` parameters, or UUID text inside JSON read with the
+//!   `writes_join_with_commas` holds it); one with an `OUTPUT` names its table as the target
+//!   (`UPDATE [s].[t] WITH (ROWLOCK) … FROM @ids AS i WHERE i.id = [s].[t].id`), never an alias,
+//!   which Babelfish runs as the table joined with itself (lint
+//!   `writes_with_output_name_their_table`); no write reads a `deleted.` column (Babelfish has
+//!   none in an `UPDATE`); ids are `BINARY(16)` parameters, or UUID text inside JSON read with the
 //!   schema's `[uuid_bytes]` and written with `[uuid_text]` (no `CONVERT` binary styles);
 //!   JSON values are read `AS JSON` where they are JSON, and arrays grow by text
 //!   (`json_append!`), not `JSON_MODIFY(…, 'append $', …)`.
@@ -686,18 +689,21 @@ BEGIN
        OR (a.event = 3 AND a.succeeded + a.dead = a.total
            AND b.complete_request IS NOT NULL AND b.complete_job_id IS NULL);
 
-    UPDATE b SET b.death_job_id = u.job_id
+    UPDATE [{schema}].[batches] WITH (ROWLOCK) SET death_job_id = u.job_id
     OUTPUT inserted.id, CAST(1 AS TINYINT), inserted.death_job_id INTO @fired (batch_id, event, job_id)
-    FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK), @due AS u
-    WHERE u.batch_id = b.id AND u.event = 1 AND b.death_job_id IS NULL;
-    UPDATE b SET b.success_job_id = u.job_id
+    FROM @due AS u
+    WHERE u.batch_id = [{schema}].[batches].id AND u.event = 1
+      AND [{schema}].[batches].death_job_id IS NULL;
+    UPDATE [{schema}].[batches] WITH (ROWLOCK) SET success_job_id = u.job_id
     OUTPUT inserted.id, CAST(2 AS TINYINT), inserted.success_job_id INTO @fired (batch_id, event, job_id)
-    FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK), @due AS u
-    WHERE u.batch_id = b.id AND u.event = 2 AND b.success_job_id IS NULL;
-    UPDATE b SET b.complete_job_id = u.job_id
+    FROM @due AS u
+    WHERE u.batch_id = [{schema}].[batches].id AND u.event = 2
+      AND [{schema}].[batches].success_job_id IS NULL;
+    UPDATE [{schema}].[batches] WITH (ROWLOCK) SET complete_job_id = u.job_id
     OUTPUT inserted.id, CAST(3 AS TINYINT), inserted.complete_job_id INTO @fired (batch_id, event, job_id)
-    FROM [{schema}].[batches] AS b WITH (ROWLOCK, FORCESEEK), @due AS u
-    WHERE u.batch_id = b.id AND u.event = 3 AND b.complete_job_id IS NULL;
+    FROM @due AS u
+    WHERE u.batch_id = [{schema}].[batches].id AND u.event = 3
+      AND [{schema}].[batches].complete_job_id IS NULL;
 
     -- The job as the engine built it, with the counts as of this move.
     INSERT INTO [{schema}].[jobs_hot]

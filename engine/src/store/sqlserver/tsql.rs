@@ -577,6 +577,8 @@ pub fn table_refs(toks: &[Tok], schema: &str) -> Vec<TableRef> {
             && toks[i].text == schema
             && toks[i + 1].p(".")
             && let Some(name) = toks[i + 2].name()
+            // `[schema].[table].column` names a column, not a table source.
+            && !toks.get(i + 3).is_some_and(|t| t.p("."))
         {
             let mut j = i + 3;
             let mut alias = None;
@@ -628,7 +630,9 @@ pub enum Target {
     Temp(String),
 }
 
-pub fn dml_target(stmt: &Stmt, schema: &str) -> Option<Target> {
+/// Where the written object stands in an INSERT / UPDATE / DELETE: after the verb, its `TOP (n)`
+/// and its `INTO` / `FROM`.
+pub fn target_position(stmt: &Stmt) -> Option<usize> {
     let (verb, at) = verb(stmt)?;
     let toks = &stmt.toks;
     let mut i = at + 1;
@@ -648,6 +652,26 @@ pub fn dml_target(stmt: &Stmt, schema: &str) -> Option<Target> {
         }
         _ => return None,
     }
+    Some(i)
+}
+
+/// The schema table a write names directly as its target (`UPDATE [s].[t] WITH (…)`), with
+/// its hints; `None` for a target written as an alias, a variable or a temp table.
+pub fn named_target(stmt: &Stmt, schema: &str) -> Option<TableRef> {
+    let at = target_position(stmt)?;
+    let toks = &stmt.toks[at..];
+    if !toks
+        .first()
+        .is_some_and(|t| t.kind == Kind::Ident && t.text == schema)
+    {
+        return None;
+    }
+    table_refs(toks, schema).into_iter().next()
+}
+
+pub fn dml_target(stmt: &Stmt, schema: &str) -> Option<Target> {
+    let i = target_position(stmt)?;
+    let toks = &stmt.toks;
     let t = toks.get(i)?;
     match t.kind {
         Kind::Var => Some(Target::Variable(t.text.clone())),

@@ -44,26 +44,23 @@ DECLARE @batch INT = @P3;
         "DECLARE @released TABLE (id BINARY(16) NOT NULL PRIMARY KEY,
                          queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
 
--- A JOIN, unlike every other write here: Babelfish moves fewer than n rows of a comma-joined
--- `UPDATE TOP (n)` or `DELETE TOP (n)`, and a row it skips because a worker touched it
--- meanwhile is only left for the next sweep.
-UPDATE TOP (@batch) h
-SET h.status = 0, h.worker_id = NULL, h.fetched_at = NULL
+UPDATE TOP (@batch) [{schema}].[jobs_hot] WITH (ROWLOCK, READPAST)
+SET status = 0, worker_id = NULL, fetched_at = NULL
 OUTPUT inserted.id, inserted.queue INTO @released (id, queue)
 FROM [{schema}].[queues] AS q WITH (READPAST)
-JOIN [{schema}].[jobs_hot] AS h WITH (ROWLOCK, READPAST, FORCESEEK)
-  ON h.queue = q.name AND h.status = 1 AND h.fetched_at < @fetched_cutoff;
+WHERE [{schema}].[jobs_hot].queue = q.name AND [{schema}].[jobs_hot].status = 1
+  AND [{schema}].[jobs_hot].fetched_at < @fetched_cutoff;
 
 SET @left = @batch - (SELECT COUNT(*) FROM @released);
 IF @left > 0 AND EXISTS (SELECT 1 FROM @dead)
-    UPDATE TOP (@left) h
-    SET h.status = 0, h.worker_id = NULL, h.fetched_at = NULL
+    UPDATE TOP (@left) [{schema}].[jobs_hot] WITH (ROWLOCK, READPAST)
+    SET status = 0, worker_id = NULL, fetched_at = NULL
     OUTPUT inserted.id, inserted.queue INTO @released (id, queue)
     FROM [{schema}].[queues] AS q WITH (READPAST)
-    JOIN [{schema}].[jobs_hot] AS h WITH (ROWLOCK, READPAST, FORCESEEK)
-      ON h.queue = q.name AND h.status = 1
-    WHERE EXISTS (SELECT 1 FROM @dead AS d
-                  WHERE h.worker_id = d.id OR h.worker_id LIKE d.pattern ESCAPE N'\\');
+    WHERE [{schema}].[jobs_hot].queue = q.name AND [{schema}].[jobs_hot].status = 1
+      AND EXISTS (SELECT 1 FROM @dead AS d
+                  WHERE [{schema}].[jobs_hot].worker_id = d.id
+                     OR [{schema}].[jobs_hot].worker_id LIKE d.pattern ESCAPE N'\\');
 
 INSERT INTO @ledger (queue, pending_delta, fetched_delta)
 SELECT r.queue, COUNT(*), -COUNT(*) FROM @released AS r GROUP BY r.queue;
@@ -100,30 +97,30 @@ DECLARE @dead_head NVARCHAR(MAX) = @P6;
         batch_delta_decl!(),
         dead_instances!(),
         "
-DELETE TOP (@batch) h
+DELETE TOP (@batch) FROM [{schema}].[jobs_hot] WITH (ROWLOCK, READPAST)
 OUTPUT ",
         deleted_common_columns!(),
         ", deleted.status INTO @moved (",
         common_columns!(),
         ", status)
 FROM [{schema}].[queues] AS q WITH (READPAST)
-JOIN [{schema}].[jobs_hot] AS h WITH (ROWLOCK, READPAST, FORCESEEK)
-  ON h.queue = q.name AND h.status = 2
-WHERE h.heartbeat_at < DATEADD(SECOND, -ISNULL(q.zombie_timeout_secs, @default_zombie), @now);
+WHERE [{schema}].[jobs_hot].queue = q.name AND [{schema}].[jobs_hot].status = 2
+  AND [{schema}].[jobs_hot].heartbeat_at
+      < DATEADD(SECOND, -ISNULL(q.zombie_timeout_secs, @default_zombie), @now);
 
 SET @left = @batch - (SELECT COUNT(*) FROM @moved);
 IF @left > 0 AND EXISTS (SELECT 1 FROM @dead)
-    DELETE TOP (@left) h
+    DELETE TOP (@left) FROM [{schema}].[jobs_hot] WITH (ROWLOCK, READPAST)
     OUTPUT ",
         deleted_common_columns!(),
         ", deleted.status INTO @moved (",
         common_columns!(),
         ", status)
     FROM [{schema}].[queues] AS q WITH (READPAST)
-    JOIN [{schema}].[jobs_hot] AS h WITH (ROWLOCK, READPAST, FORCESEEK)
-      ON h.queue = q.name AND h.status = 2
-    WHERE EXISTS (SELECT 1 FROM @dead AS d
-                  WHERE h.worker_id = d.id OR h.worker_id LIKE d.pattern ESCAPE N'\\');
+    WHERE [{schema}].[jobs_hot].queue = q.name AND [{schema}].[jobs_hot].status = 2
+      AND EXISTS (SELECT 1 FROM @dead AS d
+                  WHERE [{schema}].[jobs_hot].worker_id = d.id
+                     OR [{schema}].[jobs_hot].worker_id LIKE d.pattern ESCAPE N'\\');
 ",
         moved_to_dlq_with_generated_error!(),
         continuations_apply!(),
@@ -137,8 +134,6 @@ SELECT COUNT_BIG(*) AS zombies FROM @moved;"
 /// @P1 batch size, @P2 and @P3 the error kind and message
 /// (`FailureReason::Expired.store_written()`), @P4 their fingerprint head. Pending jobs whose `expires_at` passed before they started → DLQ
 /// `Expired`: a seek on the expiry index (pending rows that carry an expiry).
-/// Single-table `DELETE TOP` names the table, not an alias (here and in the prunes): Babelfish
-/// reads `DELETE TOP (n) h FROM t AS h` as a join of `t` with itself and deletes fewer than n.
 pub const RESCUE_EXPIRED: Statement = Statement {
     name: "rescue_expired",
     class: Class::Transition,
@@ -155,7 +150,7 @@ DECLARE @dead_head NVARCHAR(MAX) = @P4;
         moved_decl!(),
         batch_delta_decl!(),
         "
-DELETE TOP (@batch) FROM [{schema}].[jobs_hot] WITH (ROWLOCK, READPAST, FORCESEEK)
+DELETE TOP (@batch) FROM [{schema}].[jobs_hot] WITH (ROWLOCK, READPAST)
 OUTPUT ",
         deleted_common_columns!(),
         ", deleted.status INTO @moved (",

@@ -27,14 +27,15 @@ DECLARE @dead_head NVARCHAR(MAX) = @P4;
         batch_delta_decl!(),
         "
 -- Two literal states, each matching a filtered index, not an IN list.
-DELETE h
+DELETE FROM [{schema}].[jobs_hot] WITH (ROWLOCK)
 OUTPUT ",
         deleted_common_columns!(),
         ", deleted.status INTO @moved (",
         common_columns!(),
         ", status)
-FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @id_list AS i
-WHERE i.id = h.id AND (h.status = 0 OR h.status = 1);
+FROM @id_list AS i
+WHERE i.id = [{schema}].[jobs_hot].id
+  AND ([{schema}].[jobs_hot].status = 0 OR [{schema}].[jobs_hot].status = 1);
 ",
         moved_to_dlq_with_generated_error!(),
         "
@@ -79,14 +80,14 @@ INSERT INTO @need_queues (name) SELECT @queue WHERE @queue IS NOT NULL;
 ",
         ensure_queues!(),
         "
-DELETE d
+DELETE FROM [{schema}].[jobs_dlq] WITH (ROWLOCK)
 OUTPUT ",
         deleted_common_columns!(),
         ", deleted.reason, deleted.fingerprint, deleted.seq INTO @moved (",
         common_columns!(),
         ", reason, fingerprint, seq)
-FROM [{schema}].[jobs_dlq] AS d WITH (ROWLOCK, FORCESEEK), @id_list AS i
-WHERE i.id = d.id;
+FROM @id_list AS i
+WHERE i.id = [{schema}].[jobs_dlq].id;
 
 INSERT INTO [{schema}].[jobs_hot]
     (id, queue, job_type, payload, tags, priority, idempotency_key, correlation_id, created_by,
@@ -225,10 +226,10 @@ SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes
         "DECLARE @gone TABLE (id       BINARY(16)    NOT NULL PRIMARY KEY,
                      queue    NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL,
                      batch_id BINARY(16)    NULL);
-DELETE h
+DELETE FROM [{schema}].[jobs_hot] WITH (ROWLOCK)
 OUTPUT deleted.id, deleted.queue, deleted.batch_id INTO @gone (id, queue, batch_id)
-FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @id_list AS i
-WHERE i.id = h.id AND h.status = 0;
+FROM @id_list AS i
+WHERE i.id = [{schema}].[jobs_hot].id AND [{schema}].[jobs_hot].status = 0;
 
 INSERT INTO @ledger (queue, pending_delta) SELECT g.queue, -1 FROM @gone AS g;
 INSERT INTO @batch_delta (batch_id, total, succeeded, dead)
@@ -259,10 +260,10 @@ SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes
 UPDATE u SET u.left_state = 1
 FROM [{schema}].[unique_keys] AS u, [{schema}].[jobs_archive] AS a, @id_list AS i
 WHERE a.id = u.job_id AND i.id = a.id;
-DELETE a
+DELETE FROM [{schema}].[jobs_archive] WITH (ROWLOCK)
 OUTPUT deleted.queue, -1 INTO @ledger (queue, archive_delta)
-FROM [{schema}].[jobs_archive] AS a WITH (ROWLOCK, FORCESEEK), @id_list AS i
-WHERE i.id = a.id;
+FROM @id_list AS i
+WHERE i.id = [{schema}].[jobs_archive].id;
 ",
         counters_apply!(),
         "
@@ -286,11 +287,11 @@ SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes
 UPDATE u SET u.left_state = 2
 FROM [{schema}].[unique_keys] AS u, [{schema}].[jobs_dlq] AS d, @id_list AS i
 WHERE d.id = u.job_id AND i.id = d.id;
-DELETE d
+DELETE FROM [{schema}].[jobs_dlq] WITH (ROWLOCK)
 OUTPUT deleted.queue, -1, deleted.reason, deleted.fingerprint, deleted.job_type
   INTO @ledger (queue, dlq_delta, reason, fingerprint, job_type)
-FROM [{schema}].[jobs_dlq] AS d WITH (ROWLOCK, FORCESEEK), @id_list AS i
-WHERE i.id = d.id;
+FROM @id_list AS i
+WHERE i.id = [{schema}].[jobs_dlq].id;
 ",
         counters_apply!(),
         error_groups_apply!(),

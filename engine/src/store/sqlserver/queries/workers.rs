@@ -156,13 +156,12 @@ BEGIN
     SET @band = (SELECT MAX(l.band) FROM @lanes AS l WHERE l.slots > 0);
 END
 
-UPDATE h
-SET h.status = 1, h.worker_id = @worker, h.fetched_at = @now
+UPDATE [{schema}].[jobs_hot] WITH (ROWLOCK)
+SET status = 1, worker_id = @worker, fetched_at = @now
 OUTPUT inserted.seq, inserted.queue INTO @claimed (seq, queue)
-FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK),
-     (SELECT TOP (@limit) c.seq FROM @candidates AS c
+FROM (SELECT TOP (@limit) c.seq FROM @candidates AS c
       ORDER BY c.priority DESC, c.scheduled_at, c.id) AS pick
-WHERE pick.seq = h.seq AND h.status = 0;
+WHERE pick.seq = [{schema}].[jobs_hot].seq AND [{schema}].[jobs_hot].status = 0;
 
 INSERT INTO @ledger (queue, pending_delta, fetched_delta)
 SELECT c.queue, -COUNT(*), COUNT(*) FROM @claimed AS c GROUP BY c.queue;
@@ -204,12 +203,13 @@ pub const MARK_PROCESSING: Statement = Statement {
                         queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
 WHILE @slice <= @slices
 BEGIN
-    UPDATE h
-    SET h.status = 2, h.attempt = h.attempt + 1, h.started_at = @now, h.heartbeat_at = @now
+    UPDATE [{schema}].[jobs_hot] WITH (ROWLOCK)
+    SET status = 2, attempt = attempt + 1, started_at = @now, heartbeat_at = @now
     OUTPUT inserted.id, inserted.queue INTO @started (id, queue)
-    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @ids AS i
-    WHERE i.id = h.id AND i.slice = @slice AND h.status = 1 AND h.worker_id = @worker
-      AND (h.expires_at IS NULL OR h.expires_at > @now);
+    FROM @ids AS i
+    WHERE i.id = [{schema}].[jobs_hot].id AND i.slice = @slice
+      AND [{schema}].[jobs_hot].status = 1 AND [{schema}].[jobs_hot].worker_id = @worker
+      AND ([{schema}].[jobs_hot].expires_at IS NULL OR [{schema}].[jobs_hot].expires_at > @now);
     SET @slice += 1;
 END
 
@@ -236,11 +236,12 @@ DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
         "DECLARE @alive TABLE (id BINARY(16) NOT NULL PRIMARY KEY, cancel_requested BIT NOT NULL);
 WHILE @slice <= @slices
 BEGIN
-    UPDATE h
-    SET h.heartbeat_at = @now
+    UPDATE [{schema}].[jobs_hot] WITH (ROWLOCK)
+    SET heartbeat_at = @now
     OUTPUT inserted.id, inserted.cancel_requested INTO @alive (id, cancel_requested)
-    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @ids AS i
-    WHERE i.id = h.id AND i.slice = @slice AND h.status = 2 AND h.worker_id = @worker;
+    FROM @ids AS i
+    WHERE i.id = [{schema}].[jobs_hot].id AND i.slice = @slice
+      AND [{schema}].[jobs_hot].status = 2 AND [{schema}].[jobs_hot].worker_id = @worker;
     SET @slice += 1;
 END
 
@@ -264,12 +265,13 @@ DECLARE @run_at DATETIME2(6) = @P3;
                          queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
 WHILE @slice <= @slices
 BEGIN
-    UPDATE h
-    SET h.status = 0, h.worker_id = NULL, h.fetched_at = NULL,
-        h.scheduled_at = ISNULL(@run_at, h.scheduled_at)
+    UPDATE [{schema}].[jobs_hot] WITH (ROWLOCK)
+    SET status = 0, worker_id = NULL, fetched_at = NULL,
+        scheduled_at = ISNULL(@run_at, scheduled_at)
     OUTPUT inserted.id, inserted.queue INTO @released (id, queue)
-    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @ids AS i
-    WHERE i.id = h.id AND i.slice = @slice AND h.status = 1 AND h.worker_id = @worker;
+    FROM @ids AS i
+    WHERE i.id = [{schema}].[jobs_hot].id AND i.slice = @slice
+      AND [{schema}].[jobs_hot].status = 1 AND [{schema}].[jobs_hot].worker_id = @worker;
     SET @slice += 1;
 END
 
@@ -351,37 +353,37 @@ DECLARE @slices INT = (SELECT MAX(slice) FROM @c);
 WHILE @slice <= @slices
 BEGIN
     -- Retries stay in the hot table: back to pending, due at retry_at, the error kept.
-    UPDATE h
-    SET h.status = 0, h.worker_id = NULL, h.fetched_at = NULL, h.heartbeat_at = NULL,
-        h.scheduled_at = c.retry_at,
-        h.errors = ",
-        json_append!("h.errors", "c.error"),
+    UPDATE [{schema}].[jobs_hot] WITH (ROWLOCK)
+    SET status = 0, worker_id = NULL, fetched_at = NULL, heartbeat_at = NULL,
+        scheduled_at = c.retry_at,
+        errors = ",
+        json_append!("[{schema}].[jobs_hot].errors", "c.error"),
         ",
-        h.last_error = LEFT(c.message, 400)
+        last_error = LEFT(c.message, 400)
     OUTPUT inserted.id, inserted.queue INTO @retried (id, queue)
-    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @c AS c
-    WHERE c.slice = @slice AND c.id = h.id AND c.kind = 'r'
-      AND h.status = 2 AND h.worker_id = @worker;
+    FROM @c AS c
+    WHERE c.slice = @slice AND c.id = [{schema}].[jobs_hot].id AND c.kind = 'r'
+      AND [{schema}].[jobs_hot].status = 2 AND [{schema}].[jobs_hot].worker_id = @worker;
 
     -- Given back unrun: pending where it stood in the claim order, the attempt uncounted.
-    UPDATE h
-    SET h.status = 0, h.worker_id = NULL, h.fetched_at = NULL, h.heartbeat_at = NULL,
-        h.attempt = CASE WHEN h.attempt > 0 THEN h.attempt - 1 ELSE 0 END
+    UPDATE [{schema}].[jobs_hot] WITH (ROWLOCK)
+    SET status = 0, worker_id = NULL, fetched_at = NULL, heartbeat_at = NULL,
+        attempt = CASE WHEN attempt > 0 THEN attempt - 1 ELSE 0 END
     OUTPUT inserted.id, inserted.queue INTO @unrun (id, queue)
-    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @c AS c
-    WHERE c.slice = @slice AND c.id = h.id AND c.kind = 'u'
-      AND h.status = 2 AND h.worker_id = @worker;
+    FROM @c AS c
+    WHERE c.slice = @slice AND c.id = [{schema}].[jobs_hot].id AND c.kind = 'u'
+      AND [{schema}].[jobs_hot].status = 2 AND [{schema}].[jobs_hot].worker_id = @worker;
 
     -- Successes and dead letters leave the hot table: delete first, then write the target.
-    DELETE h
+    DELETE FROM [{schema}].[jobs_hot] WITH (ROWLOCK)
     OUTPUT ",
         deleted_common_columns!(),
         ", deleted.status INTO @moved (",
         common_columns!(),
         ", status)
-    FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @c AS c
-    WHERE c.slice = @slice AND c.id = h.id AND c.kind IN ('s', 'd')
-      AND h.status = 2 AND h.worker_id = @worker;
+    FROM @c AS c
+    WHERE c.slice = @slice AND c.id = [{schema}].[jobs_hot].id AND c.kind IN ('s', 'd')
+      AND [{schema}].[jobs_hot].status = 2 AND [{schema}].[jobs_hot].worker_id = @worker;
 
     INSERT INTO [{schema}].[jobs_archive]
         (id, queue, job_type, payload, tags, priority, idempotency_key, correlation_id,
