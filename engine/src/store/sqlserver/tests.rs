@@ -41,13 +41,21 @@ fn worker_paths_check_ownership() {
         &queries::COMPLETE,
     ] {
         assert!(
-            s.sql.contains("h.worker_id = @worker"),
+            s.sql.contains("[{schema}].[jobs_hot].worker_id = @worker"),
             "{} lacks the ownership predicate",
             s.name
         );
     }
-    assert!(queries::MARK_PROCESSING.sql.contains("h.status = 1"));
-    assert!(queries::COMPLETE.sql.contains("h.status = 2"));
+    assert!(
+        queries::MARK_PROCESSING
+            .sql
+            .contains("[{schema}].[jobs_hot].status = 1")
+    );
+    assert!(
+        queries::COMPLETE
+            .sql
+            .contains("[{schema}].[jobs_hot].status = 2")
+    );
 }
 
 /// Item 2: the worker paths take id lists of any length (5,000 in the conformance suite) and
