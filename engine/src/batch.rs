@@ -289,6 +289,7 @@ pub fn validate_batch_request(req: &BatchRequest) -> Result<(), ValidationError>
                 "give at least 1 (the first run counts)",
             )));
         }
+        validation::validate_stored_int("max_attempts", cb.max_attempts, 1).map_err(prefixed)?;
     }
     Ok(())
 }

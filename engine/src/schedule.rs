@@ -367,6 +367,7 @@ pub fn validate_definition(def: &ScheduleDefinition) -> Result<Timing, Validatio
             "give at least 1 attempt, or leave it out for the engine's default",
         ));
     }
+    validation::validate_stored_int("job.max_attempts", job.max_attempts, 1)?;
     if let Some(secs) = job.expires_after_secs
         && (secs == 0 || secs > MAX_EXPIRES_AFTER_SECS)
     {

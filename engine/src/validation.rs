@@ -1,5 +1,8 @@
-//! Envelope limits, checked before anything is written. Every store calls these at the top
-//! of its write paths, so a bad request never leaves half a job behind.
+//! The input rules, stated once: names, payloads, tags, batches, edits, queue patches,
+//! settings ranges and the integer widths the stores keep. The operations layer checks every
+//! write with these before anything is written, so the console, the JSON API and Rust callers
+//! refuse the same input with the same message; the API's document publishes the same
+//! numbers.
 
 use crate::model::{
     EngineSettings, EnqueueRequest, JobEdit, MAX_RATE_PERIOD_SECS, MAX_UNIQUE_FOR_MS, QueuePatch,
@@ -13,6 +16,13 @@ pub const MAX_NAME_CHARS: usize = 255;
 pub const MAX_TAGS_CHARS: usize = 1000;
 /// Largest batch accepted by one enqueue call.
 pub const MAX_BATCH: usize = 10_000;
+/// Largest value of an integer a store keeps (`max_workers`, timeouts, lag thresholds,
+/// `max_attempts`, rate-limit starts): both stores keep these as 32-bit signed integers
+/// (SQL Server `INT`), so a larger one could not be stored as given.
+pub const MAX_STORED_INT: u32 = i32::MAX as u32;
+/// Largest `delay_ms` (about 63 years): SQL Server adds the delay as `INT` seconds, so this is
+/// the longest delay both stores keep exactly.
+pub const MAX_DELAY_MS: u64 = 2_000_000_000_000;
 
 /// What is wrong with a piece of input and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -130,6 +140,37 @@ pub fn validate_json(field: &str, text: &str, max_bytes: usize) -> Result<(), Va
     Ok(())
 }
 
+/// An integer a store keeps as `INT`: at most `MAX_STORED_INT`. The least value is only named
+/// in the help; a zero where none is allowed is refused with its own advice.
+pub fn validate_stored_int(
+    field: &str,
+    value: Option<u32>,
+    least: u32,
+) -> Result<(), ValidationError> {
+    match value {
+        Some(v) if v > MAX_STORED_INT => Err(ValidationError::new(
+            field,
+            format!("is {v}"),
+            format!("give {least} to {MAX_STORED_INT}"),
+        )),
+        _ => Ok(()),
+    }
+}
+
+/// A delay both stores keep exactly: at most `MAX_DELAY_MS`.
+pub fn validate_delay(field: &str, value: Option<u64>) -> Result<(), ValidationError> {
+    match value {
+        Some(v) if v > MAX_DELAY_MS => Err(ValidationError::new(
+            field,
+            format!("is {v} ms"),
+            format!(
+                "give at most {MAX_DELAY_MS} ms, about 63 years; use scheduled_at for a fixed time"
+            ),
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// The whole envelope of an enqueue. An empty payload is normalised to `null` by the caller
 /// (`normalize_payload`).
 pub fn validate_enqueue(req: &EnqueueRequest) -> Result<(), ValidationError> {
@@ -159,6 +200,8 @@ pub fn validate_enqueue(req: &EnqueueRequest) -> Result<(), ValidationError> {
             "give at least 1 (the first run counts)",
         ));
     }
+    validate_stored_int("max_attempts", req.max_attempts, 1)?;
+    validate_delay("delay_ms", req.delay_ms)?;
     validate_unique_window(req)?;
     if let Some(c) = &req.continuation {
         validate_name("continuation.queue", &c.queue)?;
@@ -335,6 +378,20 @@ pub fn validate_queue_patch(patch: &QueuePatch) -> Result<(), ValidationError> {
                 ),
             ));
         }
+    }
+    for (field, value, least) in [
+        ("max_workers", patch.max_workers, 1),
+        ("zombie_timeout_secs", patch.zombie_timeout_secs, 1),
+        ("execution_timeout_secs", patch.execution_timeout_secs, 1),
+        ("lag_warn_secs", patch.lag_warn_secs, 0),
+        ("lag_crit_secs", patch.lag_crit_secs, 0),
+        (
+            "rate_limit.starts",
+            patch.rate_limit.map(|l| l.map(|l| l.starts)),
+            1,
+        ),
+    ] {
+        validate_stored_int(field, value.flatten(), least)?;
     }
     // Whether the thresholds cross (in the patch, or with the queue's stored one) is a
     // conflict with the queue's state, checked by `Operations::update_queue`.

@@ -72,7 +72,6 @@ pub async fn create_batch(
     let span = traces::request_span("POST", "/api/v1/batches", &headers);
     let answer = async {
         check_batch_size(body.jobs.len())?;
-        body.check()?;
         let created = state
             .engine
             .create_batch(body.into_request(&who.name))

@@ -22,7 +22,7 @@ pub mod batches;
 pub mod schedules;
 
 use super::error::ApiError;
-use super::limits::{AnyJson, Name, Tag, check_delay, check_int};
+use super::limits::{AnyJson, Name, Tag};
 use super::wire::{
     integer, nullable_integer, nullable_object, objects, optional_integer, optional_object,
     present_bool, present_value,
@@ -97,12 +97,6 @@ pub struct EnqueueJob {
 }
 
 impl EnqueueJob {
-    /// The limits the engine does not check itself (it takes any `u32` and `u64`).
-    pub fn check(&self, prefix: &str) -> Result<(), ApiError> {
-        check_int(&format!("{prefix}max_attempts"), self.max_attempts, 1)?;
-        check_delay(&format!("{prefix}delay_ms"), self.delay_ms)
-    }
-
     /// The engine request; `actor` fills `created_by` when the client gave none.
     pub fn into_request(self, actor: &str) -> EnqueueRequest {
         EnqueueRequest {
@@ -597,23 +591,6 @@ pub struct QueuePatchDto {
 }
 
 impl QueuePatchDto {
-    /// The upper limits the engine does not check itself (it rejects the zeros).
-    pub fn check(&self) -> Result<(), ApiError> {
-        check_int("max_workers", self.max_workers.flatten(), 1)?;
-        check_int("zombie_timeout_secs", self.zombie_timeout_secs.flatten(), 1)?;
-        check_int(
-            "execution_timeout_secs",
-            self.execution_timeout_secs.flatten(),
-            1,
-        )?;
-        check_int("lag_warn_secs", self.lag_warn_secs.flatten(), 0)?;
-        check_int("lag_crit_secs", self.lag_crit_secs.flatten(), 0)?;
-        if let Some(Some(l)) = self.rate_limit {
-            check_int("rate_limit.starts", Some(l.starts), 1)?;
-        }
-        Ok(())
-    }
-
     pub fn is_empty(&self) -> bool {
         self.paused.is_none()
             && self.hidden.is_none()

@@ -108,7 +108,6 @@ pub async fn enqueue(
     let span = traces::request_span("POST", "/api/v1/jobs", &headers);
     let answer = async {
         let wait = wait_of(&state, &query)?;
-        job.check("")?;
         let outcome = state.engine.enqueue(job.into_request(&who.name)).await?;
         let mut body = Enqueued::from(outcome);
         if let Some(timeout) = wait {
@@ -156,9 +155,6 @@ pub async fn enqueue_batch(
     let span = traces::request_span("POST", "/api/v1/jobs/batch", &headers);
     let answer = async {
         check_batch_size(batch.jobs.len())?;
-        for (i, job) in batch.jobs.iter().enumerate() {
-            job.check(&format!("jobs[{i}]."))?;
-        }
         let reqs = batch
             .jobs
             .into_iter()

@@ -12,15 +12,6 @@ use utoipa::{PartialSchema, ToSchema};
 
 use super::error::ApiError;
 
-/// Largest value of an integer setting (`max_workers`, timeouts, lag thresholds,
-/// `max_attempts`): both stores keep these as 32-bit signed integers (SQL Server `INT`), so a
-/// larger one could not be stored as given.
-pub const MAX_STORED_INT: u32 = i32::MAX as u32;
-
-/// Largest `delay_ms` (about 63 years): SQL Server adds the delay as `INT` seconds, so this is
-/// the longest delay both stores keep exactly.
-pub const MAX_DELAY_MS: u64 = 2_000_000_000_000;
-
 /// Control characters (Unicode `Cc`): what `char::is_control` refuses.
 const CONTROL: &str = r"\u0000-\u001F\u007F-\u009F";
 /// The whitespace `str::trim` strips that is not already a control character.
@@ -248,32 +239,5 @@ pub fn check_count(
             format!("invalid {field}: is {v} (give 1 to {max})"),
         )
         .with_field(field)),
-    }
-}
-
-/// An integer setting within `1..=MAX_STORED_INT` (or `min..`), named for the error.
-pub fn check_int(field: &str, value: Option<u32>, min: u32) -> Result<(), ApiError> {
-    match value {
-        Some(v) if v < min || v > MAX_STORED_INT => Err(ApiError::bad_request(
-            "invalid_field",
-            format!("invalid {field}: is {v} (give {min} to {MAX_STORED_INT})"),
-        )
-        .with_field(field)),
-        _ => Ok(()),
-    }
-}
-
-/// `delay_ms` within `0..=MAX_DELAY_MS`.
-pub fn check_delay(field: &str, value: Option<u64>) -> Result<(), ApiError> {
-    match value {
-        Some(v) if v > MAX_DELAY_MS => Err(ApiError::bad_request(
-            "invalid_field",
-            format!(
-                "invalid {field}: is {v} ms (give at most {MAX_DELAY_MS} ms, about 63 years; \
-                 use scheduled_at for a fixed time)"
-            ),
-        )
-        .with_field(field)),
-        _ => Ok(()),
     }
 }

@@ -129,7 +129,6 @@ pub async fn update_queue(
              zombie_timeout_secs, execution_timeout_secs, lag_warn_secs, lag_crit_secs, rate_limit",
         ));
     }
-    patch.check()?;
     apply(&state, &who.name, &name, patch.into()).await
 }
 

@@ -78,9 +78,6 @@ fn validate_widths(reqs: &[EnqueueRequest]) -> StoreResult<()> {
     Ok(())
 }
 
-const MAX_DELAY_MS: u64 = 2_000_000_000_000;
-const MAX_ATTEMPTS: u32 = i32::MAX as u32;
-
 fn utc(t: crate::model::Timestamp) -> String {
     format!("{}Z", json_time(t))
 }
@@ -112,12 +109,12 @@ pub(crate) fn request_json(reqs: &[EnqueueRequest], ids: Option<&[JobId]>) -> St
             correlation_id: r.correlation_id.as_deref(),
             created_by: r.created_by.as_deref(),
             scheduled_at: r.scheduled_at.map(utc),
-            // DATEADD takes an int of seconds: delays are capped at ~63 years (the procedure
-            // caps them the same way; a larger number would not even be a BIGINT).
-            delay_ms: r.delay_ms.map(|d| d.min(MAX_DELAY_MS)),
+            // Within `validation::MAX_DELAY_MS` (the operations layer refuses more), which
+            // DATEADD's int of seconds holds.
+            delay_ms: r.delay_ms,
             expires_at: r.expires_at.map(utc),
-            // The column is an INT; more attempts than that is "unlimited" in practice.
-            max_attempts: r.max_attempts.map(|m| m.min(MAX_ATTEMPTS)),
+            // Within `validation::MAX_STORED_INT` (the operations layer refuses more).
+            max_attempts: r.max_attempts,
             continuation: r.continuation.as_ref(),
             unique_for_ms: r.unique_for_ms,
             unique_states: &r.unique_states,
@@ -255,13 +252,6 @@ mod tests {
         let json = request_json(std::slice::from_ref(&req), None).unwrap();
         assert!(!json.contains("\"id\""), "{json}");
         assert!(!json.contains("trace_context"), "{json}");
-        // Numbers the API takes but the T-SQL types cannot hold are capped, not refused.
-        req.delay_ms = Some(u64::MAX);
-        req.max_attempts = Some(u32::MAX);
-        let v: serde_json::Value =
-            serde_json::from_str(&request_json(&[req], None).unwrap()).unwrap();
-        assert_eq!(v[0]["delay_ms"], MAX_DELAY_MS);
-        assert_eq!(v[0]["max_attempts"], i64::from(i32::MAX));
     }
 
     #[test]

@@ -14,7 +14,7 @@ use uuid::Uuid;
 
 use super::{EnqueueJob, StateDto, json_value, state_dto};
 use crate::api::error::ApiError;
-use crate::api::limits::{AnyJson, Description, Name, check_int};
+use crate::api::limits::{AnyJson, Description, Name};
 use crate::api::wire::{integer, objects, optional_integer, optional_object};
 
 /// A job a callback enqueues. Its payload is built by the engine:
@@ -84,30 +84,6 @@ pub struct NewBatch {
 }
 
 impl NewBatch {
-    /// The limits the engine does not check itself.
-    pub fn check(&self) -> Result<(), ApiError> {
-        for (i, job) in self.jobs.iter().enumerate() {
-            job.check(&format!("jobs[{i}]."))?;
-        }
-        let callbacks = self.callbacks.iter().flat_map(|c| {
-            [
-                ("on_success", &c.on_success),
-                ("on_complete", &c.on_complete),
-                ("on_death", &c.on_death),
-            ]
-        });
-        for (name, cb) in callbacks {
-            if let Some(cb) = cb {
-                check_int(
-                    &format!("callbacks.{name}.max_attempts"),
-                    cb.max_attempts,
-                    1,
-                )?;
-            }
-        }
-        Ok(())
-    }
-
     pub fn into_request(self, actor: &str) -> BatchRequest {
         let callbacks = self.callbacks.unwrap_or_default();
         BatchRequest {

@@ -20,7 +20,7 @@ use uuid::Uuid;
 
 use super::json_value;
 use crate::api::error::ApiError;
-use crate::api::limits::{AnyJson, CronExpr, IanaTimeZone, Name, ScheduleName, Tag, check_int};
+use crate::api::limits::{AnyJson, CronExpr, IanaTimeZone, Name, ScheduleName, Tag};
 use crate::api::wire::{integer, object, optional_integer};
 
 /// A schedule's definition, as `PUT /schedules/{name}` takes it: the path names the schedule,
@@ -68,10 +68,9 @@ fn utc() -> String {
 }
 
 impl ScheduleBody {
-    /// The engine's definition, named `name`; the limits the engine does not check itself
-    /// and the one-timing rule are checked here.
+    /// The engine's definition, named `name`; the one-timing rule is checked here, every
+    /// other rule by the engine.
     pub fn into_definition(self, name: String) -> Result<ScheduleDefinition, ApiError> {
-        check_int("job.max_attempts", self.job.max_attempts, 1)?;
         let spec = match (self.cron, self.every_secs) {
             (Some(cron), None) => ScheduleSpec::Cron(cron),
             (None, Some(secs)) => ScheduleSpec::EverySecs(secs),

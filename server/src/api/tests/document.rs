@@ -3,12 +3,12 @@
 //! server applies, not a looser or stricter one). `contract/run.sh` checks the same with
 //! generated requests against a running `deck serve`.
 
-use deck_engine::validation::{MAX_NAME_CHARS, MAX_TAGS_CHARS, validate_name, validate_tags};
+use deck_engine::validation::{
+    MAX_DELAY_MS, MAX_NAME_CHARS, MAX_STORED_INT, MAX_TAGS_CHARS, validate_name, validate_tags,
+};
 
 use super::*;
-use crate::api::limits::{
-    MAX_DELAY_MS, MAX_STORED_INT, WAIT_PATTERN, name_pattern, schedule_name_pattern, tag_pattern,
-};
+use crate::api::limits::{WAIT_PATTERN, name_pattern, schedule_name_pattern, tag_pattern};
 
 mod schedules;
 

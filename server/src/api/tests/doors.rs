@@ -62,8 +62,15 @@ impl Doors {
         )
     }
 
-    /// A console form post, as a browser sends it: session cookie, token, same-site.
+    /// A console form post that succeeds.
     async fn console_post(&self, endpoint: &str, form: &str) {
+        let (ok, err) = self.console_form(endpoint, form).await;
+        assert!(ok.is_some(), "the action succeeded, not: {err:?}");
+    }
+
+    /// A console form post, as a browser sends it (session cookie, token, same-site): the
+    /// `ok` and `err` flash messages of the page it redirects to.
+    async fn console_form(&self, endpoint: &str, form: &str) -> (Option<String>, Option<String>) {
         let page = Request::get("/settings")
             .header(header::AUTHORIZATION, ADA)
             .body(Body::empty())
@@ -91,7 +98,10 @@ impl Doors {
             .and_then(|v| v.to_str().ok())
             .unwrap_or_default();
         assert_eq!(status, StatusCode::FOUND, "{body}");
-        assert!(location.contains("ok="), "the action succeeded: {location}");
+        let query = location.split_once('?').map_or("", |(_, q)| q);
+        let flash: Vec<(String, String)> = serde_urlencoded::from_str(query).unwrap();
+        let read = |key: &str| flash.iter().find(|(k, _)| k == key).map(|(_, v)| v.clone());
+        (read("ok"), read("err"))
     }
 
     async fn api_post(&self, path: &str) {
@@ -231,5 +241,62 @@ async fn quieting_an_instance_is_one_action_from_either_door() {
 
     d.api_post(&format!("/instances/{id}/resume")).await;
     assert_eq!(d.last_audit().await.action, "instance.resume");
+    d.engine.shutdown().await;
+}
+
+/// One rules table: an integer no store can keep as given is refused by the operations layer,
+/// the JSON API and a console form with the same message, and none of them saves anything.
+#[tokio::test]
+async fn the_three_doors_refuse_an_out_of_range_setting_alike() {
+    let d = doors().await;
+    let too_many: u32 = 3_000_000_000;
+    let from_ops = d
+        .engine
+        .operations()
+        .update_queue(
+            "ada",
+            "mail",
+            deck_engine::QueuePatch {
+                max_workers: Some(Some(too_many)),
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        from_ops,
+        "invalid max_workers: is 3000000000 (give 1 to 2147483647)"
+    );
+
+    let patch = Request::patch("/api/v1/queues/mail")
+        .header(header::AUTHORIZATION, ADA)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(json!({ "max_workers": too_many }).to_string()))
+        .unwrap();
+    let (status, _, body) = d.send(patch).await;
+    let body: Value = serde_json::from_str(&body).unwrap();
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    assert_eq!(body["error"]["message"], from_ops.as_str(), "{body}");
+    assert_eq!(body["error"]["field"], "max_workers", "{body}");
+
+    let (ok, err) = d
+        .console_form(
+            "queue/limits",
+            &format!("queue=mail&max_workers={too_many}"),
+        )
+        .await;
+    assert_eq!((ok, err.as_deref()), (None, Some(from_ops.as_str())));
+
+    let saved = d
+        .engine
+        .store()
+        .list_queues()
+        .await
+        .unwrap()
+        .into_iter()
+        .find(|q| q.name == "mail")
+        .and_then(|q| q.max_workers);
+    assert_eq!(saved, None, "nothing was saved");
     d.engine.shutdown().await;
 }
