@@ -48,35 +48,10 @@ struct JobJson<'a> {
     trace_context: Option<&'a str>,
 }
 
-/// Width of the `trace_context` columns (UTF-16 code units, as NVARCHAR counts them).
-pub const MAX_TRACE_CONTEXT_UNITS: usize = 1024;
-
-/// What the columns cannot hold is refused before anything is sent (the engine's own checks
-/// allow less; this holds for every caller of the store).
-fn validate_widths(reqs: &[EnqueueRequest]) -> StoreResult<()> {
-    for (i, r) in reqs.iter().enumerate() {
-        let Some(text) = r.trace_context.as_deref() else {
-            continue;
-        };
-        let units = text.encode_utf16().count();
-        if units > MAX_TRACE_CONTEXT_UNITS {
-            let field = if reqs.len() == 1 {
-                "trace_context".to_string()
-            } else {
-                format!("jobs[{i}].trace_context")
-            };
-            return Err(StoreError::Invalid(validation::ValidationError::new(
-                field,
-                format!("is {units} characters long"),
-                format!(
-                    "give a W3C traceparent, optionally followed by ';' and a tracestate, in at \
-                     most {MAX_TRACE_CONTEXT_UNITS} characters"
-                ),
-            )));
-        }
-    }
-    Ok(())
-}
+/// The `trace_context` columns are `NVARCHAR(1024)`: the engine's rule (at most
+/// `trace::MAX_CONTEXT_CHARS` bytes of UTF-8, so as many UTF-16 code units at most) keeps every
+/// context the operations layer lets through within them.
+const _: () = assert!(crate::trace::MAX_CONTEXT_CHARS <= 1024);
 
 fn utc(t: crate::model::Timestamp) -> String {
     format!("{}Z", json_time(t))
@@ -84,9 +59,8 @@ fn utc(t: crate::model::Timestamp) -> String {
 
 /// The JSON array for `[enqueue_batch]`. With `ids`, each job gets its id from the caller (a
 /// retry then finds the rows it already wrote); without, the procedure makes UUID v7 ids.
-/// Refuses (`StoreError::Invalid`) a request the columns cannot hold.
+/// The requests are the validated ones of the operations layer or of [`enqueue_batch_in`].
 pub(crate) fn request_json(reqs: &[EnqueueRequest], ids: Option<&[JobId]>) -> StoreResult<String> {
-    validate_widths(reqs)?;
     let jobs: Vec<JobJson<'_>> = reqs
         .iter()
         .enumerate()
@@ -284,26 +258,13 @@ mod tests {
     }
 
     #[test]
-    fn the_trace_context_travels_and_is_held_to_its_column() {
+    fn the_trace_context_travels() {
         let mut req = EnqueueRequest::new("q", "t", "{}");
         req.trace_context =
             Some("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01;vendor=abc".into());
         let v: serde_json::Value =
             serde_json::from_str(&request_json(std::slice::from_ref(&req), None).unwrap()).unwrap();
         assert_eq!(v[0]["trace_context"], req.trace_context.clone().unwrap());
-
-        req.trace_context = Some("x".repeat(MAX_TRACE_CONTEXT_UNITS + 1));
-        let err = request_json(std::slice::from_ref(&req), None).unwrap_err();
-        assert!(
-            matches!(&err, StoreError::Invalid(e) if e.field == "trace_context"),
-            "{err}"
-        );
-        let plain = EnqueueRequest::new("q", "t", "{}");
-        let err = request_json(&[plain, req], None).unwrap_err();
-        assert!(
-            matches!(&err, StoreError::Invalid(e) if e.field == "jobs[1].trace_context"),
-            "{err}"
-        );
     }
 
     #[test]

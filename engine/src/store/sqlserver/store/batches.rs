@@ -14,11 +14,12 @@ use crate::store::sqlserver::enqueue;
 use crate::store::sqlserver::pool::{Fault, Repeat};
 use crate::store::sqlserver::queries;
 use crate::store::sqlserver::rows::{self, corrupt, opt_str, req_str};
-use crate::validation::{self, ValidationError};
+use crate::validation;
 
-/// Width of `[batches].[description]` in UTF-16 code units (what NVARCHAR counts): room for
-/// the engine's `MAX_DESCRIPTION_CHARS` characters, each at most a surrogate pair.
-const MAX_DESCRIPTION_UNITS: usize = 2 * crate::batch::MAX_DESCRIPTION_CHARS;
+/// `[batches].[description]` is `NVARCHAR(2000)` (UTF-16 code units): room for the engine's
+/// `MAX_DESCRIPTION_CHARS` characters, each at most a surrogate pair, so the operations
+/// layer's rule keeps every description within it.
+const _: () = assert!(2 * crate::batch::MAX_DESCRIPTION_CHARS <= 2000);
 /// Most batches one `list_batches` call reads.
 const MAX_LISTED: u32 = 1_000;
 /// Most members one `batch_members` call reads (a batch has at most this many).
@@ -45,8 +46,6 @@ struct CallbackJob<'a> {
 }
 
 fn callback_request(job: &EnqueueRequest) -> StoreResult<String> {
-    validation::validate_name("queue", &job.queue)?;
-    validation::validate_name("job_type", &job.job_type)?;
     let mut payload = match serde_json::from_str(validation::normalize_payload(&job.payload)) {
         Ok(serde_json::Value::Object(members)) => members,
         _ => {
@@ -121,32 +120,11 @@ fn batch(row: &tiberius::Row) -> Result<Batch, Fault> {
     })
 }
 
-/// What the batch row's columns cannot hold is refused before the write (the members are
-/// held to theirs by `enqueue::request_json`).
-fn validate_widths(req: &BatchRequest) -> StoreResult<()> {
-    if let Some(d) = &req.description {
-        let units = d.encode_utf16().count();
-        if units > MAX_DESCRIPTION_UNITS {
-            return Err(StoreError::Invalid(ValidationError::new(
-                "description",
-                format!("is {units} UTF-16 code units long"),
-                format!(
-                    "give at most {} characters of plain text",
-                    crate::batch::MAX_DESCRIPTION_CHARS
-                ),
-            )));
-        }
-    }
-    validation::validate_optional_name("created_by", req.created_by.as_deref())?;
-    Ok(())
-}
-
 impl SqlServerStore {
     /// The batch row and every member in one transaction; ids are fixed before the first
     /// attempt, so the statement may run again after an ambiguous failure (it then finds what
     /// it wrote).
     pub(super) async fn create_batch_rows(&self, req: BatchRequest) -> StoreResult<BatchCreated> {
-        validate_widths(&req)?;
         let id = BatchId::new();
         let job_ids: Vec<JobId> = req.jobs.iter().map(|_| JobId::new()).collect();
         let members = enqueue::request_json(&req.jobs, Some(&job_ids))?;
@@ -333,25 +311,5 @@ mod tests {
         assert_eq!(payload["args"]["r"], 7);
         assert_eq!(payload["event"], "complete");
         assert_eq!(payload["description"], "monthly \"report\"");
-    }
-
-    #[test]
-    fn what_the_batch_row_cannot_hold_is_refused() {
-        let mut req = BatchRequest {
-            description: Some("é".repeat(crate::batch::MAX_DESCRIPTION_CHARS)),
-            ..Default::default()
-        };
-        validate_widths(&req).unwrap();
-        req.description = Some("😀".repeat(crate::batch::MAX_DESCRIPTION_CHARS + 1));
-        assert!(matches!(
-            validate_widths(&req),
-            Err(StoreError::Invalid(e)) if e.field == "description"
-        ));
-        req.description = None;
-        req.created_by = Some("x".repeat(256));
-        assert!(matches!(
-            validate_widths(&req),
-            Err(StoreError::Invalid(e)) if e.field == "created_by"
-        ));
     }
 }

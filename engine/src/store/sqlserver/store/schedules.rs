@@ -85,7 +85,6 @@ impl SqlServerStore {
         origin: ScheduleOrigin,
         enabled: bool,
     ) -> StoreResult<Schedule> {
-        validate_widths(&definition)?;
         let doc = json(&definition)?;
         let origin_text = origin.as_str();
         let name = definition.name.as_str();
@@ -109,7 +108,6 @@ impl SqlServerStore {
         definition: ScheduleDefinition,
         origin: ScheduleOrigin,
     ) -> StoreResult<Schedule> {
-        validate_widths(&definition)?;
         let doc = json(&definition)?;
         let origin_text = origin.as_str();
         let name = definition.name.as_str();
@@ -272,10 +270,4 @@ impl SqlServerStore {
             })
         })
     }
-}
-
-/// What the columns cannot hold is refused before the write, as for every other row.
-fn validate_widths(definition: &ScheduleDefinition) -> StoreResult<()> {
-    crate::validation::validate_name("name", &definition.name)?;
-    Ok(())
 }
