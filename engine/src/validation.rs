@@ -24,6 +24,17 @@ pub const MAX_STORED_INT: u32 = i32::MAX as u32;
 /// the longest delay both stores keep exactly.
 pub const MAX_DELAY_MS: u64 = 2_000_000_000_000;
 
+/// Longest host name an instance row keeps.
+pub const MAX_HOST_CHARS: usize = 255;
+/// Longest version (an external worker's agent) an instance row keeps.
+pub const MAX_VERSION_CHARS: usize = 100;
+
+/// `text` cut to `max` characters: for what describes a process (host, version), which a
+/// registration must not fail over.
+pub fn clipped(text: &str, max: usize) -> String {
+    text.chars().take(max).collect()
+}
+
 /// What is wrong with a piece of input and how to fix it.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("invalid {field}: {problem} ({help})")]

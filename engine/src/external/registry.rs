@@ -12,6 +12,7 @@ use chrono::Utc;
 
 use crate::model::{InstanceInfo, InstanceKind, Job, JobId, Timestamp};
 use crate::runtime::Progress;
+use crate::validation;
 
 use super::lease::{Lease, instance_id};
 
@@ -86,9 +87,9 @@ impl Worker {
         let p = &self.profile;
         InstanceInfo {
             id: instance_id(&p.name),
-            host: p.host.clone(),
+            host: validation::clipped(&p.host, validation::MAX_HOST_CHARS),
             pid: p.pid,
-            version: p.agent.clone(),
+            version: validation::clipped(&p.agent, validation::MAX_VERSION_CHARS),
             started_at: self.started_at,
             heartbeat_at: Utc::now(),
             workers_total: p.concurrency,
@@ -202,5 +203,29 @@ impl Registry {
             }
             None => false,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The row a worker is registered with holds what the stores' instance columns keep, in
+    /// the engine, so both stores register the same row.
+    #[test]
+    fn a_long_agent_is_cut_to_what_an_instance_row_keeps() {
+        let worker = Worker::new(WorkerProfile {
+            name: "billing-py".into(),
+            host: "h".repeat(validation::MAX_HOST_CHARS),
+            pid: 7,
+            agent: "a".repeat(validation::MAX_NAME_CHARS),
+            concurrency: 1,
+            queues: None,
+            types: None,
+        });
+        let row = worker.row();
+        assert_eq!(row.version.chars().count(), validation::MAX_VERSION_CHARS);
+        assert_eq!(row.host.chars().count(), validation::MAX_HOST_CHARS);
+        assert_eq!(row.id, "ext:billing-py");
     }
 }

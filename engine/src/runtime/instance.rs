@@ -16,6 +16,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::model::{InstanceInfo, InstanceKind};
 use crate::runtime::Shared;
 use crate::runtime::events::{EngineEvent, EventKind};
+use crate::validation;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct InstanceHeartbeatConfig {
@@ -126,9 +127,9 @@ pub(crate) fn instance_info(shared: &Shared) -> InstanceInfo {
     };
     InstanceInfo {
         id: shared.instance_id.clone(),
-        host: host_name(),
+        host: validation::clipped(&host_name(), validation::MAX_HOST_CHARS),
         pid: std::process::id(),
-        version: env!("CARGO_PKG_VERSION").to_string(),
+        version: validation::clipped(env!("CARGO_PKG_VERSION"), validation::MAX_VERSION_CHARS),
         started_at: shared.started_at,
         heartbeat_at: Utc::now(),
         workers_total: total,

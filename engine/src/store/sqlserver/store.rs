@@ -515,9 +515,6 @@ impl Store for SqlServerStore {
         {
             return Ok(Vec::new());
         }
-        // A schema limit (NVARCHAR(255)), not input validation: the engine checks its own
-        // ids when it starts.
-        validation::validate_name("worker_id", &req.worker_id)?;
         let queues: Option<String> = req.queues.as_ref().map(to_json).transpose()?;
         let types: Option<String> = req.types.as_ref().map(to_json).transpose()?;
         // One claim statement takes at most MAX_ROWS_PER_STATEMENT rows (lock escalation);
@@ -1113,11 +1110,6 @@ impl Store for SqlServerStore {
     }
 
     async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<bool> {
-        // A schema limit (NVARCHAR(255)), as for worker ids.
-        validation::validate_name("instance id", &info.id)?;
-        // Columns are NVARCHAR(255) / NVARCHAR(100): trim rather than fail the heartbeat.
-        let host: String = info.host.chars().take(255).collect();
-        let version: String = info.version.chars().take(100).collect();
         let pid = i64::from(info.pid);
         let started = rows::to_sql_time(info.started_at);
         let total = to_i32(info.workers_total);
@@ -1131,7 +1123,15 @@ impl Store for SqlServerStore {
                 Repeat::Always,
                 &queries::HEARTBEAT_INSTANCE,
                 &[
-                    &info.id, &host, &pid, &version, &started, &total, &busy, &kind, &queues,
+                    &info.id,
+                    &info.host,
+                    &pid,
+                    &info.version,
+                    &started,
+                    &total,
+                    &busy,
+                    &kind,
+                    &queues,
                     &job_types,
                 ],
             )
@@ -1142,7 +1142,6 @@ impl Store for SqlServerStore {
     }
 
     async fn set_instance_quiet(&self, id: &str, quiet: bool) -> StoreResult<Applied> {
-        validation::validate_name("instance id", id)?;
         // Setting a flag to a value is idempotent: safe to repeat after a lost connection.
         let changed = self
             .count_of(
