@@ -303,13 +303,13 @@ pub fn QueueList(
                             )}</summary>
                             <PostForm endpoint="queue/limits" class="limits-form">
                                 <input type="hidden" name="queue" value=name_limits/>
-                                <label>"Max workers (cluster-wide)"<input type="number" min="1" name="max_workers" value=secs_value(c.max_workers) placeholder="unlimited"/></label>
-                                <label>"Zombie timeout (s)"<input type="number" min="1" name="zombie_timeout" value=secs_value(c.zombie_timeout_secs) placeholder="default 600"/></label>
-                                <label>"Execution timeout (s)"<input type="number" min="1" name="execution_timeout" value=secs_value(c.execution_timeout_secs) placeholder="default 900"/></label>
-                                <label>"Lag warning (s)"<input type="number" min="1" name="lag_warn" value=secs_value(c.lag_warn_secs) placeholder="30"/></label>
-                                <label>"Lag critical (s)"<input type="number" min="1" name="lag_crit" value=secs_value(c.lag_crit_secs) placeholder="300"/></label>
-                                <label>"Rate limit: starts"<input type="number" min="1" name="rate_starts" value=secs_value(c.rate_limit.map(|l| l.starts)) placeholder="unlimited"/></label>
-                                <label>"per (s)"<input type="number" min="1" max="86400" name="rate_per" value=secs_value(c.rate_limit.map(|l| l.per_secs)) placeholder="60"/></label>
+                                <label>"Max workers (cluster-wide)"<input type="number" min="1" max=stored_max() name="max_workers" value=secs_value(c.max_workers) placeholder="unlimited"/></label>
+                                <label>"Zombie timeout (s)"<input type="number" min="1" max=stored_max() name="zombie_timeout" value=secs_value(c.zombie_timeout_secs) placeholder="default 600"/></label>
+                                <label>"Execution timeout (s)"<input type="number" min="1" max=stored_max() name="execution_timeout" value=secs_value(c.execution_timeout_secs) placeholder="default 900"/></label>
+                                <label>"Lag warning (s)"<input type="number" min="0" max=stored_max() name="lag_warn" value=secs_value(c.lag_warn_secs) placeholder="30"/></label>
+                                <label>"Lag critical (s)"<input type="number" min="0" max=stored_max() name="lag_crit" value=secs_value(c.lag_crit_secs) placeholder="300"/></label>
+                                <label>"Rate limit: starts"<input type="number" min="1" max=stored_max() name="rate_starts" value=secs_value(c.rate_limit.map(|l| l.starts)) placeholder="unlimited"/></label>
+                                <label>"per (s)"<input type="number" min="1" max=deck_engine::MAX_RATE_PERIOD_SECS.to_string() name="rate_per" value=secs_value(c.rate_limit.map(|l| l.per_secs)) placeholder="60"/></label>
                                 <button>"Save limits"</button>
                                 <span class="muted small">"Empty means the default. Applies to every instance."</span>
                             </PostForm>
@@ -324,4 +324,9 @@ pub fn QueueList(
         <div class="queues">{cards}</div>
     }
     .into_any()
+}
+
+/// The largest value the queue limits take: the engine's rule (`validation::MAX_STORED_INT`).
+fn stored_max() -> String {
+    deck_engine::validation::MAX_STORED_INT.to_string()
 }
