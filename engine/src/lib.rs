@@ -6,6 +6,10 @@
 pub mod batch;
 pub mod channel;
 pub mod config;
+/// The one behaviour suite every store must pass; above the stores, since it drives them
+/// through the operations layer and the runtime's rescue as the engine does.
+#[cfg(any(test, feature = "testing"))]
+pub mod conformance;
 pub mod engine;
 pub mod error;
 pub mod external;

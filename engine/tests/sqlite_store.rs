@@ -5,7 +5,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use deck_engine::store::conformance::{Connector, FaultInjector, FaultTable, StoreFactory};
+use deck_engine::conformance::{Connector, FaultInjector, FaultTable, StoreFactory};
 use deck_engine::{Store, StoreOptions, StoreResult};
 use tempfile::TempDir;
 

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use deck_engine::store::conformance::{Connector, FaultInjector, FaultTable, StoreFactory};
+use deck_engine::conformance::{Connector, FaultInjector, FaultTable, StoreFactory};
 use deck_engine::store::sqlserver;
 use deck_engine::{Store, StoreError, StoreOptions, StoreResult};
 
@@ -192,7 +192,7 @@ fn the_printed_script_is_for_the_configured_schema() {
 
 // ------------------------------------------------------------------ SQL Server only: issue 12
 
-use deck_engine::store::conformance::support::{
+use deck_engine::conformance::support::{
     assert_counters_match_rows, claim, enqueue, req, secs, succeeded, summary,
 };
 use deck_engine::{Completion, EnqueueRequest, Pillar};
@@ -428,7 +428,7 @@ async fn striped_counters_stay_exact_under_concurrent_completers() {
                 let mut completions: Vec<Completion> =
                     done.iter().map(|id| succeeded(*id, None)).collect();
                 completions.extend(failed.iter().map(|id| {
-                    deck_engine::store::conformance::support::dead(
+                    deck_engine::conformance::support::dead(
                         *id,
                         deck_engine::FailureReason::Fatal,
                         "boom",
@@ -706,7 +706,7 @@ async fn a_timed_out_claim_is_not_resent_and_its_jobs_come_back() {
 
     // Whether the abandoned claim committed or not, nobody runs a job it took: they are
     // fetched under a worker that never heard of them, until the lease hands them back.
-    let policy = deck_engine::store::conformance::support::zero_timeouts();
+    let policy = deck_engine::conformance::support::zero_timeouts();
     store
         .rescue_step(deck_engine::RescueStep {
             kind: deck_engine::RescueKind::StaleClaims,

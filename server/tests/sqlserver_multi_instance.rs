@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use deck_engine::store::conformance::support::{assert_counters_match_rows, filter_queue, ids_in};
+use deck_engine::conformance::support::{assert_counters_match_rows, filter_queue, ids_in};
 use deck_engine::{BatchId, EnqueueRequest, FailureReason, JobState, Pillar, Store, StoreOptions};
 use serde_json::{Value, json};
 

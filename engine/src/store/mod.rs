@@ -38,8 +38,6 @@ pub mod sqlite;
 pub mod sqlserver;
 
 #[cfg(any(test, feature = "testing"))]
-pub mod conformance;
-#[cfg(any(test, feature = "testing"))]
 pub mod interposed;
 
 pub use health::{StoreHealth, WriteFailure};

@@ -1,5 +1,5 @@
 //! Fast smoke tests of the SQLite backend's own mechanics (schema bootstrap, group commit,
-//! claim shape). The behaviour suite for every backend lives in `store::conformance`.
+//! claim shape). The behaviour suite for every backend lives in `crate::conformance`.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -7,11 +7,8 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 use super::*;
-use crate::model::{
-    AttemptError, Continuation, ContinuationTrigger, FailureReason, JobState, RescuePolicy,
-};
+use crate::model::{AttemptError, Continuation, ContinuationTrigger, FailureReason, JobState};
 use crate::query::{JobSort, PagePosition, SortColumn, SortDirection};
-use crate::runtime::rescue;
 
 async fn store(dir: &tempfile::TempDir) -> Arc<dyn Store> {
     let path = dir.path().join("deck.db");
@@ -227,41 +224,6 @@ async fn retry_then_dead_letter_keeps_every_error_and_groups_it() {
         (JobState::Pending, 0, 2)
     );
     assert_eq!(s.summary().await.unwrap().dlq, 0);
-}
-
-#[tokio::test]
-async fn zombies_are_rescued_and_a_late_success_is_rejected() {
-    let dir = tempfile::tempdir().unwrap();
-    let s = store(&dir).await;
-    let id = s.enqueue(req("q")).await.unwrap().id;
-    run_to_processing(&s, "w", 1).await;
-    tokio::time::sleep(Duration::from_millis(2)).await;
-    let report = rescue(
-        &*s,
-        &RescuePolicy {
-            default_zombie_timeout: Duration::ZERO,
-            ..Default::default()
-        },
-    )
-    .await
-    .unwrap();
-    assert_eq!(report.zombies, 1);
-    let late = s
-        .complete(
-            "w",
-            vec![Completion::Succeeded {
-                id,
-                result: None,
-                duration_ms: 1,
-            }],
-        )
-        .await
-        .unwrap();
-    assert_eq!(late, vec![Applied::NotApplied]);
-    assert_eq!(
-        s.get_job(id).await.unwrap().unwrap().state,
-        JobState::Dead(FailureReason::Zombie)
-    );
 }
 
 #[tokio::test]

@@ -168,7 +168,7 @@ macro_rules! __store_conformance_cases {
             async fn $case() {
                 match $factory().await {
                     Some(factory) => {
-                        $crate::store::conformance::$module::$case(factory).await
+                        $crate::conformance::$module::$case(factory).await
                     }
                     None => println!("skipped: DECK_TEST_MSSQL not set"),
                 }
