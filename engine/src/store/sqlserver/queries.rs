@@ -449,6 +449,20 @@ macro_rules! deleted_common_columns {
     };
 }
 
+/// What a move's `DELETE` sends into `@moved` (`moved_decl!`): the common columns and the
+/// hot row's status.
+macro_rules! output_into_moved {
+    () => {
+        concat!(
+            "OUTPUT ",
+            deleted_common_columns!(),
+            ", deleted.status INTO @moved (",
+            common_columns!(),
+            ", status)"
+        )
+    };
+}
+
 /// Rows taken out of a pillar, before they are written to the next one.
 macro_rules! moved_decl {
     () => {

@@ -23,6 +23,15 @@ DECLARE @left INT;
     };
 }
 
+/// A hot row held by a worker of a dead instance (`dead_instances!`).
+macro_rules! held_by_dead_instance {
+    () => {
+        "EXISTS (SELECT 1 FROM @dead AS d
+                  WHERE [{schema}].[jobs_hot].worker_id = d.id
+                     OR [{schema}].[jobs_hot].worker_id LIKE d.pattern ESCAPE N'\\')"
+    };
+}
+
 /// @P1 fetched timeout (s), @P2 dead-instance timeout (s), @P3 batch size. Stale fetched
 /// rows, and fetched rows of dead instances, back to pending (no user code ran).
 ///
@@ -58,9 +67,9 @@ IF @left > 0 AND EXISTS (SELECT 1 FROM @dead)
     OUTPUT inserted.id, inserted.queue INTO @released (id, queue)
     FROM [{schema}].[queues] AS q WITH (READPAST)
     WHERE [{schema}].[jobs_hot].queue = q.name AND [{schema}].[jobs_hot].status = 1
-      AND EXISTS (SELECT 1 FROM @dead AS d
-                  WHERE [{schema}].[jobs_hot].worker_id = d.id
-                     OR [{schema}].[jobs_hot].worker_id LIKE d.pattern ESCAPE N'\\');
+      AND ",
+        held_by_dead_instance!(),
+        ";
 
 INSERT INTO @ledger (queue, pending_delta, fetched_delta)
 SELECT r.queue, COUNT(*), -COUNT(*) FROM @released AS r GROUP BY r.queue;
@@ -98,11 +107,9 @@ DECLARE @dead_head NVARCHAR(MAX) = @P6;
         dead_instances!(),
         "
 DELETE TOP (@batch) FROM [{schema}].[jobs_hot] WITH (ROWLOCK, READPAST)
-OUTPUT ",
-        deleted_common_columns!(),
-        ", deleted.status INTO @moved (",
-        common_columns!(),
-        ", status)
+",
+        output_into_moved!(),
+        "
 FROM [{schema}].[queues] AS q WITH (READPAST)
 WHERE [{schema}].[jobs_hot].queue = q.name AND [{schema}].[jobs_hot].status = 2
   AND [{schema}].[jobs_hot].heartbeat_at
@@ -111,16 +118,14 @@ WHERE [{schema}].[jobs_hot].queue = q.name AND [{schema}].[jobs_hot].status = 2
 SET @left = @batch - (SELECT COUNT(*) FROM @moved);
 IF @left > 0 AND EXISTS (SELECT 1 FROM @dead)
     DELETE TOP (@left) FROM [{schema}].[jobs_hot] WITH (ROWLOCK, READPAST)
-    OUTPUT ",
-        deleted_common_columns!(),
-        ", deleted.status INTO @moved (",
-        common_columns!(),
-        ", status)
+    ",
+        output_into_moved!(),
+        "
     FROM [{schema}].[queues] AS q WITH (READPAST)
     WHERE [{schema}].[jobs_hot].queue = q.name AND [{schema}].[jobs_hot].status = 2
-      AND EXISTS (SELECT 1 FROM @dead AS d
-                  WHERE [{schema}].[jobs_hot].worker_id = d.id
-                     OR [{schema}].[jobs_hot].worker_id LIKE d.pattern ESCAPE N'\\');
+      AND ",
+        held_by_dead_instance!(),
+        ";
 ",
         moved_to_dlq_with_generated_error!(),
         continuations_apply!(),
@@ -151,11 +156,9 @@ DECLARE @dead_head NVARCHAR(MAX) = @P4;
         batch_delta_decl!(),
         "
 DELETE TOP (@batch) FROM [{schema}].[jobs_hot] WITH (ROWLOCK, READPAST)
-OUTPUT ",
-        deleted_common_columns!(),
-        ", deleted.status INTO @moved (",
-        common_columns!(),
-        ", status)
+",
+        output_into_moved!(),
+        "
 WHERE status = 0 AND expires_at IS NOT NULL AND expires_at <= @now;
 ",
         moved_to_dlq_with_generated_error!(),

@@ -4,6 +4,17 @@
 
 use super::{AUDIT_COLUMNS, Class, QUEUE_COLUMNS, Reads, Statement};
 
+/// `@id_list`: the distinct ids of the JSON array @P1 (UUID text), as `BINARY(16)`.
+macro_rules! id_list {
+    () => {
+        "DECLARE @ids NVARCHAR(MAX) = @P1;
+DECLARE @id_list TABLE (id BINARY(16) NOT NULL PRIMARY KEY);
+INSERT INTO @id_list (id)
+SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes](v.[value]) AS u;
+"
+    };
+}
+
 /// @P1 JSON ids, @P2 and @P3 the error kind and message
 /// (`FailureReason::Cancelled.store_written()`), @P4 their fingerprint head. Pending or fetched → DLQ `Cancelled` now; processing → `cancel_requested`.
 /// A cancelled batch member is a death of its batch. Answers (cancelled, requested).
@@ -12,11 +23,8 @@ pub const CANCEL: Statement = Statement {
     class: Class::Transition,
     reads: Reads::Rows(&["cancelled", "requested"]),
     sql: tx!(
-        "DECLARE @ids NVARCHAR(MAX) = @P1;
-DECLARE @id_list TABLE (id BINARY(16) NOT NULL PRIMARY KEY);
-INSERT INTO @id_list (id)
-SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes](v.[value]) AS u;
-DECLARE @dead_reason TINYINT = 4;
+        id_list!(),
+        "DECLARE @dead_reason TINYINT = 4;
 DECLARE @dead_kind NVARCHAR(20) = @P2;
 DECLARE @dead_message NVARCHAR(400) = @P3;
 DECLARE @dead_head NVARCHAR(MAX) = @P4;
@@ -28,11 +36,9 @@ DECLARE @dead_head NVARCHAR(MAX) = @P4;
         "
 -- Two literal states, each matching a filtered index, not an IN list.
 DELETE FROM [{schema}].[jobs_hot] WITH (ROWLOCK)
-OUTPUT ",
-        deleted_common_columns!(),
-        ", deleted.status INTO @moved (",
-        common_columns!(),
-        ", status)
+",
+        output_into_moved!(),
+        "
 FROM @id_list AS i
 WHERE i.id = [{schema}].[jobs_hot].id
   AND ([{schema}].[jobs_hot].status = 0 OR [{schema}].[jobs_hot].status = 1);
@@ -62,11 +68,8 @@ pub const RESURRECT: Statement = Statement {
     class: Class::Transition,
     reads: Reads::Rows(&["resurrected"]),
     sql: tx!(
-        "DECLARE @ids NVARCHAR(MAX) = @P1;
-DECLARE @id_list TABLE (id BINARY(16) NOT NULL PRIMARY KEY);
-INSERT INTO @id_list (id)
-SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes](v.[value]) AS u;
-DECLARE @payload NVARCHAR(MAX) = @P2;
+        id_list!(),
+        "DECLARE @payload NVARCHAR(MAX) = @P2;
 DECLARE @tags NVARCHAR(1002) = @P3;
 DECLARE @priority INT = @P4;
 DECLARE @queue NVARCHAR(255) = @P5;
@@ -216,11 +219,7 @@ pub const PURGE_HOT: Statement = Statement {
     class: Class::Transition,
     reads: Reads::Rows(&["purged"]),
     sql: tx!(
-        "DECLARE @ids NVARCHAR(MAX) = @P1;
-DECLARE @id_list TABLE (id BINARY(16) NOT NULL PRIMARY KEY);
-INSERT INTO @id_list (id)
-SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes](v.[value]) AS u;
-",
+        id_list!(),
         ledger_decl!(),
         batch_delta_decl!(),
         "DECLARE @gone TABLE (id       BINARY(16)    NOT NULL PRIMARY KEY,
@@ -249,11 +248,7 @@ pub const PURGE_ARCHIVE: Statement = Statement {
     class: Class::Transition,
     reads: Reads::Rows(&["purged"]),
     sql: tx!(
-        "DECLARE @ids NVARCHAR(MAX) = @P1;
-DECLARE @id_list TABLE (id BINARY(16) NOT NULL PRIMARY KEY);
-INSERT INTO @id_list (id)
-SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes](v.[value]) AS u;
-",
+        id_list!(),
         ledger_decl!(),
         "
 -- Their keys remember the state, so a uniqueness window outlives the purge.
@@ -277,11 +272,7 @@ pub const PURGE_DLQ: Statement = Statement {
     class: Class::Transition,
     reads: Reads::Rows(&["purged"]),
     sql: tx!(
-        "DECLARE @ids NVARCHAR(MAX) = @P1;
-DECLARE @id_list TABLE (id BINARY(16) NOT NULL PRIMARY KEY);
-INSERT INTO @id_list (id)
-SELECT DISTINCT u.id FROM OPENJSON(@ids) AS v CROSS APPLY [{schema}].[uuid_bytes](v.[value]) AS u;
-",
+        id_list!(),
         ledger_decl!(),
         "
 UPDATE u SET u.left_state = 2

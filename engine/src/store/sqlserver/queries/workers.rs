@@ -376,11 +376,9 @@ BEGIN
 
     -- Successes and dead letters leave the hot table: delete first, then write the target.
     DELETE FROM [{schema}].[jobs_hot] WITH (ROWLOCK)
-    OUTPUT ",
-        deleted_common_columns!(),
-        ", deleted.status INTO @moved (",
-        common_columns!(),
-        ", status)
+    ",
+        output_into_moved!(),
+        "
     FROM @c AS c
     WHERE c.slice = @slice AND c.id = [{schema}].[jobs_hot].id AND c.kind IN ('s', 'd')
       AND [{schema}].[jobs_hot].status = 2 AND [{schema}].[jobs_hot].worker_id = @worker;
