@@ -47,6 +47,10 @@ pub const MAX_CLAIM_WAIT: Duration = Duration::from_secs(30);
 pub const MAX_ERROR_CHARS: usize = 2_000;
 /// Longest progress message kept.
 pub const MAX_PROGRESS_CHARS: usize = 500;
+/// Largest `concurrency` a worker may report.
+pub const MAX_CONCURRENCY: u32 = 10_000;
+/// Longest wait a worker may ask for before a failed job's retry: a year.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(365 * 86_400);
 
 /// A claim as a worker asks it.
 #[derive(Debug, Clone)]
@@ -421,6 +425,18 @@ impl ExternalWorkers {
         if let Some(kind) = kind {
             validation::validate_name("kind", kind)?;
         }
+        if let WorkerFailure::Transient {
+            retry_after: Some(wait),
+        } = failure
+            && wait > MAX_RETRY_AFTER
+        {
+            return Err(ValidationError::new(
+                "retry_after_seconds",
+                format!("is {} seconds", wait.as_secs()),
+                format!("give 0 to {} (a year)", MAX_RETRY_AFTER.as_secs()),
+            )
+            .into());
+        }
         let Some(held) = self.held(lease, id).await? else {
             return Ok(None);
         };
@@ -565,6 +581,13 @@ fn check_claim(req: &ExternalClaim) -> Result<(), ValidationError> {
             "limit",
             format!("is {}", req.limit),
             format!("ask for 1 to {MAX_CLAIM} jobs"),
+        ));
+    }
+    if p.concurrency > MAX_CONCURRENCY {
+        return Err(ValidationError::new(
+            "concurrency",
+            format!("is {}", p.concurrency),
+            format!("give 0 to {MAX_CONCURRENCY}"),
         ));
     }
     for (field, names) in [("queues", &p.queues), ("types", &p.types)] {

@@ -27,11 +27,6 @@ use super::extract::{ApiJson, parse_job_id};
 use super::principal::JobRunner;
 use super::wire::{integer, optional_integer};
 
-/// Largest `concurrency` a worker may report.
-const MAX_CONCURRENCY: u32 = 10_000;
-/// Longest `retry_after_seconds`: a year.
-const MAX_RETRY_AFTER_SECONDS: u32 = 31_536_000;
-
 // The documented patterns of worker names and leases are the rules of
 // `deck_engine::external::{validate_worker_name, Lease::parse}` (the API tests hold them to it).
 
@@ -155,13 +150,6 @@ pub async fn claim(
             ),
         )
         .with_field("wait_seconds"));
-    }
-    if body.concurrency.is_some_and(|c| c > MAX_CONCURRENCY) {
-        return Err(ApiError::bad_request(
-            "invalid_field",
-            format!("invalid concurrency: give 0 to {MAX_CONCURRENCY}"),
-        )
-        .with_field("concurrency"));
     }
     // Given means given: an empty host or agent is refused as the document says.
     for (field, value) in [("host", &body.host), ("agent", &body.agent)] {
@@ -530,16 +518,6 @@ pub async fn fail(
     let id = parse_job_id(&id)?;
     let ApiJson(body) = body?;
     let lease = parse_lease(&body.lease)?;
-    if body
-        .retry_after_seconds
-        .is_some_and(|s| s > MAX_RETRY_AFTER_SECONDS)
-    {
-        return Err(ApiError::bad_request(
-            "invalid_field",
-            format!("invalid retry_after_seconds: give 0 to {MAX_RETRY_AFTER_SECONDS} (a year)"),
-        )
-        .with_field("retry_after_seconds"));
-    }
     let failure = if body.fatal {
         WorkerFailure::Fatal
     } else {

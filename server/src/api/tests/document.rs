@@ -212,6 +212,18 @@ async fn numeric_limits_in_the_document_are_the_ones_enforced() {
         ("QueuePatch", "lag_crit_secs", 0, max),
         ("EnqueueJob", "max_attempts", 1, max),
         ("EnqueueJob", "delay_ms", 0, MAX_DELAY_MS),
+        (
+            "ClaimBody",
+            "concurrency",
+            0,
+            u64::from(deck_engine::external::MAX_CONCURRENCY),
+        ),
+        (
+            "FailBody",
+            "retry_after_seconds",
+            0,
+            deck_engine::external::MAX_RETRY_AFTER.as_secs(),
+        ),
     ] {
         let p = property(&doc, schema, field);
         assert_eq!(

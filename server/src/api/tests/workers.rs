@@ -273,3 +273,54 @@ async fn a_worker_credential_claims_and_reports_and_nothing_else() {
     assert_eq!(r.status, StatusCode::FORBIDDEN, "viewers do not take jobs");
     h.finish().await;
 }
+
+/// The worker protocol's bounds are the engine's (`deck_engine::external`): the edge passes,
+/// one past it is refused with the field named, and a refused failure report leaves the job
+/// held by its lease.
+#[tokio::test]
+async fn concurrency_and_retry_after_are_held_to_the_engines_bounds() {
+    let h = harness().await;
+    let max = deck_engine::external::MAX_CONCURRENCY;
+    for (concurrency, ok) in [(max, true), (max + 1, false)] {
+        let r = claim(
+            &h,
+            json!({"worker": "py-2", "types": ["none"], "concurrency": concurrency}),
+        )
+        .await;
+        if ok {
+            assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+        } else {
+            assert_eq!(
+                (r.status, r.field()),
+                (StatusCode::BAD_REQUEST, "concurrency"),
+                "{}",
+                r.body
+            );
+        }
+    }
+
+    let (id, lease) = claimed(&h).await;
+    let year = deck_engine::external::MAX_RETRY_AFTER.as_secs();
+    let r = h
+        .post(
+            &format!("/api/v1/workers/jobs/{id}/fail"),
+            json!({"lease": lease, "message": "429", "retry_after_seconds": year + 1}),
+        )
+        .await;
+    assert_eq!(
+        (r.status, r.field()),
+        (StatusCode::BAD_REQUEST, "retry_after_seconds"),
+        "{}",
+        r.body
+    );
+    let r = h
+        .post(
+            &format!("/api/v1/workers/jobs/{id}/fail"),
+            json!({"lease": lease, "message": "429", "retry_after_seconds": year}),
+        )
+        .await;
+    // Accepted, by the lease the refused report left holding the job (a retry a year out is
+    // past the default job age, so it is dead-lettered rather than retried).
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    h.finish().await;
+}
