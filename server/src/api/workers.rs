@@ -12,8 +12,8 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use deck_engine::external::{
-    ClaimedJob, ExternalClaim, Lease, MAX_CLAIM, MAX_CLAIM_WAIT, Settled, StopReason,
-    WorkerFailure, WorkerProfile,
+    ClaimedJob, ExternalClaim, Lease, MAX_CLAIM_WAIT, Settled, StopReason, WorkerFailure,
+    WorkerProfile,
 };
 use deck_engine::{JobId, RetryPolicy};
 use serde::{Deserialize, Serialize};
@@ -130,16 +130,6 @@ pub async fn claim(
     JobRunner(_who): JobRunner,
     ApiJson(body): ApiJson<ClaimBody>,
 ) -> ApiResult<Json<ClaimAnswer>> {
-    if body.limit == 0 || body.limit > MAX_CLAIM {
-        return Err(ApiError::bad_request(
-            "invalid_field",
-            format!(
-                "invalid limit: is {} (ask for 1 to {MAX_CLAIM} jobs)",
-                body.limit
-            ),
-        )
-        .with_field("limit"));
-    }
     let max_wait = MAX_CLAIM_WAIT.as_secs();
     if u64::from(body.wait_seconds) > max_wait {
         return Err(ApiError::bad_request(
