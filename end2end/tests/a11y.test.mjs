@@ -44,8 +44,9 @@ async function plantPendingJob() {
   return JSON.parse(body).id;
 }
 
-/** A batch with a dead member (a demo charge failing its only attempt) and one due in an
- * hour: a batch page with a fired callback and the resurrect action. */
+/** A batch with a dead member (a demo email to a mailbox that does not exist: fatal, so no
+ * circuit breaker defers it) and one due in an hour: a batch page with a fired callback and
+ * the resurrect action. */
 async function plantBatch() {
   const res = await fetch(deck.base + "/api/v1/batches", {
     method: "POST",
@@ -53,7 +54,7 @@ async function plantBatch() {
     body: JSON.stringify({
       description: "a11y batch",
       jobs: [
-        { queue: "e2e-a11y-batch", type: "billing.charge", payload: { invoice: "A11Y-1", amount_cents: 1, flaky_attempts: 99 }, max_attempts: 1 },
+        { queue: "e2e-a11y-batch", type: "email.send", payload: { to: "bounce@a11y.example", template: "invoice" } },
         { queue: "e2e-a11y-batch", type: "billing.charge", payload: { invoice: "A11Y-2", amount_cents: 1 }, delay_ms: 3_600_000 },
       ],
       callbacks: { on_death: { queue: "e2e-a11y-batch", type: "demo.echo" }, on_complete: { queue: "e2e-a11y-batch", type: "demo.echo" } },
