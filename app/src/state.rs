@@ -7,7 +7,8 @@ use std::time::Duration;
 
 use chrono::Utc;
 use deck_engine::{
-    EngineEvent, JobEdit, JobId, Operations, RunTimeHistogram, Store, StoreError, StoreResult,
+    EngineEvent, JobEdit, JobId, Operations, RunTimeHistogram, Store, StoreError, StoreReads,
+    StoreResult,
 };
 use tokio::sync::broadcast;
 
@@ -23,8 +24,8 @@ pub trait ConsoleBackend: Send + Sync + 'static {
     /// Every write the console makes goes through here.
     fn operations(&self) -> &Operations;
 
-    /// For reads.
-    fn store(&self) -> &Arc<dyn Store> {
+    /// For reads: the store's read side, so a page cannot write past the operations layer.
+    fn store(&self) -> &Arc<dyn StoreReads> {
         self.operations().store()
     }
 
@@ -197,7 +198,7 @@ impl Console {
     }
 
     /// For reads; every write goes through [`Console::ops`].
-    pub fn store(&self) -> &Arc<dyn Store> {
+    pub fn store(&self) -> &Arc<dyn StoreReads> {
         self.0.backend.store()
     }
 

@@ -39,7 +39,7 @@ use crate::runtime::events::EngineEvent;
 use crate::runtime::instance::host_name;
 use crate::runtime::lifecycle::Runtime;
 use crate::runtime::snapshot::{self, RuntimeSnapshot};
-use crate::store::Store;
+use crate::store::{Store, StoreReads};
 use crate::validation::validate_name;
 
 pub use crate::runtime::lifecycle::ShutdownReport;
@@ -140,8 +140,10 @@ impl Engine {
         self.inner.runtime.shared()
     }
 
-    pub fn store(&self) -> &Arc<dyn Store> {
-        self.shared().store()
+    /// The store's read side. Writes go through [`Engine::operations`] (and the facade's
+    /// methods, which call it), so every one is validated, announced and audited.
+    pub fn store(&self) -> &Arc<dyn StoreReads> {
+        self.inner.ops.store()
     }
 
     /// This instance's id; also the worker id on every job it holds.

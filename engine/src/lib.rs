@@ -47,5 +47,5 @@ pub use schedule::{
     FireOutcome, MisfirePolicy, OverlapPolicy, Schedule, ScheduleDefinition, ScheduleJob,
     ScheduleOrigin, ScheduleRun, ScheduleSpec,
 };
-pub use store::{Store, StoreHealth, StoreOptions, WriteFailure, open_store};
+pub use store::{Store, StoreHealth, StoreOptions, StoreReads, WriteFailure, open_store};
 pub use telemetry::*;

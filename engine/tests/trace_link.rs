@@ -13,7 +13,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use deck_engine::store::interposed::{Interpose, InterposedStore, StoreCall};
 use deck_engine::{
-    Engine, EngineConfig, EnqueueRequest, HandlerRegistry, JobContext, Store, WaitOutcome, trace,
+    Engine, EngineConfig, EnqueueRequest, HandlerRegistry, JobContext, StoreReads, WaitOutcome,
+    trace,
 };
 use opentelemetry::trace::{SpanContext, SpanKind, Status, TraceContextExt, TracerProvider as _};
 use opentelemetry::{Key, Value};

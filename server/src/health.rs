@@ -36,7 +36,7 @@ impl Default for DatabaseCheck {
 }
 
 impl DatabaseCheck {
-    async fn check(&self, store: &dyn deck_engine::Store) -> Check {
+    async fn check(&self, store: &dyn deck_engine::StoreReads) -> Check {
         let outcome = self
             .0
             .get(|| async {

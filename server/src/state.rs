@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use deck_app::{Console, ConsoleOptions, EngineBackend};
-use deck_engine::{Engine, Store};
+use deck_engine::{Engine, StoreReads};
 
 use crate::config::Settings;
 use crate::health::DatabaseCheck;
@@ -49,7 +49,8 @@ impl AppState {
         }
     }
 
-    pub fn store(&self) -> &Arc<dyn Store> {
+    /// The store's read side (health, metrics); writes go through the engine's operations.
+    pub fn store(&self) -> &Arc<dyn StoreReads> {
         self.engine.store()
     }
 }

@@ -10,7 +10,7 @@ use crate::engine::Engine;
 use crate::handler::HandlerRegistry;
 use crate::model::{EnqueueRequest, InstanceKind, Pillar, QueuePatch};
 use crate::runtime::rescuer::rescue;
-use crate::store::{self, Store, StoreOptions};
+use crate::store::{self, StoreOptions, StoreReads};
 
 struct Fixture {
     _dir: tempfile::TempDir,
@@ -44,7 +44,7 @@ impl Fixture {
         self.engine.external_workers()
     }
 
-    fn store(&self) -> &Arc<dyn Store> {
+    fn store(&self) -> &Arc<dyn StoreReads> {
         self.engine.store()
     }
 
@@ -136,7 +136,13 @@ async fn a_stale_lease_is_refused_and_changes_nothing() {
         ..RescuePolicy::default()
     };
     tokio::time::sleep(Duration::from_millis(5)).await; // let the heartbeat age past zero
-    assert_eq!(rescue(&**f.store(), &zero).await.unwrap().zombies, 1);
+    assert_eq!(
+        rescue(&**f.engine.shared().store(), &zero)
+            .await
+            .unwrap()
+            .zombies,
+        1
+    );
     f.engine
         .operations()
         .resurrect("ops", id, None)
@@ -174,7 +180,7 @@ async fn a_silent_worker_is_rescued_by_the_dead_instance_timeout() {
         ..RescuePolicy::default()
     };
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let report = rescue(&**f.store(), &policy).await.unwrap();
+    let report = rescue(&**f.engine.shared().store(), &policy).await.unwrap();
     assert_eq!(report.zombies, 1, "{report:?}");
     assert_eq!(f.job(id).await.state, JobState::Dead(FailureReason::Zombie));
 }

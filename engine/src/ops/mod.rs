@@ -35,7 +35,7 @@ use crate::query::BulkAction;
 use crate::runtime::events::{EngineEvent, EventBus, EventKind};
 use crate::runtime::pruner::{Pruner, PrunerConfig};
 use crate::runtime::{LocalEffects, Shared};
-use crate::store::Store;
+use crate::store::{Store, StoreReads};
 use crate::validation;
 
 pub use audit::Audited;
@@ -53,6 +53,8 @@ const STANDALONE_EVENTS: usize = 256;
 #[derive(Clone)]
 pub struct Operations {
     store: Arc<dyn Store>,
+    /// The same store, as its read side: what [`Operations::store`] hands out.
+    reads: Arc<dyn StoreReads>,
     /// The engine running in this process, when one does.
     runtime: Option<LocalEffects>,
     events: EventBus,
@@ -72,6 +74,7 @@ impl Operations {
     /// a stream of its own ([`Operations::subscribe_events`]).
     pub fn over_store(store: Arc<dyn Store>) -> Operations {
         Operations {
+            reads: store.clone(),
             store,
             runtime: None,
             events: EventBus::new(STANDALONE_EVENTS),
@@ -81,14 +84,16 @@ impl Operations {
     pub(crate) fn for_runtime(shared: Arc<Shared>) -> Operations {
         Operations {
             store: shared.store().clone(),
+            reads: shared.store().clone(),
             events: shared.events().clone(),
             runtime: Some(LocalEffects::new(shared)),
         }
     }
 
-    /// The store, for reads. Writes go through the methods here.
-    pub fn store(&self) -> &Arc<dyn Store> {
-        &self.store
+    /// The store's read side. Writes go through the methods here, which is why the whole
+    /// store is not handed out.
+    pub fn store(&self) -> &Arc<dyn StoreReads> {
+        &self.reads
     }
 
     /// The event stream these writes are announced on (the engine's, when one runs here).

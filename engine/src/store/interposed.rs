@@ -12,7 +12,7 @@ use crate::query::*;
 use crate::schedule::{
     FireOutcome, Schedule, ScheduleDefinition, ScheduleFire, ScheduleOrigin, ScheduleRun,
 };
-use crate::store::{Store, StoreHealth};
+use crate::store::{Store, StoreHealth, StoreReads};
 use crate::telemetry::*;
 use crate::{BulkAction, CancelOutcome, InstanceInfo, JobEdit, PruneStep, RescueStep};
 
@@ -103,13 +103,9 @@ impl<H> std::ops::Deref for InterposedStore<H> {
 }
 
 #[async_trait]
-impl<H: Interpose> Store for InterposedStore<H> {
+impl<H: Interpose> StoreReads for InterposedStore<H> {
     fn backend(&self) -> &'static str {
         self.inner.backend()
-    }
-
-    fn orders_writes_on_submit(&self) -> bool {
-        self.inner.orders_writes_on_submit()
     }
 
     async fn ping(&self) -> StoreResult<()> {
@@ -121,6 +117,171 @@ impl<H: Interpose> Store for InterposedStore<H> {
 
     fn health(&self) -> StoreHealth {
         self.inner.health()
+    }
+
+    async fn bulk_preview(
+        &self,
+        source: Pillar,
+        filter: &JobFilter,
+        sample: u32,
+    ) -> StoreResult<BulkPreview> {
+        self.hooks.before(StoreCall::BulkPreview).await?;
+        let answer = self.inner.bulk_preview(source, filter, sample).await;
+        self.hooks.after(StoreCall::BulkPreview);
+        answer
+    }
+
+    async fn get_batch(&self, id: BatchId) -> StoreResult<Option<Batch>> {
+        self.hooks.before(StoreCall::GetBatch).await?;
+        let answer = self.inner.get_batch(id).await;
+        self.hooks.after(StoreCall::GetBatch);
+        answer
+    }
+
+    async fn list_batches(&self, before: Option<BatchId>, limit: u32) -> StoreResult<Vec<Batch>> {
+        self.hooks.before(StoreCall::ListBatches).await?;
+        let answer = self.inner.list_batches(before, limit).await;
+        self.hooks.after(StoreCall::ListBatches);
+        answer
+    }
+
+    async fn batch_members(&self, id: BatchId, limit: u32) -> StoreResult<Vec<JobSummary>> {
+        self.hooks.before(StoreCall::BatchMembers).await?;
+        let answer = self.inner.batch_members(id, limit).await;
+        self.hooks.after(StoreCall::BatchMembers);
+        answer
+    }
+
+    async fn list_schedules(&self) -> StoreResult<Vec<Schedule>> {
+        self.hooks.before(StoreCall::ListSchedules).await?;
+        let answer = self.inner.list_schedules().await;
+        self.hooks.after(StoreCall::ListSchedules);
+        answer
+    }
+
+    async fn schedule_runs(&self, name: &str, limit: u32) -> StoreResult<Vec<ScheduleRun>> {
+        self.hooks.before(StoreCall::ScheduleRuns).await?;
+        let answer = self.inner.schedule_runs(name, limit).await;
+        self.hooks.after(StoreCall::ScheduleRuns);
+        answer
+    }
+
+    async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>> {
+        self.hooks.before(StoreCall::ListQueues).await?;
+        let answer = self.inner.list_queues().await;
+        self.hooks.after(StoreCall::ListQueues);
+        answer
+    }
+
+    async fn load_settings(&self) -> StoreResult<EngineSettings> {
+        self.hooks.before(StoreCall::LoadSettings).await?;
+        let answer = self.inner.load_settings().await;
+        self.hooks.after(StoreCall::LoadSettings);
+        answer
+    }
+
+    async fn list_instances(&self, max_age: std::time::Duration) -> StoreResult<Vec<InstanceInfo>> {
+        self.hooks.before(StoreCall::ListInstances).await?;
+        let answer = self.inner.list_instances(max_age).await;
+        self.hooks.after(StoreCall::ListInstances);
+        answer
+    }
+
+    async fn list_audit(
+        &self,
+        filter: &AuditFilter,
+        before_id: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditEntry>> {
+        self.hooks.before(StoreCall::ListAudit).await?;
+        let answer = self.inner.list_audit(filter, before_id, limit).await;
+        self.hooks.after(StoreCall::ListAudit);
+        answer
+    }
+
+    async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>> {
+        self.hooks.before(StoreCall::GetJob).await?;
+        let answer = self.inner.get_job(id).await;
+        self.hooks.after(StoreCall::GetJob);
+        answer
+    }
+
+    async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
+        self.hooks.before(StoreCall::FinishedJobs).await?;
+        let answer = self.inner.finished_jobs(ids).await;
+        self.hooks.after(StoreCall::FinishedJobs);
+        answer
+    }
+
+    async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<JobSummary>> {
+        self.hooks.before(StoreCall::ListJobs).await?;
+        let answer = self.inner.list_jobs(query).await;
+        self.hooks.after(StoreCall::ListJobs);
+        answer
+    }
+
+    async fn count_jobs(&self, source: Pillar, filter: &JobFilter) -> StoreResult<JobCount> {
+        self.hooks.before(StoreCall::CountJobs).await?;
+        let answer = self.inner.count_jobs(source, filter).await;
+        self.hooks.after(StoreCall::CountJobs);
+        answer
+    }
+
+    async fn search_window(
+        &self,
+        source: Pillar,
+        before: Option<Timestamp>,
+    ) -> StoreResult<Option<Timestamp>> {
+        self.hooks.before(StoreCall::SearchWindow).await?;
+        let answer = self.inner.search_window(source, before).await;
+        self.hooks.after(StoreCall::SearchWindow);
+        answer
+    }
+
+    async fn summary(&self) -> StoreResult<Summary> {
+        self.hooks.before(StoreCall::Summary).await?;
+        let answer = self.inner.summary().await;
+        self.hooks.after(StoreCall::Summary);
+        answer
+    }
+
+    async fn queue_stats(&self) -> StoreResult<Vec<QueueStats>> {
+        self.hooks.before(StoreCall::QueueStats).await?;
+        let answer = self.inner.queue_stats().await;
+        self.hooks.after(StoreCall::QueueStats);
+        answer
+    }
+
+    async fn throughput(
+        &self,
+        minutes: u32,
+        queue: Option<&str>,
+    ) -> StoreResult<Vec<ThroughputBucket>> {
+        self.hooks.before(StoreCall::Throughput).await?;
+        let answer = self.inner.throughput(minutes, queue).await;
+        self.hooks.after(StoreCall::Throughput);
+        answer
+    }
+
+    async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
+        self.hooks.before(StoreCall::TopErrors).await?;
+        let answer = self.inner.top_errors(limit).await;
+        self.hooks.after(StoreCall::TopErrors);
+        answer
+    }
+
+    async fn run_times(&self, minutes: u32) -> StoreResult<Vec<RunTimeHistogram>> {
+        self.hooks.before(StoreCall::RunTimes).await?;
+        let answer = self.inner.run_times(minutes).await;
+        self.hooks.after(StoreCall::RunTimes);
+        answer
+    }
+}
+
+#[async_trait]
+impl<H: Interpose> Store for InterposedStore<H> {
+    fn orders_writes_on_submit(&self) -> bool {
+        self.inner.orders_writes_on_submit()
     }
 
     async fn enqueue(&self, req: EnqueueRequest) -> StoreResult<EnqueueOutcome> {
@@ -221,18 +382,6 @@ impl<H: Interpose> Store for InterposedStore<H> {
         answer
     }
 
-    async fn bulk_preview(
-        &self,
-        source: Pillar,
-        filter: &JobFilter,
-        sample: u32,
-    ) -> StoreResult<BulkPreview> {
-        self.hooks.before(StoreCall::BulkPreview).await?;
-        let answer = self.inner.bulk_preview(source, filter, sample).await;
-        self.hooks.after(StoreCall::BulkPreview);
-        answer
-    }
-
     async fn bulk_filter_step(&self, step: BulkFilterStep<'_>) -> StoreResult<BulkStep> {
         self.hooks.before(StoreCall::BulkFilterStep).await?;
         let answer = self.inner.bulk_filter_step(step).await;
@@ -244,34 +393,6 @@ impl<H: Interpose> Store for InterposedStore<H> {
         self.hooks.before(StoreCall::CreateBatch).await?;
         let answer = self.inner.create_batch(req).await;
         self.hooks.after(StoreCall::CreateBatch);
-        answer
-    }
-
-    async fn get_batch(&self, id: BatchId) -> StoreResult<Option<Batch>> {
-        self.hooks.before(StoreCall::GetBatch).await?;
-        let answer = self.inner.get_batch(id).await;
-        self.hooks.after(StoreCall::GetBatch);
-        answer
-    }
-
-    async fn list_batches(&self, before: Option<BatchId>, limit: u32) -> StoreResult<Vec<Batch>> {
-        self.hooks.before(StoreCall::ListBatches).await?;
-        let answer = self.inner.list_batches(before, limit).await;
-        self.hooks.after(StoreCall::ListBatches);
-        answer
-    }
-
-    async fn batch_members(&self, id: BatchId, limit: u32) -> StoreResult<Vec<JobSummary>> {
-        self.hooks.before(StoreCall::BatchMembers).await?;
-        let answer = self.inner.batch_members(id, limit).await;
-        self.hooks.after(StoreCall::BatchMembers);
-        answer
-    }
-
-    async fn list_schedules(&self) -> StoreResult<Vec<Schedule>> {
-        self.hooks.before(StoreCall::ListSchedules).await?;
-        let answer = self.inner.list_schedules().await;
-        self.hooks.after(StoreCall::ListSchedules);
         answer
     }
 
@@ -322,31 +443,10 @@ impl<H: Interpose> Store for InterposedStore<H> {
         answer
     }
 
-    async fn schedule_runs(&self, name: &str, limit: u32) -> StoreResult<Vec<ScheduleRun>> {
-        self.hooks.before(StoreCall::ScheduleRuns).await?;
-        let answer = self.inner.schedule_runs(name, limit).await;
-        self.hooks.after(StoreCall::ScheduleRuns);
-        answer
-    }
-
-    async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>> {
-        self.hooks.before(StoreCall::ListQueues).await?;
-        let answer = self.inner.list_queues().await;
-        self.hooks.after(StoreCall::ListQueues);
-        answer
-    }
-
     async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {
         self.hooks.before(StoreCall::UpdateQueue).await?;
         let answer = self.inner.update_queue(name, patch).await;
         self.hooks.after(StoreCall::UpdateQueue);
-        answer
-    }
-
-    async fn load_settings(&self) -> StoreResult<EngineSettings> {
-        self.hooks.before(StoreCall::LoadSettings).await?;
-        let answer = self.inner.load_settings().await;
-        self.hooks.after(StoreCall::LoadSettings);
         answer
     }
 
@@ -392,107 +492,10 @@ impl<H: Interpose> Store for InterposedStore<H> {
         answer
     }
 
-    async fn list_instances(&self, max_age: std::time::Duration) -> StoreResult<Vec<InstanceInfo>> {
-        self.hooks.before(StoreCall::ListInstances).await?;
-        let answer = self.inner.list_instances(max_age).await;
-        self.hooks.after(StoreCall::ListInstances);
-        answer
-    }
-
     async fn append_audit(&self, entry: NewAuditEntry) -> StoreResult<AuditEntry> {
         self.hooks.before(StoreCall::AppendAudit).await?;
         let answer = self.inner.append_audit(entry).await;
         self.hooks.after(StoreCall::AppendAudit);
-        answer
-    }
-
-    async fn list_audit(
-        &self,
-        filter: &AuditFilter,
-        before_id: Option<i64>,
-        limit: u32,
-    ) -> StoreResult<Vec<AuditEntry>> {
-        self.hooks.before(StoreCall::ListAudit).await?;
-        let answer = self.inner.list_audit(filter, before_id, limit).await;
-        self.hooks.after(StoreCall::ListAudit);
-        answer
-    }
-
-    async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>> {
-        self.hooks.before(StoreCall::GetJob).await?;
-        let answer = self.inner.get_job(id).await;
-        self.hooks.after(StoreCall::GetJob);
-        answer
-    }
-
-    async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
-        self.hooks.before(StoreCall::FinishedJobs).await?;
-        let answer = self.inner.finished_jobs(ids).await;
-        self.hooks.after(StoreCall::FinishedJobs);
-        answer
-    }
-
-    async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<JobSummary>> {
-        self.hooks.before(StoreCall::ListJobs).await?;
-        let answer = self.inner.list_jobs(query).await;
-        self.hooks.after(StoreCall::ListJobs);
-        answer
-    }
-
-    async fn count_jobs(&self, source: Pillar, filter: &JobFilter) -> StoreResult<JobCount> {
-        self.hooks.before(StoreCall::CountJobs).await?;
-        let answer = self.inner.count_jobs(source, filter).await;
-        self.hooks.after(StoreCall::CountJobs);
-        answer
-    }
-
-    async fn search_window(
-        &self,
-        source: Pillar,
-        before: Option<Timestamp>,
-    ) -> StoreResult<Option<Timestamp>> {
-        self.hooks.before(StoreCall::SearchWindow).await?;
-        let answer = self.inner.search_window(source, before).await;
-        self.hooks.after(StoreCall::SearchWindow);
-        answer
-    }
-
-    async fn summary(&self) -> StoreResult<Summary> {
-        self.hooks.before(StoreCall::Summary).await?;
-        let answer = self.inner.summary().await;
-        self.hooks.after(StoreCall::Summary);
-        answer
-    }
-
-    async fn queue_stats(&self) -> StoreResult<Vec<QueueStats>> {
-        self.hooks.before(StoreCall::QueueStats).await?;
-        let answer = self.inner.queue_stats().await;
-        self.hooks.after(StoreCall::QueueStats);
-        answer
-    }
-
-    async fn throughput(
-        &self,
-        minutes: u32,
-        queue: Option<&str>,
-    ) -> StoreResult<Vec<ThroughputBucket>> {
-        self.hooks.before(StoreCall::Throughput).await?;
-        let answer = self.inner.throughput(minutes, queue).await;
-        self.hooks.after(StoreCall::Throughput);
-        answer
-    }
-
-    async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
-        self.hooks.before(StoreCall::TopErrors).await?;
-        let answer = self.inner.top_errors(limit).await;
-        self.hooks.after(StoreCall::TopErrors);
-        answer
-    }
-
-    async fn run_times(&self, minutes: u32) -> StoreResult<Vec<RunTimeHistogram>> {
-        self.hooks.before(StoreCall::RunTimes).await?;
-        let answer = self.inner.run_times(minutes).await;
-        self.hooks.after(StoreCall::RunTimes);
         answer
     }
 }

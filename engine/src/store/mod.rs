@@ -1,6 +1,7 @@
 //! The store contract: every database operation the runtime, the console and the API need,
-//! grouped by consistency class (DESIGN §4). One trait, one conformance suite
-//! (`conformance`), one module per backend.
+//! grouped by consistency class (DESIGN §4). One contract in two traits — [`StoreReads`],
+//! which the console and the API get, and [`Store`], its writes, which only the operations
+//! layer and the runtime hold — one conformance suite (`conformance`), one module per backend.
 //!
 //! Conventions every backend follows:
 //! - Input is validated once, before the store, by the operations layer (`crate::ops`),
@@ -43,18 +44,12 @@ pub mod interposed;
 pub use health::{StoreHealth, WriteFailure};
 pub use open::{DatabaseUrl, SqliteSynchronous, StoreOptions, open_store};
 
+/// The read side of a store: what the console, the JSON API and health checks may call.
+/// Nothing here changes a row, so handing it out cannot open a second door for writes.
 #[async_trait]
-pub trait Store: Send + Sync + 'static {
+pub trait StoreReads: Send + Sync + 'static {
     /// Backend name for logs and metrics: `"sqlite"` or `"sqlserver"`.
     fn backend(&self) -> &'static str;
-
-    /// Whether every write is handed to one ordered writer by the first poll of its future
-    /// (SQLite's writer thread), so a claim submitted after that poll sees the write. The
-    /// runtime then wakes its fetcher as soon as an enqueue is submitted, and the job can
-    /// start while the enqueue's fsync is still running. Default: false (wake after commit).
-    fn orders_writes_on_submit(&self) -> bool {
-        false
-    }
 
     /// A cheap round trip proving the database answers and the schema is in place (`/readyz`).
     async fn ping(&self) -> StoreResult<()>;
@@ -64,6 +59,119 @@ pub trait Store: Send + Sync + 'static {
     /// Default: nothing known, reported healthy (a backend that does not track it).
     fn health(&self) -> StoreHealth {
         StoreHealth::default()
+    }
+
+    // ------------------------------------------------------------------ committed reads: operators
+
+    /// How many jobs of `source` match `filter`, and the first `sample` of them (newest first).
+    async fn bulk_preview(
+        &self,
+        source: Pillar,
+        filter: &JobFilter,
+        sample: u32,
+    ) -> StoreResult<BulkPreview>;
+
+    // ------------------------------------------------------------------ queues and settings
+
+    /// Committed read of every queue's settings row, by name.
+    async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>>;
+
+    /// Engine-wide settings; defaults when none were saved yet.
+    async fn load_settings(&self) -> StoreResult<EngineSettings>;
+
+    // ------------------------------------------------------------------ schedules
+
+    /// Committed read of every schedule, by name, with its last run.
+    async fn list_schedules(&self) -> StoreResult<Vec<Schedule>>;
+
+    /// A schedule's handled occurrences, newest first, at most `limit`.
+    async fn schedule_runs(&self, name: &str, limit: u32) -> StoreResult<Vec<ScheduleRun>>;
+
+    // ------------------------------------------------------------------ batches
+
+    /// Committed read of one batch.
+    async fn get_batch(&self, id: BatchId) -> StoreResult<Option<Batch>>;
+
+    /// Batches newest first, `before` pages back.
+    async fn list_batches(&self, before: Option<BatchId>, limit: u32) -> StoreResult<Vec<Batch>>;
+
+    /// A batch's members in whichever pillar each is: active first, then dead, then
+    /// succeeded; at most `limit`.
+    async fn batch_members(&self, id: BatchId, limit: u32) -> StoreResult<Vec<JobSummary>>;
+
+    // ------------------------------------------------------------------ instances and audit log
+
+    /// Instances whose heartbeat is at most `max_age` old, newest first.
+    async fn list_instances(&self, max_age: std::time::Duration) -> StoreResult<Vec<InstanceInfo>>;
+
+    /// Newest first, `before_id` pages back; only entries `filter` matches.
+    async fn list_audit(
+        &self,
+        filter: &AuditFilter,
+        before_id: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditEntry>>;
+
+    // ------------------------------------------------------------------ committed reads: jobs
+
+    /// One job from whichever pillar holds it.
+    async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>>;
+
+    /// Those of `ids` that have finished (archive or DLQ), for result waiters.
+    async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>>;
+
+    /// A keyset page of one pillar, filtered and sorted by a whitelisted column. Ties keep one
+    /// stable order the store chooses (SQL Server: the id; SQLite: insertion order), found
+    /// again from the cursor's id.
+    async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<JobSummary>>;
+
+    /// How many jobs of one pillar match a filter: exact when the filter is empty (the
+    /// maintained counters; the active list counts its rows), otherwise up to `COUNT_CAP`.
+    async fn count_jobs(&self, source: Pillar, filter: &JobFilter) -> StoreResult<JobCount>;
+
+    /// Where a search that scans `SEARCH_WINDOW_ROWS` rows of a list stops: the list time
+    /// (created for active jobs, finished otherwise) of the that-many-th newest row listed
+    /// before `before` (all rows without it). `None` when fewer rows are there: a scan then
+    /// reads them all.
+    async fn search_window(
+        &self,
+        source: Pillar,
+        before: Option<Timestamp>,
+    ) -> StoreResult<Option<Timestamp>>;
+
+    // ------------------------------------------------------------------ telemetry (approximate)
+
+    async fn summary(&self) -> StoreResult<Summary>;
+
+    /// Every queue that has a settings row or jobs, with live counts and lag.
+    async fn queue_stats(&self) -> StoreResult<Vec<QueueStats>>;
+
+    /// The last `minutes` per-minute buckets, oldest first, missing minutes filled with zeros;
+    /// one queue or all.
+    async fn throughput(
+        &self,
+        minutes: u32,
+        queue: Option<&str>,
+    ) -> StoreResult<Vec<ThroughputBucket>>;
+
+    /// The largest groups of DLQ jobs by (reason, error prefix).
+    async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>>;
+
+    /// Per job type, the run times of the runs that ended in the last `minutes` minutes
+    /// (the current one included) as histogram bins, job types by name.
+    async fn run_times(&self, minutes: u32) -> StoreResult<Vec<RunTimeHistogram>>;
+}
+
+/// The whole store: its reads and every write. Only the operations layer (`crate::ops`) and
+/// the runtime hold one; everything above them gets [`StoreReads`], so a write has one door.
+#[async_trait]
+pub trait Store: StoreReads {
+    /// Whether every write is handed to one ordered writer by the first poll of its future
+    /// (SQLite's writer thread), so a claim submitted after that poll sees the write. The
+    /// runtime then wakes its fetcher as soon as an enqueue is submitted, and the job can
+    /// start while the enqueue's fsync is still running. Default: false (wake after commit).
+    fn orders_writes_on_submit(&self) -> bool {
+        false
     }
 
     // ------------------------------------------------------------------ transitions: producers
@@ -141,15 +249,6 @@ pub trait Store: Send + Sync + 'static {
         ids: &[JobId],
     ) -> StoreResult<u64>;
 
-    /// Committed read: how many jobs of `source` match `filter`, and the first `sample` of them
-    /// (newest first).
-    async fn bulk_preview(
-        &self,
-        source: Pillar,
-        filter: &JobFilter,
-        sample: u32,
-    ) -> StoreResult<BulkPreview>;
-
     /// One step of a bulk action over a filter: the jobs of `source` that `filter` matches
     /// and whose id sorts after `after`, at most `limit` of them in id order, get `action`,
     /// in one short transaction (or a few). Active jobs that are not pending are not
@@ -160,21 +259,12 @@ pub trait Store: Send + Sync + 'static {
 
     // ------------------------------------------------------------------ queues and settings
 
-    /// Committed read of every queue's settings row, by name.
-    async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>>;
-
     /// Create or update a queue's settings. Takes effect on every instance.
     async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig>;
-
-    /// Engine-wide settings; defaults when none were saved yet.
-    async fn load_settings(&self) -> StoreResult<EngineSettings>;
 
     async fn save_settings(&self, settings: &EngineSettings) -> StoreResult<()>;
 
     // ------------------------------------------------------------------ schedules
-
-    /// Committed read of every schedule, by name, with its last run.
-    async fn list_schedules(&self) -> StoreResult<Vec<Schedule>>;
 
     /// Create a schedule, handled through now (by the database clock): its first occurrence
     /// is the first one after now. `Conflict` `schedule_exists` when the name is taken.
@@ -208,9 +298,6 @@ pub trait Store: Send + Sync + 'static {
     /// Outcomes in occurrence order. `ScheduleNotFound` when the schedule is gone.
     async fn fire_schedule(&self, fire: ScheduleFire) -> StoreResult<Vec<FireOutcome>>;
 
-    /// A schedule's handled occurrences, newest first, at most `limit`.
-    async fn schedule_runs(&self, name: &str, limit: u32) -> StoreResult<Vec<ScheduleRun>>;
-
     // ------------------------------------------------------------------ batches
 
     /// Write a batch and every member (pending, each with the batch's id) in one
@@ -220,16 +307,6 @@ pub trait Store: Send + Sync + 'static {
     /// `crate::batch`); a resurrected dead member reopens the batch, a purged pending member
     /// leaves it.
     async fn create_batch(&self, req: BatchRequest) -> StoreResult<BatchCreated>;
-
-    /// Committed read of one batch.
-    async fn get_batch(&self, id: BatchId) -> StoreResult<Option<Batch>>;
-
-    /// Batches newest first, `before` pages back.
-    async fn list_batches(&self, before: Option<BatchId>, limit: u32) -> StoreResult<Vec<Batch>>;
-
-    /// A batch's members in whichever pillar each is: active first, then dead, then
-    /// succeeded; at most `limit`.
-    async fn batch_members(&self, id: BatchId, limit: u32) -> StoreResult<Vec<JobSummary>>;
 
     // ------------------------------------------------------------------ maintenance
 
@@ -259,70 +336,9 @@ pub trait Store: Send + Sync + 'static {
     /// Mark an instance as gone (clean shutdown) so its leftovers are rescued at the next sweep.
     async fn deregister_instance(&self, id: &str) -> StoreResult<()>;
 
-    /// Instances whose heartbeat is at most `max_age` old, newest first.
-    async fn list_instances(&self, max_age: std::time::Duration) -> StoreResult<Vec<InstanceInfo>>;
-
     // ------------------------------------------------------------------ audit log
 
     async fn append_audit(&self, entry: NewAuditEntry) -> StoreResult<AuditEntry>;
-
-    /// Newest first; `before_id` pages back.
-    /// Newest first, `before_id` pages back; only entries `filter` matches.
-    async fn list_audit(
-        &self,
-        filter: &AuditFilter,
-        before_id: Option<i64>,
-        limit: u32,
-    ) -> StoreResult<Vec<AuditEntry>>;
-
-    // ------------------------------------------------------------------ committed reads
-
-    /// One job from whichever pillar holds it.
-    async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>>;
-
-    /// Those of `ids` that have finished (archive or DLQ), for result waiters.
-    async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>>;
-
-    /// A keyset page of one pillar, filtered and sorted by a whitelisted column. Ties keep one
-    /// stable order the store chooses (SQL Server: the id; SQLite: insertion order), found
-    /// again from the cursor's id.
-    async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<JobSummary>>;
-
-    /// How many jobs of one pillar match a filter: exact when the filter is empty (the
-    /// maintained counters; the active list counts its rows), otherwise up to `COUNT_CAP`.
-    async fn count_jobs(&self, source: Pillar, filter: &JobFilter) -> StoreResult<JobCount>;
-
-    /// Where a search that scans `SEARCH_WINDOW_ROWS` rows of a list stops: the list time
-    /// (created for active jobs, finished otherwise) of the that-many-th newest row listed
-    /// before `before` (all rows without it). `None` when fewer rows are there: a scan then
-    /// reads them all.
-    async fn search_window(
-        &self,
-        source: Pillar,
-        before: Option<Timestamp>,
-    ) -> StoreResult<Option<Timestamp>>;
-
-    // ------------------------------------------------------------------ telemetry (approximate)
-
-    async fn summary(&self) -> StoreResult<Summary>;
-
-    /// Every queue that has a settings row or jobs, with live counts and lag.
-    async fn queue_stats(&self) -> StoreResult<Vec<QueueStats>>;
-
-    /// The last `minutes` per-minute buckets, oldest first, missing minutes filled with zeros;
-    /// one queue or all.
-    async fn throughput(
-        &self,
-        minutes: u32,
-        queue: Option<&str>,
-    ) -> StoreResult<Vec<ThroughputBucket>>;
-
-    /// The largest groups of DLQ jobs by (reason, error prefix).
-    async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>>;
-
-    /// Per job type, the run times of the runs that ended in the last `minutes` minutes
-    /// (the current one included) as histogram bins, job types by name.
-    async fn run_times(&self, minutes: u32) -> StoreResult<Vec<RunTimeHistogram>>;
 }
 
 /// A stored list of names (an instance's queues or job types, a JSON array) back; `NULL`,

@@ -47,7 +47,7 @@ use crate::query::{
 use crate::schedule::{
     FireOutcome, Schedule, ScheduleDefinition, ScheduleFire, ScheduleOrigin, ScheduleRun,
 };
-use crate::store::{SqliteSynchronous, Store, StoreHealth, StoreOptions};
+use crate::store::{SqliteSynchronous, Store, StoreHealth, StoreOptions, StoreReads};
 use crate::telemetry::{ErrorGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket};
 
 use codec::{duration_us, now_us, to_us};
@@ -157,14 +157,9 @@ impl SqliteStore {
 }
 
 #[async_trait]
-impl Store for SqliteStore {
+impl StoreReads for SqliteStore {
     fn backend(&self) -> &'static str {
         "sqlite"
-    }
-
-    fn orders_writes_on_submit(&self) -> bool {
-        // Validation is synchronous and `Writer::submit` sends before its first await.
-        true
     }
 
     async fn ping(&self) -> StoreResult<()> {
@@ -198,6 +193,154 @@ impl Store for SqliteStore {
             unusable: self.watch.identity.lost(),
             ..self.watch.health.health()
         }
+    }
+
+    async fn bulk_preview(
+        &self,
+        source: Pillar,
+        filter: &JobFilter,
+        sample: u32,
+    ) -> StoreResult<BulkPreview> {
+        let filter = filter.clone();
+        self.readers
+            .read(move |conn| reads::bulk_preview(conn, source, &filter, sample))
+            .await
+    }
+
+    async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>> {
+        self.readers
+            .read(|conn| maintenance::list_queues(conn, now_us()))
+            .await
+    }
+
+    async fn list_schedules(&self) -> StoreResult<Vec<Schedule>> {
+        self.readers.read(schedules::list).await
+    }
+
+    async fn schedule_runs(&self, name: &str, limit: u32) -> StoreResult<Vec<ScheduleRun>> {
+        let name = name.to_string();
+        self.readers
+            .read(move |conn| schedules::runs(conn, &name, limit))
+            .await
+    }
+
+    async fn get_batch(&self, id: BatchId) -> StoreResult<Option<Batch>> {
+        self.readers.read(move |conn| batches::get(conn, id)).await
+    }
+
+    async fn list_batches(&self, before: Option<BatchId>, limit: u32) -> StoreResult<Vec<Batch>> {
+        self.readers
+            .read(move |conn| batches::list(conn, before, limit))
+            .await
+    }
+
+    async fn batch_members(&self, id: BatchId, limit: u32) -> StoreResult<Vec<JobSummary>> {
+        self.readers
+            .read(move |conn| batches::members(conn, id, limit))
+            .await
+    }
+
+    async fn load_settings(&self) -> StoreResult<EngineSettings> {
+        self.readers.read(maintenance::load_settings).await
+    }
+
+    async fn list_instances(&self, max_age: std::time::Duration) -> StoreResult<Vec<InstanceInfo>> {
+        let newer_than = now_us() - duration_us(max_age);
+        self.readers
+            .read(move |conn| maintenance::list_instances(conn, newer_than))
+            .await
+    }
+
+    async fn list_audit(
+        &self,
+        filter: &AuditFilter,
+        before_id: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditEntry>> {
+        let filter = filter.clone();
+        self.readers
+            .read(move |conn| maintenance::list_audit(conn, &filter, before_id, limit))
+            .await
+    }
+
+    async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>> {
+        self.readers
+            .read(move |conn| reads::get_job(conn, id))
+            .await
+    }
+
+    async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
+        let ids = ids.to_vec();
+        self.readers
+            .read(move |conn| reads::finished_jobs(conn, &ids))
+            .await
+    }
+
+    async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<JobSummary>> {
+        let query = query.clone();
+        self.readers
+            .read(move |conn| reads::list_jobs(conn, &query))
+            .await
+    }
+
+    async fn count_jobs(&self, source: Pillar, filter: &JobFilter) -> StoreResult<JobCount> {
+        let filter = filter.clone();
+        self.readers
+            .read(move |conn| reads::count_jobs(conn, source, &filter))
+            .await
+    }
+
+    async fn search_window(
+        &self,
+        source: Pillar,
+        before: Option<Timestamp>,
+    ) -> StoreResult<Option<Timestamp>> {
+        self.readers
+            .read(move |conn| reads::search_window(conn, source, before))
+            .await
+    }
+
+    async fn summary(&self) -> StoreResult<Summary> {
+        self.readers
+            .read(|conn| telemetry::summary(conn, now_us()))
+            .await
+    }
+
+    async fn queue_stats(&self) -> StoreResult<Vec<QueueStats>> {
+        self.readers
+            .read(|conn| telemetry::queue_stats(conn, now_us()))
+            .await
+    }
+
+    async fn throughput(
+        &self,
+        minutes: u32,
+        queue: Option<&str>,
+    ) -> StoreResult<Vec<ThroughputBucket>> {
+        let queue = queue.map(str::to_string);
+        self.readers
+            .read(move |conn| telemetry::throughput(conn, minutes, queue.as_deref(), now_us()))
+            .await
+    }
+
+    async fn run_times(&self, minutes: u32) -> StoreResult<Vec<RunTimeHistogram>> {
+        self.readers
+            .read(move |conn| telemetry::run_times(conn, minutes, now_us()))
+            .await
+    }
+
+    async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
+        self.readers
+            .read(move |conn| telemetry::top_errors(conn, limit))
+            .await
+    }
+}
+
+#[async_trait]
+impl Store for SqliteStore {
+    fn orders_writes_on_submit(&self) -> bool {
+        // Validation is synchronous and `Writer::submit` sends before its first await.
+        true
     }
 
     async fn enqueue(&self, req: EnqueueRequest) -> StoreResult<EnqueueOutcome> {
@@ -353,18 +496,6 @@ impl Store for SqliteStore {
         Ok(total)
     }
 
-    async fn bulk_preview(
-        &self,
-        source: Pillar,
-        filter: &JobFilter,
-        sample: u32,
-    ) -> StoreResult<BulkPreview> {
-        let filter = filter.clone();
-        self.readers
-            .read(move |conn| reads::bulk_preview(conn, source, &filter, sample))
-            .await
-    }
-
     async fn bulk_filter_step(&self, step: BulkFilterStep<'_>) -> StoreResult<BulkStep> {
         let (action, source, after, limit) = (step.action, step.source, step.after, step.limit);
         let filter = step.filter.clone();
@@ -375,12 +506,6 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>> {
-        self.readers
-            .read(|conn| maintenance::list_queues(conn, now_us()))
-            .await
-    }
-
     async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {
         let name = name.to_string();
         self.writer
@@ -388,10 +513,6 @@ impl Store for SqliteStore {
                 maintenance::update_queue(conn, &name, &patch, now_us())
             })
             .await
-    }
-
-    async fn list_schedules(&self) -> StoreResult<Vec<Schedule>> {
-        self.readers.read(schedules::list).await
     }
 
     async fn create_schedule(
@@ -445,39 +566,12 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn schedule_runs(&self, name: &str, limit: u32) -> StoreResult<Vec<ScheduleRun>> {
-        let name = name.to_string();
-        self.readers
-            .read(move |conn| schedules::runs(conn, &name, limit))
-            .await
-    }
-
     async fn create_batch(&self, req: BatchRequest) -> StoreResult<BatchCreated> {
         self.writer
             .write("create batch", move |conn| {
                 batches::create(conn, req, now_us())
             })
             .await
-    }
-
-    async fn get_batch(&self, id: BatchId) -> StoreResult<Option<Batch>> {
-        self.readers.read(move |conn| batches::get(conn, id)).await
-    }
-
-    async fn list_batches(&self, before: Option<BatchId>, limit: u32) -> StoreResult<Vec<Batch>> {
-        self.readers
-            .read(move |conn| batches::list(conn, before, limit))
-            .await
-    }
-
-    async fn batch_members(&self, id: BatchId, limit: u32) -> StoreResult<Vec<JobSummary>> {
-        self.readers
-            .read(move |conn| batches::members(conn, id, limit))
-            .await
-    }
-
-    async fn load_settings(&self) -> StoreResult<EngineSettings> {
-        self.readers.read(maintenance::load_settings).await
     }
 
     async fn save_settings(&self, settings: &EngineSettings) -> StoreResult<()> {
@@ -540,102 +634,11 @@ impl Store for SqliteStore {
             .await
     }
 
-    async fn list_instances(&self, max_age: std::time::Duration) -> StoreResult<Vec<InstanceInfo>> {
-        let newer_than = now_us() - duration_us(max_age);
-        self.readers
-            .read(move |conn| maintenance::list_instances(conn, newer_than))
-            .await
-    }
-
     async fn append_audit(&self, entry: NewAuditEntry) -> StoreResult<AuditEntry> {
         self.writer
             .write("append audit", move |conn| {
                 maintenance::append_audit(conn, &entry, now_us())
             })
-            .await
-    }
-
-    async fn list_audit(
-        &self,
-        filter: &AuditFilter,
-        before_id: Option<i64>,
-        limit: u32,
-    ) -> StoreResult<Vec<AuditEntry>> {
-        let filter = filter.clone();
-        self.readers
-            .read(move |conn| maintenance::list_audit(conn, &filter, before_id, limit))
-            .await
-    }
-
-    async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>> {
-        self.readers
-            .read(move |conn| reads::get_job(conn, id))
-            .await
-    }
-
-    async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
-        let ids = ids.to_vec();
-        self.readers
-            .read(move |conn| reads::finished_jobs(conn, &ids))
-            .await
-    }
-
-    async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<JobSummary>> {
-        let query = query.clone();
-        self.readers
-            .read(move |conn| reads::list_jobs(conn, &query))
-            .await
-    }
-
-    async fn count_jobs(&self, source: Pillar, filter: &JobFilter) -> StoreResult<JobCount> {
-        let filter = filter.clone();
-        self.readers
-            .read(move |conn| reads::count_jobs(conn, source, &filter))
-            .await
-    }
-
-    async fn search_window(
-        &self,
-        source: Pillar,
-        before: Option<Timestamp>,
-    ) -> StoreResult<Option<Timestamp>> {
-        self.readers
-            .read(move |conn| reads::search_window(conn, source, before))
-            .await
-    }
-
-    async fn summary(&self) -> StoreResult<Summary> {
-        self.readers
-            .read(|conn| telemetry::summary(conn, now_us()))
-            .await
-    }
-
-    async fn queue_stats(&self) -> StoreResult<Vec<QueueStats>> {
-        self.readers
-            .read(|conn| telemetry::queue_stats(conn, now_us()))
-            .await
-    }
-
-    async fn throughput(
-        &self,
-        minutes: u32,
-        queue: Option<&str>,
-    ) -> StoreResult<Vec<ThroughputBucket>> {
-        let queue = queue.map(str::to_string);
-        self.readers
-            .read(move |conn| telemetry::throughput(conn, minutes, queue.as_deref(), now_us()))
-            .await
-    }
-
-    async fn run_times(&self, minutes: u32) -> StoreResult<Vec<RunTimeHistogram>> {
-        self.readers
-            .read(move |conn| telemetry::run_times(conn, minutes, now_us()))
-            .await
-    }
-
-    async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
-        self.readers
-            .read(move |conn| telemetry::top_errors(conn, limit))
             .await
     }
 }

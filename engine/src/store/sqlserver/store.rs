@@ -35,7 +35,7 @@ use crate::query::{
 use crate::schedule::{
     FireOutcome, Schedule, ScheduleDefinition, ScheduleFire, ScheduleOrigin, ScheduleRun,
 };
-use crate::store::Store;
+use crate::store::{Store, StoreReads};
 use crate::telemetry::{
     ErrorGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket, run_time,
 };
@@ -463,7 +463,7 @@ impl SqlServerStore {
 }
 
 #[async_trait]
-impl Store for SqlServerStore {
+impl StoreReads for SqlServerStore {
     fn backend(&self) -> &'static str {
         "sqlserver"
     }
@@ -474,6 +474,380 @@ impl Store for SqlServerStore {
         Ok(())
     }
 
+    async fn bulk_preview(
+        &self,
+        source: Pillar,
+        filter: &JobFilter,
+        sample: u32,
+    ) -> StoreResult<BulkPreview> {
+        let built =
+            job_lists::preview_statement(&self.schema, source, filter, sample.min(MAX_PAGE_SIZE));
+        let answer = self.rows_of_built("bulk_preview", &built).await?;
+        // Every row carries the count; the sample columns are NULL when nothing matched.
+        let matching = match answer.first() {
+            Some(row) => count(row, "matching").map_err(|f| self.fault("bulk_preview", f))?,
+            None => 0,
+        };
+        let mut sample_rows = Vec::new();
+        for row in answer {
+            let present = row
+                .try_get::<&[u8], _>("id")
+                .map_err(|e| self.fault("bulk_preview", Fault::Driver(e)))?
+                .is_some();
+            if present {
+                sample_rows.push(row);
+            }
+        }
+        let sample = self.map_rows("bulk_preview", &sample_rows, |r| rows::summary(r, source))?;
+        Ok(BulkPreview { matching, sample })
+    }
+
+    async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>> {
+        let rows = self
+            .rows_of("list_queues", Repeat::Always, &queries::LIST_QUEUES, &[])
+            .await?;
+        self.map_rows("list_queues", &rows, Self::queue_config)
+    }
+
+    async fn get_batch(&self, id: BatchId) -> StoreResult<Option<Batch>> {
+        self.batch_row(id).await
+    }
+
+    async fn list_batches(&self, before: Option<BatchId>, limit: u32) -> StoreResult<Vec<Batch>> {
+        self.batch_rows(before, limit).await
+    }
+
+    async fn batch_members(&self, id: BatchId, limit: u32) -> StoreResult<Vec<JobSummary>> {
+        self.batch_member_rows(id, limit).await
+    }
+
+    async fn list_schedules(&self) -> StoreResult<Vec<Schedule>> {
+        self.list_schedule_rows().await
+    }
+
+    async fn schedule_runs(&self, name: &str, limit: u32) -> StoreResult<Vec<ScheduleRun>> {
+        self.schedule_run_rows(name, limit).await
+    }
+
+    async fn load_settings(&self) -> StoreResult<EngineSettings> {
+        let rows = self
+            .rows_of(
+                "load_settings",
+                Repeat::Always,
+                &queries::LOAD_SETTINGS,
+                &[],
+            )
+            .await?;
+        match rows.first() {
+            None => Ok(EngineSettings::default()),
+            Some(row) => {
+                let text = req_str(row, "value").map_err(|f| self.fault("load_settings", f))?;
+                serde_json::from_str(&text).map_err(|e| StoreError::Schema {
+                    problem: format!("the saved engine settings cannot be read: {e}"),
+                    help: "save the settings again from the console".into(),
+                })
+            }
+        }
+    }
+
+    async fn list_instances(&self, max_age: Duration) -> StoreResult<Vec<InstanceInfo>> {
+        let ms = i64::try_from(max_age.as_millis())
+            .unwrap_or(i64::MAX)
+            .min(60 * 365 * 86_400_000); // DATEADD(SECOND, …) takes an int
+        let rows = self
+            .rows_of(
+                "list_instances",
+                Repeat::Always,
+                &queries::LIST_INSTANCES,
+                &[&ms],
+            )
+            .await?;
+        self.map_rows("list_instances", &rows, Self::instance)
+    }
+
+    async fn list_audit(
+        &self,
+        filter: &AuditFilter,
+        before_id: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditEntry>> {
+        let limit = i64::from(limit.min(MAX_PAGE_SIZE * 2));
+        let actor = filter.actor.as_deref();
+        let action = filter.action.as_deref();
+        let from = filter.from.map(rows::to_sql_time);
+        let to = filter.to.map(rows::to_sql_time);
+        let rows = self
+            .rows_of(
+                "list_audit",
+                Repeat::Always,
+                &queries::LIST_AUDIT,
+                &[&limit, &before_id, &actor, &action, &from, &to],
+            )
+            .await?;
+        self.map_rows("list_audit", &rows, Self::audit)
+    }
+
+    async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>> {
+        let id_bytes = rows::id_param(&id);
+        let answer = self
+            .rows_of("get_job", Repeat::Always, &queries::GET_JOB, &[&id_bytes])
+            .await?;
+        match answer.first() {
+            Some(row) => rows::any_job(row)
+                .map(Some)
+                .map_err(|f| self.fault("get_job", f)),
+            None => Ok(None),
+        }
+    }
+
+    async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
+        let mut jobs = Vec::new();
+        for chunk in ids.chunks(MAX_ROWS_PER_STATEMENT) {
+            let json = ids_json(chunk);
+            let answer = self
+                .rows_of(
+                    "finished_jobs",
+                    Repeat::Always,
+                    &queries::FINISHED_JOBS,
+                    &[&json],
+                )
+                .await?;
+            jobs.extend(self.map_rows("finished_jobs", &answer, rows::any_job)?);
+        }
+        Ok(jobs)
+    }
+
+    async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<crate::query::JobSummary>> {
+        let size = query.page_size.clamp(1, MAX_PAGE_SIZE);
+        let statement = job_lists::list_statement(&self.schema, query, size + 1)?;
+        let rows = self.rows_of_built("list_jobs", &statement.built).await?;
+        let mut items = self.map_rows("list_jobs", &rows, |r| rows::summary(r, query.source))?;
+        let more = items.len() > size as usize;
+        items.truncate(size as usize);
+        if statement.reversed {
+            items.reverse();
+        }
+        let cursor = |item: &crate::query::JobSummary| {
+            job_lists::cursor_for(item, query.source, query.sort.column)
+        };
+        use crate::query::PagePosition;
+        let (has_prev, has_next) = match &query.position {
+            PagePosition::First => (false, more),
+            PagePosition::After(_) => (true, more),
+            PagePosition::Before(_) => (more, true),
+            PagePosition::Last => (more, false),
+        };
+        Ok(Page {
+            prev: if has_prev {
+                items.first().map(cursor)
+            } else {
+                None
+            },
+            next: if has_next {
+                items.last().map(cursor)
+            } else {
+                None
+            },
+            items,
+        })
+    }
+
+    async fn count_jobs(
+        &self,
+        source: Pillar,
+        filter: &JobFilter,
+    ) -> StoreResult<crate::query::JobCount> {
+        let cap = crate::query::count_cap(filter);
+        let built = job_lists::count_statement(&self.schema, source, filter, cap);
+        let rows = self.rows_of_built("count_jobs", &built).await?;
+        let n = match rows.first() {
+            Some(row) => count(row, "matching").map_err(|f| self.fault("count_jobs", f))?,
+            None => 0,
+        };
+        let capped = !filter.is_empty() && n > cap;
+        Ok(crate::query::JobCount {
+            matching: if capped { cap } else { n },
+            capped,
+        })
+    }
+
+    async fn search_window(
+        &self,
+        source: Pillar,
+        before: Option<Timestamp>,
+    ) -> StoreResult<Option<Timestamp>> {
+        let built =
+            job_lists::search_window_statement(&self.schema, source, before, SEARCH_WINDOW_ROWS);
+        let rows = self.rows_of_built("search_window", &built).await?;
+        match rows.first() {
+            Some(row) => {
+                rows::opt_time(row, "window_from").map_err(|f| self.fault("search_window", f))
+            }
+            None => Ok(None),
+        }
+    }
+
+    async fn summary(&self) -> StoreResult<Summary> {
+        let rows = self
+            .rows_of("summary", Repeat::Always, &queries::SUMMARY, &[])
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(Summary::default());
+        };
+        (|| -> Result<Summary, Fault> {
+            Ok(Summary {
+                pending: count(row, "pending")?,
+                scheduled: count(row, "scheduled")?,
+                fetched: count(row, "fetched")?,
+                processing: count(row, "processing")?,
+                succeeded: count(row, "succeeded")?,
+                dlq: count(row, "dlq")?,
+                succeeded_1m: count(row, "succeeded_1m")?,
+                succeeded_5m: count(row, "succeeded_5m")?,
+                failed_1m: count(row, "failed_1m")?,
+                failed_5m: count(row, "failed_5m")?,
+                retried_5m: count(row, "retried_5m")?,
+            })
+        })()
+        .map_err(|f| self.fault("summary", f))
+    }
+
+    async fn queue_stats(&self) -> StoreResult<Vec<QueueStats>> {
+        let rows = self
+            .rows_of("queue_stats", Repeat::Always, &queries::QUEUE_STATS, &[])
+            .await?;
+        self.map_rows("queue_stats", &rows, |r| {
+            Ok(QueueStats {
+                queue: req_str(r, "queue")?,
+                paused: rows::req_bool(r, "paused")?,
+                hidden: rows::req_bool(r, "hidden")?,
+                max_workers: opt_u32(r, "max_workers")?,
+                pending: count(r, "pending")?,
+                scheduled: count(r, "scheduled")?,
+                fetched: count(r, "fetched")?,
+                processing: count(r, "processing")?,
+                succeeded: count(r, "succeeded")?,
+                failed: count(r, "failed")?,
+                lag_avg_ms: count(r, "lag_avg_ms")?,
+                lag_max_ms: count(r, "lag_max_ms")?,
+                lag_warn_secs: opt_u32(r, "lag_warn_secs")?,
+                lag_crit_secs: opt_u32(r, "lag_crit_secs")?,
+                zombie_timeout_secs: opt_u32(r, "zombie_timeout_secs")?,
+                execution_timeout_secs: opt_u32(r, "execution_timeout_secs")?,
+            })
+        })
+    }
+
+    async fn throughput(
+        &self,
+        minutes: u32,
+        queue: Option<&str>,
+    ) -> StoreResult<Vec<ThroughputBucket>> {
+        if minutes == 0 {
+            return Ok(Vec::new());
+        }
+        let minutes = minutes.min(7 * 24 * 60);
+        let span = to_i32(minutes);
+        let answer = self
+            .rows_of(
+                "throughput",
+                Repeat::Always,
+                &queries::THROUGHPUT,
+                &[&span, &queue],
+            )
+            .await?;
+        // Every row carries the database clock's minute; a row without a bucket is the
+        // clock alone.
+        let now = answer
+            .first()
+            .map(|row| rows::req_time(row, "current_minute"))
+            .transpose()
+            .map_err(|f| self.fault("throughput", f))?
+            .ok_or_else(|| StoreError::database("throughput", "no clock came back", false))?;
+        let mut found = HashMap::new();
+        for row in &answer {
+            let bucket = (|| -> Result<Option<ThroughputBucket>, Fault> {
+                let Some(minute) = rows::opt_time(row, "bucket_start")? else {
+                    return Ok(None);
+                };
+                Ok(Some(ThroughputBucket {
+                    minute,
+                    succeeded: count(row, "succeeded")?,
+                    failed: count(row, "failed")?,
+                    retried: count(row, "retried")?,
+                    duration_sum_ms: count(row, "duration_sum_ms")?,
+                    duration_max_ms: count(row, "duration_max_ms")?,
+                }))
+            })()
+            .map_err(|f| self.fault("throughput", f))?;
+            if let Some(bucket) = bucket {
+                found.insert(bucket.minute, bucket);
+            }
+        }
+        Ok((0..i64::from(minutes))
+            .rev()
+            .map(|back| {
+                let minute = now - chrono::Duration::minutes(back);
+                found.remove(&minute).unwrap_or(ThroughputBucket {
+                    minute,
+                    ..Default::default()
+                })
+            })
+            .collect())
+    }
+
+    async fn run_times(&self, minutes: u32) -> StoreResult<Vec<RunTimeHistogram>> {
+        let minutes = i64::from(minutes.clamp(1, 7 * 24 * 60));
+        let rows = self
+            .rows_of(
+                "run_times",
+                Repeat::Always,
+                &queries::RUN_TIMES,
+                &[&minutes],
+            )
+            .await?;
+        let counts = self.map_rows("run_times", &rows, |r| {
+            let bin = rows::req_int(r, "bin")?;
+            Ok((
+                req_str(r, "job_type")?,
+                u16::try_from(bin).unwrap_or(run_time::MAX_BIN),
+                count(r, "runs")?,
+            ))
+        })?;
+        Ok(RunTimeHistogram::per_job_type(counts))
+    }
+
+    async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
+        let limit = i64::from(limit.min(10_000));
+        let rows = self
+            .rows_of(
+                "top_errors",
+                Repeat::Always,
+                &queries::TOP_ERRORS,
+                &[&limit],
+            )
+            .await?;
+        self.map_rows("top_errors", &rows, |r| {
+            let code = rows::req_int(r, "reason")?;
+            let fingerprint = req_str(r, "fingerprint")?;
+            Ok(ErrorGroup {
+                fingerprint: fingerprint.trim().parse().map_err(|_| {
+                    rows::corrupt(format!("error group fingerprint {fingerprint:?}"))
+                })?,
+                reason: crate::model::FailureReason::from_code(code)
+                    .ok_or_else(|| rows::corrupt(format!("unknown failure reason {code}")))?,
+                kind: req_str(r, "error_kind")?,
+                job_type: req_str(r, "job_type")?,
+                sample: req_str(r, "sample")?,
+                count: count(r, "dlq_rows")?,
+                last_seen: rows::req_time(r, "last_seen")?,
+            })
+        })
+    }
+}
+
+#[async_trait]
+impl Store for SqlServerStore {
     async fn enqueue(&self, req: EnqueueRequest) -> StoreResult<EnqueueOutcome> {
         let outcomes = self.enqueue_batch(vec![req]).await?;
         outcomes.into_iter().next().ok_or_else(|| {
@@ -835,34 +1209,6 @@ impl Store for SqlServerStore {
         }
     }
 
-    async fn bulk_preview(
-        &self,
-        source: Pillar,
-        filter: &JobFilter,
-        sample: u32,
-    ) -> StoreResult<BulkPreview> {
-        let built =
-            job_lists::preview_statement(&self.schema, source, filter, sample.min(MAX_PAGE_SIZE));
-        let answer = self.rows_of_built("bulk_preview", &built).await?;
-        // Every row carries the count; the sample columns are NULL when nothing matched.
-        let matching = match answer.first() {
-            Some(row) => count(row, "matching").map_err(|f| self.fault("bulk_preview", f))?,
-            None => 0,
-        };
-        let mut sample_rows = Vec::new();
-        for row in answer {
-            let present = row
-                .try_get::<&[u8], _>("id")
-                .map_err(|e| self.fault("bulk_preview", Fault::Driver(e)))?
-                .is_some();
-            if present {
-                sample_rows.push(row);
-            }
-        }
-        let sample = self.map_rows("bulk_preview", &sample_rows, |r| rows::summary(r, source))?;
-        Ok(BulkPreview { matching, sample })
-    }
-
     async fn bulk_filter_step(&self, step: BulkFilterStep<'_>) -> StoreResult<BulkStep> {
         let BulkFilterStep {
             action,
@@ -893,13 +1239,6 @@ impl Store for SqlServerStore {
             affected,
             last: ids.last().copied(),
         })
-    }
-
-    async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>> {
-        let rows = self
-            .rows_of("list_queues", Repeat::Always, &queries::LIST_QUEUES, &[])
-            .await?;
-        self.map_rows("list_queues", &rows, Self::queue_config)
     }
 
     async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {
@@ -942,22 +1281,6 @@ impl Store for SqlServerStore {
         self.create_batch_rows(req).await
     }
 
-    async fn get_batch(&self, id: BatchId) -> StoreResult<Option<Batch>> {
-        self.batch_row(id).await
-    }
-
-    async fn list_batches(&self, before: Option<BatchId>, limit: u32) -> StoreResult<Vec<Batch>> {
-        self.batch_rows(before, limit).await
-    }
-
-    async fn batch_members(&self, id: BatchId, limit: u32) -> StoreResult<Vec<JobSummary>> {
-        self.batch_member_rows(id, limit).await
-    }
-
-    async fn list_schedules(&self) -> StoreResult<Vec<Schedule>> {
-        self.list_schedule_rows().await
-    }
-
     async fn create_schedule(
         &self,
         definition: ScheduleDefinition,
@@ -985,31 +1308,6 @@ impl Store for SqlServerStore {
 
     async fn fire_schedule(&self, fire: ScheduleFire) -> StoreResult<Vec<FireOutcome>> {
         self.fire_schedule_rows(fire).await
-    }
-
-    async fn schedule_runs(&self, name: &str, limit: u32) -> StoreResult<Vec<ScheduleRun>> {
-        self.schedule_run_rows(name, limit).await
-    }
-
-    async fn load_settings(&self) -> StoreResult<EngineSettings> {
-        let rows = self
-            .rows_of(
-                "load_settings",
-                Repeat::Always,
-                &queries::LOAD_SETTINGS,
-                &[],
-            )
-            .await?;
-        match rows.first() {
-            None => Ok(EngineSettings::default()),
-            Some(row) => {
-                let text = req_str(row, "value").map_err(|f| self.fault("load_settings", f))?;
-                serde_json::from_str(&text).map_err(|e| StoreError::Schema {
-                    problem: format!("the saved engine settings cannot be read: {e}"),
-                    help: "save the settings again from the console".into(),
-                })
-            }
-        }
     }
 
     async fn save_settings(&self, settings: &EngineSettings) -> StoreResult<()> {
@@ -1166,21 +1464,6 @@ impl Store for SqlServerStore {
         Ok(())
     }
 
-    async fn list_instances(&self, max_age: Duration) -> StoreResult<Vec<InstanceInfo>> {
-        let ms = i64::try_from(max_age.as_millis())
-            .unwrap_or(i64::MAX)
-            .min(60 * 365 * 86_400_000); // DATEADD(SECOND, …) takes an int
-        let rows = self
-            .rows_of(
-                "list_instances",
-                Repeat::Always,
-                &queries::LIST_INSTANCES,
-                &[&ms],
-            )
-            .await?;
-        self.map_rows("list_instances", &rows, Self::instance)
-    }
-
     async fn append_audit(&self, entry: NewAuditEntry) -> StoreResult<AuditEntry> {
         let count = i64::try_from(entry.count).unwrap_or(i64::MAX);
         let target: String = entry.target.chars().take(4000).collect();
@@ -1196,285 +1479,5 @@ impl Store for SqlServerStore {
             .first()
             .ok_or_else(|| StoreError::database("append_audit", "no row came back", false))?;
         Self::audit(row).map_err(|f| self.fault("append_audit", f))
-    }
-
-    async fn list_audit(
-        &self,
-        filter: &AuditFilter,
-        before_id: Option<i64>,
-        limit: u32,
-    ) -> StoreResult<Vec<AuditEntry>> {
-        let limit = i64::from(limit.min(MAX_PAGE_SIZE * 2));
-        let actor = filter.actor.as_deref();
-        let action = filter.action.as_deref();
-        let from = filter.from.map(rows::to_sql_time);
-        let to = filter.to.map(rows::to_sql_time);
-        let rows = self
-            .rows_of(
-                "list_audit",
-                Repeat::Always,
-                &queries::LIST_AUDIT,
-                &[&limit, &before_id, &actor, &action, &from, &to],
-            )
-            .await?;
-        self.map_rows("list_audit", &rows, Self::audit)
-    }
-
-    async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>> {
-        let id_bytes = rows::id_param(&id);
-        let answer = self
-            .rows_of("get_job", Repeat::Always, &queries::GET_JOB, &[&id_bytes])
-            .await?;
-        match answer.first() {
-            Some(row) => rows::any_job(row)
-                .map(Some)
-                .map_err(|f| self.fault("get_job", f)),
-            None => Ok(None),
-        }
-    }
-
-    async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
-        let mut jobs = Vec::new();
-        for chunk in ids.chunks(MAX_ROWS_PER_STATEMENT) {
-            let json = ids_json(chunk);
-            let answer = self
-                .rows_of(
-                    "finished_jobs",
-                    Repeat::Always,
-                    &queries::FINISHED_JOBS,
-                    &[&json],
-                )
-                .await?;
-            jobs.extend(self.map_rows("finished_jobs", &answer, rows::any_job)?);
-        }
-        Ok(jobs)
-    }
-
-    async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<crate::query::JobSummary>> {
-        let size = query.page_size.clamp(1, MAX_PAGE_SIZE);
-        let statement = job_lists::list_statement(&self.schema, query, size + 1)?;
-        let rows = self.rows_of_built("list_jobs", &statement.built).await?;
-        let mut items = self.map_rows("list_jobs", &rows, |r| rows::summary(r, query.source))?;
-        let more = items.len() > size as usize;
-        items.truncate(size as usize);
-        if statement.reversed {
-            items.reverse();
-        }
-        let cursor = |item: &crate::query::JobSummary| {
-            job_lists::cursor_for(item, query.source, query.sort.column)
-        };
-        use crate::query::PagePosition;
-        let (has_prev, has_next) = match &query.position {
-            PagePosition::First => (false, more),
-            PagePosition::After(_) => (true, more),
-            PagePosition::Before(_) => (more, true),
-            PagePosition::Last => (more, false),
-        };
-        Ok(Page {
-            prev: if has_prev {
-                items.first().map(cursor)
-            } else {
-                None
-            },
-            next: if has_next {
-                items.last().map(cursor)
-            } else {
-                None
-            },
-            items,
-        })
-    }
-
-    async fn count_jobs(
-        &self,
-        source: Pillar,
-        filter: &JobFilter,
-    ) -> StoreResult<crate::query::JobCount> {
-        let cap = crate::query::count_cap(filter);
-        let built = job_lists::count_statement(&self.schema, source, filter, cap);
-        let rows = self.rows_of_built("count_jobs", &built).await?;
-        let n = match rows.first() {
-            Some(row) => count(row, "matching").map_err(|f| self.fault("count_jobs", f))?,
-            None => 0,
-        };
-        let capped = !filter.is_empty() && n > cap;
-        Ok(crate::query::JobCount {
-            matching: if capped { cap } else { n },
-            capped,
-        })
-    }
-
-    async fn search_window(
-        &self,
-        source: Pillar,
-        before: Option<Timestamp>,
-    ) -> StoreResult<Option<Timestamp>> {
-        let built =
-            job_lists::search_window_statement(&self.schema, source, before, SEARCH_WINDOW_ROWS);
-        let rows = self.rows_of_built("search_window", &built).await?;
-        match rows.first() {
-            Some(row) => {
-                rows::opt_time(row, "window_from").map_err(|f| self.fault("search_window", f))
-            }
-            None => Ok(None),
-        }
-    }
-
-    async fn summary(&self) -> StoreResult<Summary> {
-        let rows = self
-            .rows_of("summary", Repeat::Always, &queries::SUMMARY, &[])
-            .await?;
-        let Some(row) = rows.first() else {
-            return Ok(Summary::default());
-        };
-        (|| -> Result<Summary, Fault> {
-            Ok(Summary {
-                pending: count(row, "pending")?,
-                scheduled: count(row, "scheduled")?,
-                fetched: count(row, "fetched")?,
-                processing: count(row, "processing")?,
-                succeeded: count(row, "succeeded")?,
-                dlq: count(row, "dlq")?,
-                succeeded_1m: count(row, "succeeded_1m")?,
-                succeeded_5m: count(row, "succeeded_5m")?,
-                failed_1m: count(row, "failed_1m")?,
-                failed_5m: count(row, "failed_5m")?,
-                retried_5m: count(row, "retried_5m")?,
-            })
-        })()
-        .map_err(|f| self.fault("summary", f))
-    }
-
-    async fn queue_stats(&self) -> StoreResult<Vec<QueueStats>> {
-        let rows = self
-            .rows_of("queue_stats", Repeat::Always, &queries::QUEUE_STATS, &[])
-            .await?;
-        self.map_rows("queue_stats", &rows, |r| {
-            Ok(QueueStats {
-                queue: req_str(r, "queue")?,
-                paused: rows::req_bool(r, "paused")?,
-                hidden: rows::req_bool(r, "hidden")?,
-                max_workers: opt_u32(r, "max_workers")?,
-                pending: count(r, "pending")?,
-                scheduled: count(r, "scheduled")?,
-                fetched: count(r, "fetched")?,
-                processing: count(r, "processing")?,
-                succeeded: count(r, "succeeded")?,
-                failed: count(r, "failed")?,
-                lag_avg_ms: count(r, "lag_avg_ms")?,
-                lag_max_ms: count(r, "lag_max_ms")?,
-                lag_warn_secs: opt_u32(r, "lag_warn_secs")?,
-                lag_crit_secs: opt_u32(r, "lag_crit_secs")?,
-                zombie_timeout_secs: opt_u32(r, "zombie_timeout_secs")?,
-                execution_timeout_secs: opt_u32(r, "execution_timeout_secs")?,
-            })
-        })
-    }
-
-    async fn throughput(
-        &self,
-        minutes: u32,
-        queue: Option<&str>,
-    ) -> StoreResult<Vec<ThroughputBucket>> {
-        if minutes == 0 {
-            return Ok(Vec::new());
-        }
-        let minutes = minutes.min(7 * 24 * 60);
-        let span = to_i32(minutes);
-        let answer = self
-            .rows_of(
-                "throughput",
-                Repeat::Always,
-                &queries::THROUGHPUT,
-                &[&span, &queue],
-            )
-            .await?;
-        // Every row carries the database clock's minute; a row without a bucket is the
-        // clock alone.
-        let now = answer
-            .first()
-            .map(|row| rows::req_time(row, "current_minute"))
-            .transpose()
-            .map_err(|f| self.fault("throughput", f))?
-            .ok_or_else(|| StoreError::database("throughput", "no clock came back", false))?;
-        let mut found = HashMap::new();
-        for row in &answer {
-            let bucket = (|| -> Result<Option<ThroughputBucket>, Fault> {
-                let Some(minute) = rows::opt_time(row, "bucket_start")? else {
-                    return Ok(None);
-                };
-                Ok(Some(ThroughputBucket {
-                    minute,
-                    succeeded: count(row, "succeeded")?,
-                    failed: count(row, "failed")?,
-                    retried: count(row, "retried")?,
-                    duration_sum_ms: count(row, "duration_sum_ms")?,
-                    duration_max_ms: count(row, "duration_max_ms")?,
-                }))
-            })()
-            .map_err(|f| self.fault("throughput", f))?;
-            if let Some(bucket) = bucket {
-                found.insert(bucket.minute, bucket);
-            }
-        }
-        Ok((0..i64::from(minutes))
-            .rev()
-            .map(|back| {
-                let minute = now - chrono::Duration::minutes(back);
-                found.remove(&minute).unwrap_or(ThroughputBucket {
-                    minute,
-                    ..Default::default()
-                })
-            })
-            .collect())
-    }
-
-    async fn run_times(&self, minutes: u32) -> StoreResult<Vec<RunTimeHistogram>> {
-        let minutes = i64::from(minutes.clamp(1, 7 * 24 * 60));
-        let rows = self
-            .rows_of(
-                "run_times",
-                Repeat::Always,
-                &queries::RUN_TIMES,
-                &[&minutes],
-            )
-            .await?;
-        let counts = self.map_rows("run_times", &rows, |r| {
-            let bin = rows::req_int(r, "bin")?;
-            Ok((
-                req_str(r, "job_type")?,
-                u16::try_from(bin).unwrap_or(run_time::MAX_BIN),
-                count(r, "runs")?,
-            ))
-        })?;
-        Ok(RunTimeHistogram::per_job_type(counts))
-    }
-
-    async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
-        let limit = i64::from(limit.min(10_000));
-        let rows = self
-            .rows_of(
-                "top_errors",
-                Repeat::Always,
-                &queries::TOP_ERRORS,
-                &[&limit],
-            )
-            .await?;
-        self.map_rows("top_errors", &rows, |r| {
-            let code = rows::req_int(r, "reason")?;
-            let fingerprint = req_str(r, "fingerprint")?;
-            Ok(ErrorGroup {
-                fingerprint: fingerprint.trim().parse().map_err(|_| {
-                    rows::corrupt(format!("error group fingerprint {fingerprint:?}"))
-                })?,
-                reason: crate::model::FailureReason::from_code(code)
-                    .ok_or_else(|| rows::corrupt(format!("unknown failure reason {code}")))?,
-                kind: req_str(r, "error_kind")?,
-                job_type: req_str(r, "job_type")?,
-                sample: req_str(r, "sample")?,
-                count: count(r, "dlq_rows")?,
-                last_seen: rows::req_time(r, "last_seen")?,
-            })
-        })
     }
 }
