@@ -12,44 +12,11 @@
 //! No I/O here: the store keeps the batch row and its counts (`Store::create_batch`), the
 //! operations layer validates (`Operations::create_batch`).
 
-use std::fmt;
-use std::str::FromStr;
-
 use serde::{Deserialize, Serialize};
-use uuid::Uuid;
 
+pub use crate::model::BatchId;
 use crate::model::{EnqueueRequest, JobId, Timestamp};
 use crate::validation::{self, MAX_BATCH, MAX_PAYLOAD_BYTES, ValidationError, normalize_payload};
-
-/// A batch's identity: a UUID v7, so batches sort by creation time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(transparent)]
-pub struct BatchId(pub Uuid);
-
-impl BatchId {
-    pub fn new() -> Self {
-        BatchId(Uuid::now_v7())
-    }
-}
-
-impl Default for BatchId {
-    fn default() -> Self {
-        Self::new()
-    }
-}
-
-impl fmt::Display for BatchId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.0.fmt(f)
-    }
-}
-
-impl FromStr for BatchId {
-    type Err = uuid::Error;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Uuid::parse_str(s.trim()).map(BatchId)
-    }
-}
 
 /// The job a callback enqueues. Its payload is built by the store:
 /// `{"batch_id", "event", "description", "total", "succeeded", "dead", "args"}` where

@@ -4,7 +4,7 @@
 //! resolves at once and one finishing in between is not missed). Jobs completed by this
 //! process wake their waiters directly from the completer, right after the commit, without
 //! touching the database. Jobs finished by another process are found by one sweep loop per
-//! process that asks `Store::finished_jobs` about the awaited ids only — every
+//! process (`runtime::result_sweeper`) that asks `Store::finished_jobs` about the awaited ids only — every
 //! `wait_poll_interval` while anyone waits, and not at all otherwise.
 
 use std::collections::HashMap;
@@ -14,9 +14,8 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 use tokio::sync::{Notify, oneshot};
-use tokio_util::sync::CancellationToken;
 
-use crate::error::{StoreError, StoreResult};
+use crate::error::StoreResult;
 use crate::model::{Job, JobId, JobState};
 use crate::store::Store;
 
@@ -119,6 +118,19 @@ impl Waiters {
         }
     }
 
+    /// Returns once anyone in this process waits for a result (at once if someone does).
+    pub(crate) async fn someone_waits(&self) {
+        loop {
+            let notified = self.registered.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            if self.has_waiters() {
+                return;
+            }
+            notified.await;
+        }
+    }
+
     pub(crate) fn awaited_ids(&self) -> Vec<JobId> {
         self.lock().keys().copied().collect()
     }
@@ -169,84 +181,4 @@ pub(crate) async fn wait(
         None => WaitOutcome::NotFound,
         Some(job) => WaitOutcome::from_job(job),
     })
-}
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SweeperConfig {
-    /// How often awaited ids are looked up while anyone waits.
-    pub interval: Duration,
-}
-
-impl Default for SweeperConfig {
-    fn default() -> Self {
-        SweeperConfig {
-            interval: Duration::from_millis(250),
-        }
-    }
-}
-
-/// Resolves waiters whose jobs were finished by another process.
-pub(crate) struct ResultSweeper {
-    store: Arc<dyn Store>,
-    waiters: Arc<Waiters>,
-    config: SweeperConfig,
-}
-
-impl ResultSweeper {
-    pub(crate) fn new(store: Arc<dyn Store>, waiters: Arc<Waiters>, config: SweeperConfig) -> Self {
-        ResultSweeper {
-            store,
-            waiters,
-            config,
-        }
-    }
-
-    /// Look up the awaited ids once and wake the waiters of those that finished.
-    pub(crate) async fn run_once(&self) -> StoreResult<usize> {
-        let ids = self.waiters.awaited_ids();
-        if ids.is_empty() {
-            return Ok(0);
-        }
-        let finished = self.store.finished_jobs(&ids).await?;
-        let n = finished.len();
-        for job in finished {
-            if let Some(slots) = self.waiters.take(job.id) {
-                self.waiters.resolve(slots, job);
-            }
-        }
-        Ok(n)
-    }
-
-    pub(crate) async fn run(self, shutdown: CancellationToken) {
-        crate::runtime::periodic::run(&self, &shutdown).await
-    }
-}
-
-impl crate::runtime::periodic::Periodic for ResultSweeper {
-    /// Waiters woken.
-    type Report = usize;
-    type Error = StoreError;
-    const NAME: &'static str = "result_sweeper";
-    const FAILED: &'static str = "result sweep failed";
-
-    fn next_wait(&self) -> Duration {
-        self.config.interval
-    }
-
-    /// Nobody waits: sleep until someone does.
-    async fn ready(&self) {
-        loop {
-            let notified = self.waiters.registered.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.waiters.has_waiters() {
-                return;
-            }
-            notified.await;
-        }
-    }
-
-    fn tick(&self) -> impl Future<Output = StoreResult<usize>> + Send {
-        self.run_once()
-    }
 }

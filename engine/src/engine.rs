@@ -27,6 +27,7 @@ use tokio_util::sync::CancellationToken;
 use crate::channel::{self, WaitOutcome};
 use crate::config::{ConfigError, ConfigProblem, EngineConfig};
 use crate::error::{StoreError, StoreResult};
+use crate::events::EngineEvent;
 use crate::external::ExternalWorkers;
 use crate::handler::HandlerRegistry;
 use crate::model::{
@@ -35,7 +36,6 @@ use crate::model::{
 };
 use crate::ops::Operations;
 use crate::runtime::Shared;
-use crate::runtime::events::EngineEvent;
 use crate::runtime::instance::host_name;
 use crate::runtime::lifecycle::Runtime;
 use crate::runtime::snapshot::{self, RuntimeSnapshot};
@@ -126,7 +126,7 @@ impl Engine {
         let runtime = Runtime::start(store, handlers, config, instance_id).await?;
         Ok(Engine {
             inner: Arc::new(EngineInner {
-                ops: Operations::for_runtime(runtime.shared().clone()),
+                ops: crate::runtime::operations(runtime.shared()),
                 external: ExternalWorkers::new(runtime.shared().clone()),
                 runtime,
                 shutdown_started: AtomicBool::new(false),

@@ -2,7 +2,6 @@
 //! the binary adds context and prints the chain.
 
 use crate::model::{JobId, JobState};
-use crate::validation::ValidationError;
 
 /// `Clone` so one outcome can answer many callers (a shared telemetry snapshot).
 #[derive(Debug, Clone, thiserror::Error)]
@@ -133,3 +132,27 @@ impl StoreError {
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// What is wrong with a piece of input and how to fix it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid {field}: {problem} ({help})")]
+pub struct ValidationError {
+    /// The input field, as the API names it (`queue`, `payload`, `tags[2]`, ...).
+    pub field: String,
+    pub problem: String,
+    pub help: String,
+}
+
+impl ValidationError {
+    pub fn new(
+        field: impl Into<String>,
+        problem: impl Into<String>,
+        help: impl Into<String>,
+    ) -> Self {
+        ValidationError {
+            field: field.into(),
+            problem: problem.into(),
+            help: help.into(),
+        }
+    }
+}

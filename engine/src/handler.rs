@@ -29,9 +29,9 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 use tokio_util::sync::CancellationToken;
 
+use crate::events::{EngineEvent, EventKind};
 use crate::model::{Job, JobId};
-use crate::runtime::events::{EngineEvent, EventKind};
-use crate::runtime::running::{Progress, RunningJob};
+use crate::running::{Progress, RunningJob};
 use crate::validation::normalize_payload;
 
 /// How a handler failed. The variant decides what happens next, never the message text.

@@ -12,18 +12,22 @@ pub mod config;
 pub mod conformance;
 pub mod engine;
 pub mod error;
+pub mod events;
 pub mod external;
 pub mod fingerprint;
 pub mod handler;
+pub mod maintenance;
 pub mod model;
 pub mod ops;
 pub mod query;
+pub(crate) mod running;
 pub mod runtime;
 pub mod schedule;
 pub mod store;
 pub mod telemetry;
 pub mod trace;
 pub mod validation;
+pub mod values;
 
 pub use batch::{
     Batch, BatchCallback, BatchCallbacks, BatchCreated, BatchEvent, BatchId, BatchRequest,
@@ -32,6 +36,7 @@ pub use channel::WaitOutcome;
 pub use config::{ConfigError, ConfigProblem, EngineConfig};
 pub use engine::{EMBEDDED_ACTOR, Engine, EngineBuilder, EngineError, ShutdownReport};
 pub use error::{StoreError, StoreResult};
+pub use events::{EngineEvent, EventKind};
 pub use fingerprint::{Fingerprint, FingerprintHead, ParseFingerprintError, fingerprint};
 pub use handler::{
     HandlerError, HandlerOutcome, HandlerRegistry, JobContext, Middleware, Next, Route,
@@ -39,9 +44,9 @@ pub use handler::{
 pub use model::*;
 pub use ops::{BulkReport, DeclareReport, Operations};
 pub use query::*;
+pub use running::{Progress, RunningJobInfo};
 pub use runtime::{
-    BreakerConfig, BreakerInfo, BreakerStateName, EngineEvent, EventKind, Progress, RetryPolicy,
-    RunningJobInfo, RuntimeCounters, RuntimeSnapshot,
+    BreakerConfig, BreakerInfo, BreakerStateName, RetryPolicy, RuntimeCounters, RuntimeSnapshot,
 };
 pub use schedule::{
     FireOutcome, MisfirePolicy, OverlapPolicy, Schedule, ScheduleDefinition, ScheduleJob,

@@ -9,8 +9,6 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 use uuid::Uuid;
 
-use crate::batch::BatchId;
-
 pub type Timestamp = DateTime<Utc>;
 
 /// A job's identity: a UUID v7, so ids sort by creation time.
@@ -716,7 +714,32 @@ pub enum CancelOutcome {
 }
 
 /// Timeouts for the rescue sweep: the `[engine.rescue]` configuration.
-pub use crate::config::RescuePolicy;
+/// When stuck work is given back or dead-lettered (`[engine.rescue]`); also what one rescue
+/// sweep of a store is told.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct RescuePolicy {
+    /// `Fetched` rows older than this go back to pending (no user code ran).
+    #[serde(with = "crate::values::duration")]
+    pub fetched_timeout: Duration,
+    /// `Processing` rows with a heartbeat older than this (unless the queue overrides it)
+    /// go to the DLQ as `Zombie`.
+    #[serde(rename = "zombie_timeout", with = "crate::values::duration")]
+    pub default_zombie_timeout: Duration,
+    /// Jobs held by an instance whose heartbeat is older than this are rescued at once.
+    #[serde(with = "crate::values::duration")]
+    pub dead_instance_timeout: Duration,
+}
+
+impl Default for RescuePolicy {
+    fn default() -> Self {
+        RescuePolicy {
+            fetched_timeout: Duration::from_secs(600),
+            default_zombie_timeout: Duration::from_secs(600),
+            dead_instance_timeout: Duration::from_secs(30),
+        }
+    }
+}
 
 /// What one rescue step looks for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -1058,5 +1081,35 @@ impl ParseEnumError {
             value: value.to_string(),
             expected,
         }
+    }
+}
+
+/// A batch's identity: a UUID v7, so batches sort by creation time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct BatchId(pub Uuid);
+
+impl BatchId {
+    pub fn new() -> Self {
+        BatchId(Uuid::now_v7())
+    }
+}
+
+impl Default for BatchId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Display for BatchId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl FromStr for BatchId {
+    type Err = uuid::Error;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Uuid::parse_str(s.trim()).map(BatchId)
     }
 }

@@ -49,8 +49,8 @@ use tracing::Span;
 use tracing::field::{Empty, display};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
+use crate::error::ValidationError;
 use crate::model::{EnqueueRequest, Job, JobId};
-use crate::validation::ValidationError;
 
 /// The target of every span made here: filter on it to send them to an exporter only.
 pub const TARGET: &str = "deck_engine::trace";

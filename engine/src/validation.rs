@@ -4,6 +4,7 @@
 //! refuse the same input with the same message; the API's document publishes the same
 //! numbers.
 
+pub use crate::error::ValidationError;
 use crate::model::{
     EngineSettings, EnqueueRequest, JobEdit, MAX_RATE_PERIOD_SECS, MAX_UNIQUE_FOR_MS, QueuePatch,
 };
@@ -33,30 +34,6 @@ pub const MAX_VERSION_CHARS: usize = 100;
 /// registration must not fail over.
 pub fn clipped(text: &str, max: usize) -> String {
     text.chars().take(max).collect()
-}
-
-/// What is wrong with a piece of input and how to fix it.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid {field}: {problem} ({help})")]
-pub struct ValidationError {
-    /// The input field, as the API names it (`queue`, `payload`, `tags[2]`, ...).
-    pub field: String,
-    pub problem: String,
-    pub help: String,
-}
-
-impl ValidationError {
-    pub fn new(
-        field: impl Into<String>,
-        problem: impl Into<String>,
-        help: impl Into<String>,
-    ) -> Self {
-        ValidationError {
-            field: field.into(),
-            problem: problem.into(),
-            help: help.into(),
-        }
-    }
 }
 
 /// Queue names, type keys and the like: 1–255 characters, no control characters, no

@@ -6,7 +6,7 @@ mod runtime_support;
 use std::sync::Arc;
 use std::time::Duration;
 
-use deck_engine::runtime::rescue;
+use deck_engine::maintenance::rescue;
 use deck_engine::{
     Engine, EngineConfig, EnqueueRequest, FailureReason, HandlerError, HandlerRegistry, JobContext,
     JobState, RescuePolicy,

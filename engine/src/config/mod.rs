@@ -6,7 +6,8 @@
 //! application and the `deck` binary get the same defaults and are held to the same rules.
 
 mod validate;
-pub mod values;
+pub use crate::model::RescuePolicy;
+pub use crate::values;
 
 use std::time::Duration;
 
@@ -101,33 +102,6 @@ impl Default for EngineConfig {
             wait_poll_interval: Duration::from_millis(250),
             instance_heartbeat_interval: Duration::from_secs(5),
             event_capacity: 1024,
-        }
-    }
-}
-
-/// When stuck work is given back or dead-lettered (`[engine.rescue]`); also what one rescue
-/// sweep of a store is told.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct RescuePolicy {
-    /// `Fetched` rows older than this go back to pending (no user code ran).
-    #[serde(with = "values::duration")]
-    pub fetched_timeout: Duration,
-    /// `Processing` rows with a heartbeat older than this (unless the queue overrides it)
-    /// go to the DLQ as `Zombie`.
-    #[serde(rename = "zombie_timeout", with = "values::duration")]
-    pub default_zombie_timeout: Duration,
-    /// Jobs held by an instance whose heartbeat is older than this are rescued at once.
-    #[serde(with = "values::duration")]
-    pub dead_instance_timeout: Duration,
-}
-
-impl Default for RescuePolicy {
-    fn default() -> Self {
-        RescuePolicy {
-            fetched_timeout: Duration::from_secs(600),
-            default_zombie_timeout: Duration::from_secs(600),
-            dead_instance_timeout: Duration::from_secs(30),
         }
     }
 }

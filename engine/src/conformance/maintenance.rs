@@ -3,12 +3,12 @@
 use std::time::Duration;
 
 use super::support::*;
+use crate::maintenance::prune;
 use crate::model::{
     EnqueueRequest, FailureReason, InstanceInfo, JobState, Pillar, PruneStep, PruneTarget,
     QueuePatch, RescueKind, RescuePolicy, RescueReport, RescueStep, RetentionPolicy,
 };
 use crate::query::JobFilter;
-use crate::runtime::pruner::prune;
 
 pub async fn rescue_with_default_policy_leaves_fresh_work_alone(f: StoreFactory) {
     let store = f.store();

@@ -16,7 +16,7 @@ use crate::store::Store;
 use crate::telemetry::Summary;
 
 /// The rescue sweep the runtime runs, over the store's steps.
-pub use crate::runtime::rescue;
+pub use crate::maintenance::rescue;
 
 /// Opens another handle (its own connection or pool) to the database under test.
 #[async_trait]

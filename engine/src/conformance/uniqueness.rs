@@ -6,11 +6,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use super::support::*;
+use crate::maintenance::prune;
 use crate::model::{
     CancelOutcome, EnqueueOutcome, EnqueueRequest, FailureReason, JobId, JobState, RetentionPolicy,
     UniqueState,
 };
-use crate::runtime::pruner::prune;
 use crate::store::Store;
 
 const HOUR_MS: u64 = 3_600_000;

@@ -25,14 +25,15 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 use crate::error::StoreResult;
+use crate::events::{EngineEvent, EventKind};
 use crate::model::{
     Applied, ClaimRequest, Completion, FailureReason, Job, JobId, JobState, Timestamp,
 };
+use crate::running::Progress;
 use crate::runtime::completer::{event_for, finished_job};
-use crate::runtime::events::{EngineEvent, EventKind};
 use crate::runtime::outcome::{after_failure, dead, humanize};
 use crate::runtime::retry::AttemptFailure;
-use crate::runtime::{Progress, Shared, millis};
+use crate::runtime::{Shared, millis};
 use crate::validation::{self, ValidationError};
 
 pub use lease::{INSTANCE_PREFIX, Lease, MAX_WORKER_NAME, validate_worker_name};

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 
 use crate::model::{InstanceInfo, InstanceKind, Job, JobId, Timestamp};
-use crate::runtime::Progress;
+use crate::running::Progress;
 use crate::validation;
 
 use super::lease::{Lease, instance_id};

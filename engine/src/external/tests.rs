@@ -8,8 +8,8 @@ use super::*;
 use crate::config::{EngineConfig, RescuePolicy};
 use crate::engine::Engine;
 use crate::handler::HandlerRegistry;
+use crate::maintenance::rescue;
 use crate::model::{EnqueueRequest, InstanceKind, Pillar, QueuePatch};
-use crate::runtime::rescuer::rescue;
 use crate::store::{self, StoreOptions, StoreReads};
 
 struct Fixture {

@@ -1,8 +1,8 @@
 //! The last step of an operator write: its audit row, and its line on the event stream.
 
 use crate::error::{StoreError, StoreResult};
+use crate::events::EngineEvent;
 use crate::model::{JobId, NewAuditEntry};
-use crate::runtime::events::EngineEvent;
 
 use super::Operations;
 

@@ -6,7 +6,7 @@ use tracing::Instrument;
 
 use crate::batch::{self, BatchCreated, BatchRequest};
 use crate::error::StoreResult;
-use crate::runtime::events::{EngineEvent, EventKind};
+use crate::events::{EngineEvent, EventKind};
 use crate::trace;
 
 use super::Operations;

@@ -7,8 +7,8 @@ use chrono::Utc;
 use tracing::Instrument;
 
 use crate::error::StoreResult;
+use crate::events::{EngineEvent, EventKind};
 use crate::model::{EnqueueOutcome, EnqueueRequest};
-use crate::runtime::events::{EngineEvent, EventKind};
 use crate::{trace, validation};
 
 use super::Operations;

@@ -24,17 +24,17 @@ mod schedules;
 
 use std::sync::Arc;
 
+use async_trait::async_trait;
 use tokio::sync::broadcast;
 
 use crate::error::{StoreError, StoreResult};
+use crate::events::{EngineEvent, EventBus, EventKind};
+use crate::maintenance;
 use crate::model::{
     Applied, CancelOutcome, EngineSettings, InstanceKind, Job, JobEdit, JobId, Pillar, PruneReport,
     QueueConfig, QueuePatch,
 };
 use crate::query::BulkAction;
-use crate::runtime::events::{EngineEvent, EventBus, EventKind};
-use crate::runtime::pruner::{Pruner, PrunerConfig};
-use crate::runtime::{LocalEffects, Shared};
 use crate::store::{Store, StoreReads};
 use crate::validation;
 
@@ -49,6 +49,29 @@ const QUIET_LOOKUP_AGE: std::time::Duration = std::time::Duration::from_secs(360
 /// Events kept for a slow listener when no engine runs in this process.
 const STANDALONE_EVENTS: usize = 256;
 
+/// What a write made here does to the engine running in this process at once, rather than
+/// at its next poll or heartbeat. The runtime implements it; `ops` sits below the runtime and
+/// knows it only through this.
+#[async_trait]
+pub(crate) trait LocalRuntime: Send + Sync {
+    /// New work or freed capacity: claim now.
+    fn wake_fetcher(&self);
+
+    /// An operator cancelled a job: stop it now when it runs here. False when it runs
+    /// elsewhere (its own instance's heartbeat picks the cancel up).
+    fn stop_for_operator(&self, id: JobId) -> bool;
+
+    /// A queue's settings changed: follow them, hand back its buffered jobs when it was
+    /// paused, claim again when it was resumed or its bulkhead changed.
+    async fn queue_changed(&self, queue: QueueConfig, paused: bool, claim_again: bool);
+
+    /// An operator quieted or resumed an instance: follow at once when it is this one.
+    fn instance_quiet_changed(&self, id: &str, quiet: bool);
+
+    /// Engine-wide settings saved here: follow them at once.
+    fn settings_changed(&self, settings: EngineSettings);
+}
+
 /// Every write, validated, applied, announced and audited the same way from every door.
 #[derive(Clone)]
 pub struct Operations {
@@ -56,7 +79,7 @@ pub struct Operations {
     /// The same store, as its read side: what [`Operations::store`] hands out.
     reads: Arc<dyn StoreReads>,
     /// The engine running in this process, when one does.
-    runtime: Option<LocalEffects>,
+    runtime: Option<Arc<dyn LocalRuntime>>,
     events: EventBus,
 }
 
@@ -81,12 +104,17 @@ impl Operations {
         }
     }
 
-    pub(crate) fn for_runtime(shared: Arc<Shared>) -> Operations {
+    /// Writes by an engine running in this process: `runtime` follows each one at once.
+    pub(crate) fn with_runtime(
+        store: Arc<dyn Store>,
+        events: EventBus,
+        runtime: Arc<dyn LocalRuntime>,
+    ) -> Operations {
         Operations {
-            store: shared.store().clone(),
-            reads: shared.store().clone(),
-            events: shared.events().clone(),
-            runtime: Some(LocalEffects::new(shared)),
+            reads: store.clone(),
+            store,
+            events,
+            runtime: Some(runtime),
         }
     }
 
@@ -401,10 +429,12 @@ impl Operations {
     /// Run the retention sweep now, as the pruner does on its interval.
     pub async fn prune_now(&self, actor: &str) -> StoreResult<PruneReport> {
         validation::validate_name("actor", actor)?;
-        let report = Pruner::new(self.store.clone(), PrunerConfig::default())
-            .with_events(self.events.clone())
-            .run_once()
-            .await?;
+        let report = maintenance::prune_saved(
+            &*self.store,
+            maintenance::PRUNE_BATCH_ROWS,
+            Some(&self.events),
+        )
+        .await?;
         let total = report.total();
         self.audited(
             actor,

@@ -6,8 +6,8 @@ use chrono::Utc;
 use serde::Serialize;
 
 use crate::error::{StoreError, StoreResult};
+use crate::events::{EngineEvent, EventKind};
 use crate::model::{Applied, JobId};
-use crate::runtime::events::{EngineEvent, EventKind};
 use crate::schedule::{
     self, FireOutcome, Occurrence, OverlapPolicy, Schedule, ScheduleDefinition, ScheduleFire,
     ScheduleOrigin,

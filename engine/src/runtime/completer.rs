@@ -16,11 +16,11 @@ use chrono::Utc;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+use crate::events::{EngineEvent, EventKind};
 use crate::model::{Applied, Completion, Job, JobState};
+use crate::running::RunningJob;
 use crate::runtime::circuit_breaker::{BreakerState, Signal};
-use crate::runtime::events::{EngineEvent, EventKind};
 use crate::runtime::outcome::Finished;
-use crate::runtime::running::RunningJob;
 use crate::runtime::{MAX_COMPLETE_BATCH, Shared};
 use crate::trace;
 

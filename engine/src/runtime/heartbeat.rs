@@ -9,10 +9,10 @@ use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{StoreError, StoreResult};
+use crate::events::{EngineEvent, EventBus, EventKind};
 use crate::model::HeartbeatReport;
-use crate::runtime::events::{EngineEvent, EventBus, EventKind};
+use crate::running::{CancelReason, RunningJobs};
 use crate::runtime::periodic::{self, Periodic};
-use crate::runtime::running::{CancelReason, RunningJobs};
 use crate::store::Store;
 
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -13,9 +13,9 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::error::{StoreError, StoreResult};
+use crate::events::{EngineEvent, EventKind};
 use crate::model::{InstanceInfo, InstanceKind};
 use crate::runtime::Shared;
-use crate::runtime::events::{EngineEvent, EventKind};
 use crate::validation;
 
 #[derive(Debug, Clone, PartialEq, Eq)]

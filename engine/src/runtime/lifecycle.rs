@@ -12,23 +12,24 @@ use tokio::sync::{Notify, mpsc};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::channel::{ResultSweeper, SweeperConfig, Waiters};
+use crate::channel::Waiters;
 use crate::config::{EngineConfig, MAX_WORKERS};
 use crate::error::StoreResult;
+use crate::events::{EngineEvent, EventBus, EventKind};
 use crate::handler::HandlerRegistry;
 use crate::model::JobId;
+use crate::running::{CancelReason, RunningJob, RunningJobs};
 use crate::runtime::buffer::PrefetchBuffer;
 use crate::runtime::circuit_breaker::Breakers;
 use crate::runtime::completer::run_completer;
-use crate::runtime::events::{EngineEvent, EventBus, EventKind};
 use crate::runtime::fetcher::run_fetcher;
 use crate::runtime::heartbeat::{JobHeartbeat, JobHeartbeatConfig};
 use crate::runtime::instance::{InstanceHeartbeat, InstanceHeartbeatConfig};
 use crate::runtime::pool::ensure_workers;
 use crate::runtime::pruner::{Pruner, PrunerConfig};
 use crate::runtime::rescuer::{Rescuer, RescuerConfig};
+use crate::runtime::result_sweeper::{ResultSweeper, SweeperConfig};
 use crate::runtime::retry::RetryPolicy;
-use crate::runtime::running::{CancelReason, RunningJob, RunningJobs};
 use crate::runtime::scheduler::{Scheduler, SchedulerConfig};
 use crate::runtime::starter::run_starter;
 use crate::runtime::timeouts::{TimeoutWatchdog, WatchdogConfig};
@@ -152,7 +153,7 @@ impl Runtime {
             .with_events(shared.events.clone());
             loops.push(tokio::spawn(pruner.run(shared.claiming.clone())));
             let scheduler = Scheduler::new(
-                crate::ops::Operations::for_runtime(shared.clone()),
+                crate::runtime::operations(&shared),
                 SchedulerConfig {
                     interval: cfg.schedule_interval,
                 },

@@ -16,6 +16,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 
+use async_trait::async_trait;
 use tokio::sync::{Notify, mpsc};
 use tokio_util::sync::CancellationToken;
 
@@ -23,10 +24,10 @@ use crate::channel::Waiters;
 use crate::config::{EngineConfig, MAX_WORKERS};
 use crate::handler::HandlerRegistry;
 use crate::model::{EngineSettings, JobId, QueueConfig, Timestamp};
+use crate::ops::{LocalRuntime, Operations};
 use crate::store::Store;
 
 pub mod circuit_breaker;
-pub mod events;
 pub mod retry;
 
 pub(crate) mod buffer;
@@ -40,28 +41,25 @@ pub(crate) mod periodic;
 pub(crate) mod pool;
 pub(crate) mod pruner;
 pub(crate) mod rescuer;
-pub(crate) mod running;
+pub(crate) mod result_sweeper;
 pub(crate) mod scheduler;
 pub(crate) mod snapshot;
 pub(crate) mod starter;
-pub(crate) mod steps;
 pub(crate) mod timeouts;
 
 #[cfg(test)]
 mod tests;
 
 pub use circuit_breaker::BreakerConfig;
-pub use events::{EngineEvent, EventKind};
 pub use pruner::{Pruner, PrunerConfig};
-pub use rescuer::{Rescuer, RescuerConfig, rescue};
+pub use rescuer::{Rescuer, RescuerConfig};
 pub use retry::RetryPolicy;
-pub use running::{Progress, RunningJobInfo};
 pub use snapshot::{BreakerInfo, BreakerStateName, RuntimeCounters, RuntimeSnapshot};
 
+use crate::events::{EngineEvent, EventBus, EventKind};
+use crate::running::{RunningJob, RunningJobs};
 use buffer::PrefetchBuffer;
 use circuit_breaker::Breakers;
-use events::EventBus;
-use running::{RunningJob, RunningJobs};
 
 /// Most jobs one `mark_processing` call starts.
 pub(crate) const MAX_START_BATCH: usize = 2_000;
@@ -273,34 +271,36 @@ impl Shared {
     }
 }
 
-/// What a write made through the operations layer does to this process's runtime at once,
-/// rather than at the next poll or heartbeat.
+/// The operations layer's view of this runtime ([`crate::ops::LocalRuntime`]): what a write
+/// made here changes at once.
 #[derive(Clone)]
 pub(crate) struct LocalEffects(Arc<Shared>);
 
-impl LocalEffects {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
-        LocalEffects(shared)
-    }
+/// The operations layer of an engine running here: its writes take effect on this runtime at
+/// once.
+pub(crate) fn operations(shared: &Arc<Shared>) -> Operations {
+    Operations::with_runtime(
+        shared.store.clone(),
+        shared.events.clone(),
+        Arc::new(LocalEffects(shared.clone())),
+    )
+}
 
-    /// New work or freed capacity: claim now.
-    pub(crate) fn wake_fetcher(&self) {
+#[async_trait]
+impl LocalRuntime for LocalEffects {
+    fn wake_fetcher(&self) {
         self.0.wake_fetcher.notify_one();
         self.0.new_work.notify_waiters();
     }
 
-    /// An operator cancelled a job this instance runs: stop it now. False when it runs
-    /// elsewhere (its own instance's heartbeat picks the cancel up).
-    pub(crate) fn stop_for_operator(&self, id: JobId) -> bool {
+    fn stop_for_operator(&self, id: JobId) -> bool {
         self.0
             .running
             .get(id)
-            .is_some_and(|run| run.cancel(running::CancelReason::Operator))
+            .is_some_and(|run| run.cancel(crate::running::CancelReason::Operator))
     }
 
-    /// A queue's settings changed: follow them, hand back its buffered jobs when it was
-    /// paused, claim again when it was resumed or its bulkhead changed.
-    pub(crate) async fn queue_changed(&self, queue: QueueConfig, paused: bool, claim_again: bool) {
+    async fn queue_changed(&self, queue: QueueConfig, paused: bool, claim_again: bool) {
         let name = queue.name.clone();
         self.0.apply_queue(queue);
         if paused {
@@ -311,16 +311,13 @@ impl LocalEffects {
         }
     }
 
-    /// An operator quieted or resumed an instance: when it is this one, follow at once
-    /// rather than at the next instance heartbeat.
-    pub(crate) fn instance_quiet_changed(&self, id: &str, quiet: bool) {
+    fn instance_quiet_changed(&self, id: &str, quiet: bool) {
         if id == self.0.instance_id {
             self.0.set_quiet(quiet);
         }
     }
 
-    /// Engine-wide settings saved here: follow them at once.
-    pub(crate) fn settings_changed(&self, settings: EngineSettings) {
+    fn settings_changed(&self, settings: EngineSettings) {
         self.0.apply_settings(settings);
     }
 }

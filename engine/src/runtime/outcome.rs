@@ -13,9 +13,9 @@ use tracing::Instrument;
 
 use crate::handler::{HandlerError, HandlerOutcome, JobContext};
 use crate::model::{AttemptError, Completion, FailureReason, Job};
+use crate::running::{CancelReason, RunningJob};
 use crate::runtime::circuit_breaker::Signal;
 use crate::runtime::retry::{AttemptFailure, RetryDecision};
-use crate::runtime::running::{CancelReason, RunningJob};
 use crate::runtime::{Shared, millis};
 use crate::trace;
 

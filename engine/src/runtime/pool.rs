@@ -5,9 +5,9 @@
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use crate::running::RunningJob;
 use crate::runtime::Shared;
 use crate::runtime::outcome::execute;
-use crate::runtime::running::RunningJob;
 
 /// Spawn worker tasks until there are as many as the target.
 pub(crate) fn ensure_workers(shared: &Arc<Shared>) {

@@ -1,4 +1,4 @@
-//! The rescuer: every `interval`, one `Store::rescue` sweep — stale claims back to pending,
+//! The rescuer: every `interval`, one rescue sweep (`maintenance::rescue`) — stale claims back to pending,
 //! expired heartbeats to the DLQ as `Zombie`, the work of vanished instances rescued at once,
 //! pending jobs past `expires_at` to the DLQ as `Expired`.
 
@@ -8,9 +8,9 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{StoreError, StoreResult};
-use crate::model::{RescueKind, RescuePolicy, RescueReport, RescueStep};
-use crate::runtime::events::{EngineEvent, EventBus, EventKind};
-use crate::runtime::steps::until_short;
+use crate::events::EventBus;
+use crate::maintenance;
+use crate::model::{RescuePolicy, RescueReport};
 use crate::store::Store;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -50,30 +50,7 @@ impl Rescuer {
 
     /// One sweep.
     pub async fn run_once(&self) -> StoreResult<RescueReport> {
-        let report = rescue(&*self.store, &self.config.policy).await?;
-        let moved = report.released + report.zombies + report.expired;
-        if moved > 0 || report.dead_instances > 0 {
-            tracing::info!(
-                released = report.released,
-                zombies = report.zombies,
-                expired = report.expired,
-                dead_instances = report.dead_instances,
-                "rescue sweep moved jobs"
-            );
-            if let Some(events) = &self.events {
-                events.send_with(|| {
-                    EngineEvent::new(
-                        EventKind::Rescued,
-                        format!(
-                            "rescue: {} stale claims back to pending, {} zombies and {} \
-                             expired jobs to the DLQ, {} dead instances removed",
-                            report.released, report.zombies, report.expired, report.dead_instances
-                        ),
-                    )
-                });
-            }
-        }
-        Ok(report)
+        maintenance::rescue_announced(&*self.store, &self.config.policy, self.events.as_ref()).await
     }
 
     pub async fn run(self, shutdown: CancellationToken) {
@@ -94,30 +71,4 @@ impl super::periodic::Periodic for Rescuer {
     fn tick(&self) -> impl Future<Output = StoreResult<RescueReport>> + Send {
         self.run_once()
     }
-}
-
-/// Rows one rescue step moves at most: short transactions, so a mass rescue (an instance
-/// that held thousands of jobs) never holds the writer or row locks for long.
-const STEP_ROWS: u32 = 500;
-
-/// One rescue sweep: for each kind, steps of `STEP_ROWS` until one comes back short.
-pub async fn rescue(store: &dyn Store, policy: &RescuePolicy) -> StoreResult<RescueReport> {
-    let mut report = RescueReport::default();
-    for kind in RescueKind::ALL {
-        let moved = until_short(STEP_ROWS, || {
-            store.rescue_step(RescueStep {
-                kind,
-                policy,
-                limit: STEP_ROWS,
-            })
-        })
-        .await?;
-        match kind {
-            RescueKind::StaleClaims => report.released = moved,
-            RescueKind::Zombies => report.zombies = moved,
-            RescueKind::Expired => report.expired = moved,
-            RescueKind::DeadInstances => report.dead_instances = moved,
-        }
-    }
-    Ok(report)
 }

@@ -5,9 +5,9 @@ use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
 
+use crate::running::RunningJobInfo;
 use crate::runtime::Shared;
 use crate::runtime::circuit_breaker::BreakerState;
-use crate::runtime::running::RunningJobInfo;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RuntimeSnapshot {

@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use tracing::Instrument;
 
+use crate::events::{EngineEvent, EventKind};
 use crate::model::{FailureReason, Job, JobId, JobState};
+use crate::running::RunningJob;
 use crate::runtime::circuit_breaker::{Admission, Signal};
-use crate::runtime::events::{EngineEvent, EventKind};
 use crate::runtime::outcome::{Finished, dead};
-use crate::runtime::running::RunningJob;
 use crate::runtime::{MAX_START_BATCH, Shared, sleep_or};
 
 pub(crate) async fn run_starter(shared: Arc<Shared>) {

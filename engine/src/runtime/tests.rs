@@ -6,7 +6,6 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
 
-use crate::channel::{ResultSweeper, SweeperConfig};
 use crate::config::EngineConfig;
 use crate::engine::Engine;
 use crate::handler::{HandlerRegistry, JobContext};
@@ -17,6 +16,7 @@ use crate::model::{
 use crate::runtime::heartbeat::{JobHeartbeat, JobHeartbeatConfig};
 use crate::runtime::instance::{InstanceHeartbeat, InstanceHeartbeatConfig};
 use crate::runtime::periodic::Periodic;
+use crate::runtime::result_sweeper::{ResultSweeper, SweeperConfig};
 use crate::runtime::timeouts::{TimeoutWatchdog, WatchdogConfig};
 use crate::store::{Store, StoreOptions};
 use crate::{WaitOutcome, store};

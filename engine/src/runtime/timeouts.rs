@@ -7,7 +7,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::runtime::running::RunningJobs;
+use crate::running::RunningJobs;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct WatchdogConfig {

@@ -313,13 +313,13 @@ pub trait Store: StoreReads {
     /// One rescue step: at most `step.limit` rows of `step.kind` (see [`RescueKind`](crate::model::RescueKind)) moved in
     /// one transaction, by the database clock; returns how many. Jobs of instances whose
     /// heartbeat is older than `dead_instance_timeout` count as stale at once. The sweep —
-    /// every kind, step after step until one comes back short — is `runtime::rescue`.
+    /// every kind, step after step until one comes back short — is `maintenance::rescue`.
     async fn rescue_step(&self, step: RescueStep<'_>) -> StoreResult<u64>;
 
     /// One retention step: delete at most `limit` of `target`'s rows older than `older_than`
     /// (by the database clock), oldest first, in one transaction, counters (and a pruned
     /// DLQ's error groups) following. Returns how many went. The loop over targets and steps
-    /// lives in `runtime::pruner::prune`.
+    /// lives in `maintenance::prune`.
     async fn prune_step(&self, step: PruneStep) -> StoreResult<u64>;
 
     // ------------------------------------------------------------------ instances

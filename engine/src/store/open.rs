@@ -34,7 +34,7 @@ pub struct StoreOptions {
     /// SQL Server: how long one statement may run before deck gives up on it ("30s"). A
     /// transition that timed out may still commit on the server, so it is re-sent only where
     /// that is safe (README, "SQL Server"). The migration script has its own, longer limit.
-    #[serde(with = "crate::config::values::duration")]
+    #[serde(with = "crate::values::duration")]
     pub command_timeout: std::time::Duration,
 }
 

@@ -11,8 +11,8 @@ use serde::{Deserialize, Serialize};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::events::EventBus;
 use crate::model::{Job, JobId, Timestamp};
-use crate::runtime::events::EventBus;
 
 /// Why a running job's cancellation token fired. The first reason wins.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
