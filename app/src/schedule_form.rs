@@ -10,28 +10,44 @@ use deck_engine::{MisfirePolicy, OverlapPolicy, ScheduleDefinition, ScheduleJob,
 /// The cap a `run_all` misfire policy gets when the form leaves it empty (as in deck.toml).
 pub const DEFAULT_MISFIRE_CAP: u32 = 10;
 
-/// What the form's fields hold, exactly as typed (kept on a rejected submit).
-#[derive(Debug, Clone, PartialEq, Eq)]
+/// What the form's fields hold, exactly as typed (kept on a rejected submit). Also what the
+/// create and edit actions receive, field by field; a field the browser leaves out is empty
+/// (not the new-schedule default of [`ScheduleForm::default`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ScheduleForm {
+    #[serde(default)]
     pub name: String,
     /// `cron` or `every`.
+    #[serde(default)]
     pub kind: String,
     /// The cron expression, or the interval (`300`, `5m`).
+    #[serde(default)]
     pub expr: String,
+    #[serde(default)]
     pub time_zone: String,
+    #[serde(default)]
     pub queue: String,
+    #[serde(default)]
     pub job_type: String,
+    #[serde(default)]
     pub payload: String,
+    #[serde(default)]
     pub priority: String,
     /// Comma-separated.
+    #[serde(default)]
     pub tags: String,
+    #[serde(default)]
     pub max_attempts: String,
     /// Seconds (`600`) or a duration (`10m`); empty for none.
+    #[serde(default)]
     pub expires_after: String,
     /// `run_once`, `run_all` or `skip`.
+    #[serde(default)]
     pub misfire: String,
+    #[serde(default)]
     pub misfire_cap: String,
     /// `allow` or `skip_while_active`.
+    #[serde(default)]
     pub overlap: String,
 }
 

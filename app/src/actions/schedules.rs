@@ -10,7 +10,6 @@ use leptos::server_fn::error::ServerFnError;
 use super::{ActionResult, Done, confirmed, finish, operator};
 #[cfg(feature = "ssr")]
 use crate::pages::schedules::{next_run, schedule_url};
-#[cfg(feature = "ssr")]
 use crate::schedule_form::ScheduleForm;
 
 #[server(prefix = "/fn", endpoint = "schedule/state")]
@@ -97,81 +96,22 @@ pub async fn schedule_delete(
     finish(&back, outcome)
 }
 
-#[allow(clippy::too_many_arguments)]
 #[server(prefix = "/fn", endpoint = "schedule/create")]
 pub async fn schedule_create(
-    name: Option<String>,
-    kind: Option<String>,
-    expr: Option<String>,
-    time_zone: Option<String>,
-    queue: Option<String>,
-    job_type: Option<String>,
-    payload: Option<String>,
-    priority: Option<String>,
-    tags: Option<String>,
-    max_attempts: Option<String>,
-    expires_after: Option<String>,
-    misfire: Option<String>,
-    misfire_cap: Option<String>,
-    overlap: Option<String>,
+    #[server(flatten)] form: ScheduleForm,
     back: String,
 ) -> Result<(), ServerFnError> {
-    let form = ScheduleForm {
-        name: name.unwrap_or_default(),
-        kind: kind.unwrap_or_default(),
-        expr: expr.unwrap_or_default(),
-        time_zone: time_zone.unwrap_or_default(),
-        queue: queue.unwrap_or_default(),
-        job_type: job_type.unwrap_or_default(),
-        payload: payload.unwrap_or_default(),
-        priority: priority.unwrap_or_default(),
-        tags: tags.unwrap_or_default(),
-        max_attempts: max_attempts.unwrap_or_default(),
-        expires_after: expires_after.unwrap_or_default(),
-        misfire: misfire.unwrap_or_default(),
-        misfire_cap: misfire_cap.unwrap_or_default(),
-        overlap: overlap.unwrap_or_default(),
-    };
     let outcome = save(form, None).await;
     finish(&back, outcome)
 }
 
-/// `name` says which schedule is edited (a schedule is not renamed).
-#[allow(clippy::too_many_arguments)]
+/// The form's `name` says which schedule is edited (a schedule is not renamed).
 #[server(prefix = "/fn", endpoint = "schedule/edit")]
 pub async fn schedule_edit(
-    name: String,
-    kind: Option<String>,
-    expr: Option<String>,
-    time_zone: Option<String>,
-    queue: Option<String>,
-    job_type: Option<String>,
-    payload: Option<String>,
-    priority: Option<String>,
-    tags: Option<String>,
-    max_attempts: Option<String>,
-    expires_after: Option<String>,
-    misfire: Option<String>,
-    misfire_cap: Option<String>,
-    overlap: Option<String>,
+    #[server(flatten)] form: ScheduleForm,
     back: String,
 ) -> Result<(), ServerFnError> {
-    let form = ScheduleForm {
-        name: name.clone(),
-        kind: kind.unwrap_or_default(),
-        expr: expr.unwrap_or_default(),
-        time_zone: time_zone.unwrap_or_default(),
-        queue: queue.unwrap_or_default(),
-        job_type: job_type.unwrap_or_default(),
-        payload: payload.unwrap_or_default(),
-        priority: priority.unwrap_or_default(),
-        tags: tags.unwrap_or_default(),
-        max_attempts: max_attempts.unwrap_or_default(),
-        expires_after: expires_after.unwrap_or_default(),
-        misfire: misfire.unwrap_or_default(),
-        misfire_cap: misfire_cap.unwrap_or_default(),
-        overlap: overlap.unwrap_or_default(),
-    };
+    let name = form.name.clone();
     let outcome = save(form, Some(name)).await;
     finish(&back, outcome)
 }
