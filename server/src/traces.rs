@@ -9,14 +9,17 @@
 //! `deck`), `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`. Only the `http/protobuf`
 //! protocol is built in (port 4318 on a collector), which keeps gRPC out of the binary.
 
-use axum::http::HeaderMap;
+use axum::extract::{MatchedPath, Request};
+use axum::http::{HeaderMap, Method};
+use axum::middleware::Next;
+use axum::response::Response;
 use deck_engine::trace::{self, TARGET};
-use tracing::Span;
 use tracing::field::Empty;
+use tracing::{Instrument, Span};
 
 /// The span of one API request: `method route`, a server span, child of the caller's
 /// `traceparent` (and `tracestate`) when the request carries a valid one.
-pub fn request_span(method: &'static str, route: &'static str, headers: &HeaderMap) -> Span {
+pub fn request_span(method: &str, route: &str, headers: &HeaderMap) -> Span {
     let span = tracing::info_span!(
         target: TARGET,
         "request",
@@ -37,6 +40,26 @@ pub fn request_span(method: &'static str, route: &'static str, headers: &HeaderM
         trace::set_remote_parent(&span, parent);
     }
     span
+}
+
+/// The request span of every write (any method but GET, HEAD and OPTIONS), as a layer:
+/// the handler runs inside it, so a job it enqueues links back to the caller's trace, and the
+/// answer's status is recorded on it, whichever handler answered.
+pub async fn write_request_span(
+    matched: Option<MatchedPath>,
+    req: Request,
+    next: Next,
+) -> Response {
+    if matches!(*req.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        return next.run(req).await;
+    }
+    let route = matched
+        .as_ref()
+        .map_or(req.uri().path(), MatchedPath::as_str);
+    let span = request_span(req.method().as_str(), route, req.headers());
+    let response = next.run(req).instrument(span.clone()).await;
+    responded(&span, response.status());
+    response
 }
 
 /// Record the answer's status on a request span.

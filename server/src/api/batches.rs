@@ -3,10 +3,9 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use deck_engine::BatchId;
 use serde::Deserialize;
-use tracing::Instrument;
 use utoipa::IntoParams;
 
 use super::ApiState;
@@ -18,7 +17,7 @@ use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::ApiJson;
 use super::extract::ApiQuery;
 use super::principal::{Operator, Viewer};
-use crate::traces;
+use super::responses::{JsonBodyErrors, OperatorErrors, ReadErrors};
 
 const DEFAULT_PAGE: u32 = 50;
 const MAX_PAGE: u32 = 500;
@@ -54,41 +53,31 @@ fn not_found(id: BatchId) -> ApiError {
     responses(
         (status = 201, description = "Created", body = BatchCreatedView),
         (status = 400, description = "Invalid input; nothing was written", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 413, description = "Body too large (32 MiB per batch)", body = ErrorBody),
-        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
-        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        OperatorErrors,
+        JsonBodyErrors,
     )
 )]
 pub async fn create_batch(
     State(state): State<ApiState>,
     Operator(who): Operator,
-    headers: HeaderMap,
     ApiJson(body): ApiJson<NewBatch>,
 ) -> ApiResult<(StatusCode, Json<BatchCreatedView>)> {
-    // The caller's `traceparent` is the parent: the members' spans link back to its trace.
-    let span = traces::request_span("POST", "/api/v1/batches", &headers);
-    let answer = async {
-        check_batch_size(body.jobs.len())?;
-        let created = state
-            .engine
-            .create_batch(body.into_request(&who.name))
-            .await
-            .map_err(|e| wire_field(e.into()))?;
-        Ok((
-            StatusCode::CREATED,
-            Json(BatchCreatedView {
-                batch: BatchView::from(&created.batch),
-                job_ids: created.job_ids.iter().map(|id| id.0).collect(),
-            }),
-        ))
-    }
-    .instrument(span.clone())
-    .await;
-    traces::responded(&span, super::jobs::answer_status(&answer));
-    answer
+    // Inside the request span (`traces::write_request_span`): the members' spans link back to
+    // the caller's trace.
+    check_batch_size(body.jobs.len())?;
+    let created = state
+        .engine
+        .create_batch(body.into_request(&who.name))
+        .await
+        .map_err(|e| wire_field(e.into()))?;
+    Ok((
+        StatusCode::CREATED,
+        Json(BatchCreatedView {
+            batch: BatchView::from(&created.batch),
+            job_ids: created.job_ids.iter().map(|id| id.0).collect(),
+        }),
+    ))
 }
 
 /// `?before=` and `?limit=` of the batch list.
@@ -110,9 +99,8 @@ pub struct BatchPage {
     responses(
         (status = 200, description = "A page of batches", body = BatchList),
         (status = 400, description = "A bad `before` or `limit`", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
         (status = 403, description = "A worker principal: it may only run jobs", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        ReadErrors,
     )
 )]
 pub async fn list_batches(
@@ -153,10 +141,9 @@ pub struct MembersQuery {
     responses(
         (status = 200, description = "The batch", body = BatchDetail),
         (status = 400, description = "Not a batch id, or a bad `members`", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
         (status = 403, description = "A worker principal: it may only run jobs", body = ErrorBody),
         (status = 404, description = "No such batch (`batch_not_found`)", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        ReadErrors,
     )
 )]
 pub async fn get_batch(

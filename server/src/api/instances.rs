@@ -12,6 +12,7 @@ use super::ApiState;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::limits::Name;
 use super::principal::Operator;
+use super::responses::OperatorErrors;
 
 /// An instance's claiming state after a change.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
@@ -29,11 +30,9 @@ pub struct InstanceState {
     responses(
         (status = 200, description = "Quieted", body = InstanceState),
         (status = 400, description = "Invalid instance id", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 404, description = "No such instance", body = ErrorBody),
         (status = 409, description = "An external worker: it decides its own claims", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        OperatorErrors,
     )
 )]
 pub async fn quiet(
@@ -51,10 +50,8 @@ pub async fn quiet(
     responses(
         (status = 200, description = "Resumed", body = InstanceState),
         (status = 400, description = "Invalid instance id", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 404, description = "No such instance", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        OperatorErrors,
     )
 )]
 pub async fn resume(

@@ -4,10 +4,9 @@ use std::time::Duration;
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::{HeaderMap, StatusCode};
+use axum::http::StatusCode;
 use deck_engine::{CancelOutcome, JobId, WaitOutcome};
 use serde::Deserialize;
-use tracing::Instrument;
 use utoipa::IntoParams;
 
 use super::ApiState;
@@ -18,7 +17,7 @@ use super::dto::{
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, ApiQuery, OptionalApiJson, parse_job_id, parse_wait};
 use super::principal::{Operator, Viewer};
-use crate::traces;
+use super::responses::{JsonBodyErrors, OperatorErrors, ReadErrors};
 
 /// `?wait=`: how long to long-poll for the job to finish.
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -89,43 +88,26 @@ fn created_status(created: bool) -> StatusCode {
         (status = 201, description = "Created", body = Enqueued),
         (status = 200, description = "Duplicate idempotency key: the existing job", body = Enqueued),
         (status = 400, description = "Invalid input; nothing was written", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 413, description = "Body too large (1.25 MiB per job)", body = ErrorBody),
-        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
-        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        OperatorErrors,
+        JsonBodyErrors,
     )
 )]
 pub async fn enqueue(
     State(state): State<ApiState>,
     Operator(who): Operator,
-    headers: HeaderMap,
     ApiQuery(query): ApiQuery<WaitQuery>,
     ApiJson(job): ApiJson<EnqueueJob>,
 ) -> ApiResult<(StatusCode, Json<Enqueued>)> {
-    // The caller's `traceparent` is the parent: the job's spans link back to its trace.
-    let span = traces::request_span("POST", "/api/v1/jobs", &headers);
-    let answer = async {
-        let wait = wait_of(&state, &query)?;
-        let outcome = state.engine.enqueue(job.into_request(&who.name)).await?;
-        let mut body = Enqueued::from(outcome);
-        if let Some(timeout) = wait {
-            body.job = Some(waited_view(&state, outcome.id, timeout).await?);
-        }
-        Ok((created_status(outcome.created), Json(body)))
+    // Runs inside the request span (`traces::write_request_span`): the caller's
+    // `traceparent` is the parent, so the job's spans link back to its trace.
+    let wait = wait_of(&state, &query)?;
+    let outcome = state.engine.enqueue(job.into_request(&who.name)).await?;
+    let mut body = Enqueued::from(outcome);
+    if let Some(timeout) = wait {
+        body.job = Some(waited_view(&state, outcome.id, timeout).await?);
     }
-    .instrument(span.clone())
-    .await;
-    traces::responded(&span, answer_status(&answer));
-    answer
-}
-
-pub(super) fn answer_status<T>(answer: &ApiResult<(StatusCode, T)>) -> StatusCode {
-    match answer {
-        Ok((status, _)) => *status,
-        Err(e) => e.status,
-    }
+    Ok((created_status(outcome.created), Json(body)))
 }
 
 /// Enqueue many jobs in one transaction: all of them, or none when any is invalid.
@@ -138,37 +120,26 @@ pub(super) fn answer_status<T>(answer: &ApiResult<(StatusCode, T)>) -> StatusCod
         (status = 201, description = "At least one job created", body = BatchEnqueued),
         (status = 200, description = "All duplicates", body = BatchEnqueued),
         (status = 400, description = "Invalid input; nothing was written", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 413, description = "Body too large (32 MiB per batch)", body = ErrorBody),
-        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
-        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        OperatorErrors,
+        JsonBodyErrors,
     )
 )]
 pub async fn enqueue_batch(
     State(state): State<ApiState>,
     Operator(who): Operator,
-    headers: HeaderMap,
     ApiJson(batch): ApiJson<EnqueueBatch>,
 ) -> ApiResult<(StatusCode, Json<BatchEnqueued>)> {
-    let span = traces::request_span("POST", "/api/v1/jobs/batch", &headers);
-    let answer = async {
-        check_batch_size(batch.jobs.len())?;
-        let reqs = batch
-            .jobs
-            .into_iter()
-            .map(|j| j.into_request(&who.name))
-            .collect();
-        let outcomes = state.engine.enqueue_batch(reqs).await?;
-        let any_created = outcomes.iter().any(|o| o.created);
-        let jobs = outcomes.into_iter().map(Enqueued::from).collect();
-        Ok((created_status(any_created), Json(BatchEnqueued { jobs })))
-    }
-    .instrument(span.clone())
-    .await;
-    traces::responded(&span, answer_status(&answer));
-    answer
+    check_batch_size(batch.jobs.len())?;
+    let reqs = batch
+        .jobs
+        .into_iter()
+        .map(|j| j.into_request(&who.name))
+        .collect();
+    let outcomes = state.engine.enqueue_batch(reqs).await?;
+    let any_created = outcomes.iter().any(|o| o.created);
+    let jobs = outcomes.into_iter().map(Enqueued::from).collect();
+    Ok((created_status(any_created), Json(BatchEnqueued { jobs })))
 }
 
 /// A job from whichever pillar holds it (active, archive or dead-letter queue).
@@ -180,9 +151,8 @@ pub async fn enqueue_batch(
     responses(
         (status = 200, description = "The job (after waiting, with `timed_out`)", body = JobView),
         (status = 400, description = "Not a job id, or a bad `wait`", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
         (status = 404, description = "No such job", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        ReadErrors,
     )
 )]
 pub async fn get_job(
@@ -214,11 +184,9 @@ pub async fn get_job(
         (status = 200, description = "Cancelled", body = Cancelled),
         (status = 202, description = "Cancel requested from the running worker", body = Cancelled),
         (status = 400, description = "Not a job id", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 404, description = "No such job", body = ErrorBody),
         (status = 409, description = "The job already finished", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        OperatorErrors,
     )
 )]
 pub async fn cancel(
@@ -254,14 +222,11 @@ pub async fn cancel(
     responses(
         (status = 200, description = "The job, pending again", body = JobView),
         (status = 400, description = "Not a job id, or invalid edits", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 404, description = "No such job", body = ErrorBody),
         (status = 409, description = "The job is not in the dead-letter queue", body = ErrorBody),
         (status = 413, description = "Body too large (1.25 MiB)", body = ErrorBody),
-        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
-        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        OperatorErrors,
+        JsonBodyErrors,
     )
 )]
 pub async fn resurrect(

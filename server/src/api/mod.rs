@@ -35,6 +35,7 @@ mod limits;
 pub mod principal;
 mod progress;
 mod queues;
+mod responses;
 mod schedules;
 mod stats;
 #[cfg(test)]
@@ -124,6 +125,7 @@ pub fn router(app: AppState) -> Router {
 pub fn api_router(state: ApiState) -> Router {
     let (router, _) = routes().split_for_parts();
     router
+        .route_layer(middleware::from_fn(crate::traces::write_request_span))
         .route(
             &format!("{PREFIX}/{{*rest}}"),
             axum::routing::any(no_such_route),

@@ -11,6 +11,7 @@ use utoipa::ToSchema;
 use super::ApiState;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, parse_job_id};
+use super::responses::JsonBodyErrors;
 use super::wire::integer;
 
 /// Longest progress message kept.
@@ -45,8 +46,7 @@ pub struct ProgressReport {
         (status = 403, description = "A cross-site request", body = ErrorBody),
         (status = 404, description = "No attempt of this job in flight here holds that token", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
-        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
-        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
+        JsonBodyErrors,
     )
 )]
 pub async fn report_progress(

@@ -11,14 +11,14 @@ use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::ApiJson;
 use super::limits::Name;
 use super::principal::{Operator, Viewer};
+use super::responses::{JsonBodyErrors, OperatorErrors, ReadErrors};
 
 /// Every queue that has settings or jobs, with its settings, live counts and lag.
 #[utoipa::path(
     get, path = "/queues", tag = "queues",
     responses(
         (status = 200, description = "Every queue", body = QueueList),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        ReadErrors,
     )
 )]
 pub async fn list_queues(
@@ -56,9 +56,7 @@ pub async fn list_queues(
     responses(
         (status = 200, description = "Paused; the queue's settings", body = QueueSettings),
         (status = 400, description = "Invalid queue name", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        OperatorErrors,
     )
 )]
 pub async fn pause(
@@ -80,9 +78,7 @@ pub async fn pause(
     responses(
         (status = 200, description = "Resumed; the queue's settings", body = QueueSettings),
         (status = 400, description = "Invalid queue name", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        OperatorErrors,
     )
 )]
 pub async fn resume(
@@ -107,13 +103,10 @@ pub async fn resume(
     responses(
         (status = 200, description = "The queue's settings after the change", body = QueueSettings),
         (status = 400, description = "Invalid input; nothing was changed", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 409, description = "`lag_crit_secs` would be below `lag_warn_secs`", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
-        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
-        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        OperatorErrors,
+        JsonBodyErrors,
     )
 )]
 pub async fn update_queue(

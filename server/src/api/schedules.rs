@@ -23,15 +23,15 @@ use super::limits::{
     DEFAULT_RUNS, DEFAULT_UPCOMING, IanaTimeZone, MAX_RUNS, MAX_UPCOMING, ScheduleName, check_count,
 };
 use super::principal::{Operator, Viewer};
+use super::responses::{JsonBodyErrors, OperatorErrors, ReadErrors};
 
 /// Every schedule, by name, with its next run and last run.
 #[utoipa::path(
     get, path = "/schedules", tag = "schedules",
     responses(
         (status = 200, description = "Every schedule", body = ScheduleList),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
         (status = 403, description = "A worker principal: it may only run jobs", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        ReadErrors,
     )
 )]
 pub async fn list_schedules(
@@ -59,13 +59,10 @@ pub async fn list_schedules(
         (status = 201, description = "Created", body = ScheduleView),
         (status = 400, description = "Invalid input (a cron expression, time zone, limit); \
                                       nothing was written", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 409, description = "A schedule by that name exists (`schedule_exists`)", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
-        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
-        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        OperatorErrors,
+        JsonBodyErrors,
     )
 )]
 pub async fn create_schedule(
@@ -111,10 +108,9 @@ pub struct UpcomingQuery {
     responses(
         (status = 200, description = "The schedule and its coming occurrences", body = ScheduleDetail),
         (status = 400, description = "Invalid name, `count` or `tz`", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
         (status = 403, description = "A worker principal: it may only run jobs", body = ErrorBody),
         (status = 404, description = "No schedule by that name (`schedule_not_found`)", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        ReadErrors,
     )
 )]
 pub async fn get_schedule(
@@ -163,13 +159,10 @@ pub async fn get_schedule(
         (status = 200, description = "The schedule after the change", body = ScheduleView),
         (status = 400, description = "Invalid input, or a body `name` other than the path's \
                                       (`name_mismatch`); nothing was changed", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 404, description = "No schedule by that name (`schedule_not_found`)", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
-        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
-        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        OperatorErrors,
+        JsonBodyErrors,
     )
 )]
 pub async fn replace_schedule(
@@ -207,10 +200,8 @@ pub async fn replace_schedule(
     responses(
         (status = 200, description = "Paused", body = ScheduleView),
         (status = 400, description = "Invalid name", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 404, description = "No schedule by that name (`schedule_not_found`)", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        OperatorErrors,
     )
 )]
 pub async fn pause(
@@ -228,10 +219,8 @@ pub async fn pause(
     responses(
         (status = 200, description = "Resumed", body = ScheduleView),
         (status = 400, description = "Invalid name", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 404, description = "No schedule by that name (`schedule_not_found`)", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        OperatorErrors,
     )
 )]
 pub async fn resume(
@@ -267,10 +256,8 @@ async fn set_enabled(
         (status = 202, description = "Enqueued: `job_id` is the job, `GET /jobs/{id}` follows it", body = RunNowOutcome),
         (status = 200, description = "No job enqueued (`skipped` or `already_handled`)", body = RunNowOutcome),
         (status = 400, description = "Invalid name", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 404, description = "No schedule by that name (`schedule_not_found`)", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        OperatorErrors,
     )
 )]
 pub async fn run_now(
@@ -298,10 +285,8 @@ pub async fn run_now(
     responses(
         (status = 204, description = "Deleted"),
         (status = 400, description = "Invalid name", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs an operator, or a cross-site request", body = ErrorBody),
         (status = 404, description = "No schedule by that name (`schedule_not_found`)", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        OperatorErrors,
     )
 )]
 pub async fn delete_schedule(
@@ -337,10 +322,9 @@ pub struct RunsQuery {
     responses(
         (status = 200, description = "The run history", body = ScheduleRuns),
         (status = 400, description = "Invalid name or `limit`", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
         (status = 403, description = "A worker principal: it may only run jobs", body = ErrorBody),
         (status = 404, description = "No schedule by that name (`schedule_not_found`)", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        ReadErrors,
     )
 )]
 pub async fn list_runs(

@@ -5,8 +5,9 @@ use axum::extract::State;
 
 use super::ApiState;
 use super::dto::Stats;
-use super::error::{ApiResult, ErrorBody};
+use super::error::ApiResult;
 use super::principal::Viewer;
+use super::responses::ReadErrors;
 
 /// Whole-system counts and rates (approximate: maintained counters, per-minute buckets,
 /// read at most once per 2 s tick and shared by every caller).
@@ -14,8 +15,7 @@ use super::principal::Viewer;
     get, path = "/stats", tag = "stats",
     responses(
         (status = 200, description = "Counts and rates", body = Stats),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        ReadErrors,
     )
 )]
 pub async fn stats(State(state): State<ApiState>, Viewer(_who): Viewer) -> ApiResult<Json<Stats>> {

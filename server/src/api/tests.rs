@@ -23,6 +23,7 @@ mod batches;
 mod document;
 mod doors;
 mod schedules;
+mod traces;
 mod workers;
 use super::{ApiState, Authenticator, api_router as router};
 

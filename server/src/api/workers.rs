@@ -25,6 +25,7 @@ use super::ApiState;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, parse_job_id};
 use super::principal::JobRunner;
+use super::responses::{JsonBodyErrors, WorkerErrors};
 use super::wire::{integer, optional_integer};
 
 // The documented patterns of worker names and leases are the rules of
@@ -117,12 +118,9 @@ pub struct ClaimAnswer {
     responses(
         (status = 200, description = "The jobs claimed (maybe none)", body = ClaimAnswer),
         (status = 400, description = "A bad worker name, limit, queue or type", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs the worker or operator role, or a cross-site request", body = ErrorBody),
-        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
-        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        WorkerErrors,
+        JsonBodyErrors,
     )
 )]
 pub async fn claim(
@@ -243,12 +241,9 @@ pub struct HeartbeatAnswer {
     responses(
         (status = 200, description = "What became of each job", body = HeartbeatAnswer),
         (status = 400, description = "Not a lease, or not job ids", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs the worker or operator role, or a cross-site request", body = ErrorBody),
-        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
-        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        WorkerErrors,
+        JsonBodyErrors,
     )
 )]
 pub async fn heartbeat(
@@ -411,13 +406,10 @@ fn parse_lease(token: &str) -> ApiResult<Lease> {
     responses(
         (status = 204, description = "Recorded"),
         (status = 400, description = "Not a job id or lease, or percent over 100", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs the worker or operator role, or a cross-site request", body = ErrorBody),
-        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
         (status = 409, description = "The lease does not hold the job (`lease_lost`)", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
-        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        WorkerErrors,
+        JsonBodyErrors,
     )
 )]
 pub async fn progress(
@@ -454,13 +446,10 @@ pub async fn progress(
     responses(
         (status = 200, description = "Recorded (a result over the size limit dead-letters the job)", body = ReportAnswer),
         (status = 400, description = "Not a job id or lease", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs the worker or operator role, or a cross-site request", body = ErrorBody),
-        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
         (status = 409, description = "The lease does not hold the job (`lease_lost`)", body = ErrorBody),
         (status = 413, description = "Body too large (1.25 MiB)", body = ErrorBody),
-        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        WorkerErrors,
+        JsonBodyErrors,
     )
 )]
 pub async fn complete(
@@ -490,13 +479,10 @@ pub async fn complete(
     responses(
         (status = 200, description = "Recorded", body = ReportAnswer),
         (status = 400, description = "Not a job id, lease or error kind", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs the worker or operator role, or a cross-site request", body = ErrorBody),
-        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
         (status = 409, description = "The lease does not hold the job (`lease_lost`)", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
-        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        WorkerErrors,
+        JsonBodyErrors,
     )
 )]
 pub async fn fail(
@@ -534,13 +520,10 @@ pub async fn fail(
     responses(
         (status = 200, description = "Given back", body = ReportAnswer),
         (status = 400, description = "Not a job id or lease", body = ErrorBody),
-        (status = 401, description = "No or bad credentials", body = ErrorBody),
-        (status = 403, description = "Needs the worker or operator role, or a cross-site request", body = ErrorBody),
-        (status = 408, description = "The body did not arrive within `http.request_body_timeout`", body = ErrorBody),
         (status = 409, description = "The lease does not hold the job (`lease_lost`)", body = ErrorBody),
         (status = 413, description = "Body too large", body = ErrorBody),
-        (status = 415, description = "Body not sent as JSON", body = ErrorBody),
-        (status = 503, description = "The store is busy or unavailable; retry", body = ErrorBody),
+        WorkerErrors,
+        JsonBodyErrors,
     )
 )]
 pub async fn release(

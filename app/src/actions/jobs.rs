@@ -1,0 +1,343 @@
+//! Job actions: on one job's page (cancel, resurrect, purge, edit and resurrect) and on a
+//! list (bulk by checked ids, and the dead-letter queue's bulk by filter with its preview).
+
+use leptos::prelude::*;
+use leptos::server_fn::error::ServerFnError;
+
+#[cfg(feature = "ssr")]
+use super::{Done, confirmed, finish, operator, parse_id};
+
+#[server(prefix = "/fn", endpoint = "job/cancel")]
+pub async fn job_cancel(
+    id: String,
+    confirm: Option<String>,
+    back: String,
+) -> Result<(), ServerFnError> {
+    let outcome = async {
+        let (console, who) = operator().await?;
+        let job = parse_id(&id)?;
+        // Stopping work in flight is asked first (the job page shows the box); a job that has
+        // not started yet can be resurrected from the dead-letter queue, so it is not.
+        let running = console
+            .store()
+            .get_job(job)
+            .await
+            .map_err(|e| e.to_string())?
+            .is_some_and(|j| j.state == deck_engine::JobState::Processing);
+        if running && confirm.as_deref() != Some("yes") {
+            return Err(
+                "The job is running: tick \"stop it while it runs\" to cancel it.".to_string(),
+            );
+        }
+        let result = console
+            .ops()
+            .cancel(&who.name, job)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Done::msg(match result {
+            deck_engine::CancelOutcome::Cancelled => {
+                "Job cancelled: moved to the dead-letter queue."
+            }
+            deck_engine::CancelOutcome::Requested => {
+                "Cancel requested: the worker running it stops it at its next heartbeat."
+            }
+            deck_engine::CancelOutcome::NotFound => {
+                "Nothing to cancel: the job already finished or is gone."
+            }
+        }))
+    }
+    .await;
+    finish(&back, outcome)
+}
+
+#[server(prefix = "/fn", endpoint = "job/resurrect")]
+pub async fn job_resurrect(id: String, back: String) -> Result<(), ServerFnError> {
+    let outcome = async {
+        let (console, who) = operator().await?;
+        let job = parse_id(&id)?;
+        let applied = console
+            .ops()
+            .resurrect(&who.name, job, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Done::msg(if applied.is_applied() {
+            "Job resurrected: pending again with fresh attempts."
+        } else {
+            "Nothing to resurrect: the job is no longer dead."
+        }))
+    }
+    .await;
+    finish(&back, outcome)
+}
+
+#[server(prefix = "/fn", endpoint = "job/purge")]
+pub async fn job_purge(
+    id: String,
+    source: String,
+    confirm: Option<String>,
+    back: String,
+) -> Result<(), ServerFnError> {
+    let outcome = async {
+        let (console, who) = operator().await?;
+        confirmed(&confirm)?;
+        let job = parse_id(&id)?;
+        let pillar: deck_engine::Pillar = source
+            .parse()
+            .map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
+        let n = console
+            .ops()
+            .purge(&who.name, pillar, job)
+            .await
+            .map_err(|e| e.to_string())?;
+        if n == 0 {
+            return Err(
+                "Nothing purged: the job moved on (only pending active jobs can be purged).".into(),
+            );
+        }
+        Ok(Done::msg(format!("Job {id} purged.")))
+    }
+    .await;
+    finish(&back, outcome)
+}
+
+/// Turn the edit form's text into a `JobEdit` holding only what changed.
+#[cfg(feature = "ssr")]
+fn build_edit(
+    job: &deck_engine::Job,
+    payload: &str,
+    tags: &str,
+    priority: &str,
+    queue: &str,
+) -> Result<deck_engine::JobEdit, String> {
+    let parsed: serde_json::Value = serde_json::from_str(payload)
+        .map_err(|e| format!("The payload is not valid JSON: {e}. Fix it and preview again."))?;
+    let current: Option<serde_json::Value> = serde_json::from_str(&job.payload).ok();
+    let tags: Vec<String> = tags
+        .split(',')
+        .map(str::trim)
+        .filter(|t| !t.is_empty())
+        .map(str::to_string)
+        .collect();
+    let priority: i32 = priority
+        .trim()
+        .parse()
+        .map_err(|_| format!("Priority {priority:?} is not a whole number."))?;
+    let queue = queue.trim().to_string();
+    let edit = deck_engine::JobEdit {
+        payload: (current.as_ref() != Some(&parsed))
+            .then(|| serde_json::to_string(&parsed).unwrap_or_else(|_| payload.to_string())),
+        tags: (tags != job.tags).then_some(tags),
+        priority: (priority != job.priority).then_some(priority),
+        queue: (queue != job.queue).then_some(queue),
+    };
+    deck_engine::validation::validate_edit(&edit).map_err(|e| e.to_string())?;
+    Ok(edit)
+}
+
+#[allow(clippy::too_many_arguments)]
+#[server(prefix = "/fn", endpoint = "job/edit")]
+pub async fn job_edit(
+    id: String,
+    step: String,
+    payload: Option<String>,
+    tags: Option<String>,
+    priority: Option<String>,
+    queue: Option<String>,
+    draft: Option<String>,
+    back: String,
+) -> Result<(), ServerFnError> {
+    let outcome = async {
+        let (console, who) = operator().await?;
+        let job_id = parse_id(&id)?;
+        let page = format!("/jobs/{job_id}");
+        match step.as_str() {
+            "preview" => {
+                let job = console
+                    .store()
+                    .get_job(job_id)
+                    .await
+                    .map_err(|e| e.to_string())?
+                    .ok_or_else(|| format!("job {job_id} is gone"))?;
+                let (payload, tags, priority, queue) = (
+                    payload.unwrap_or_default(),
+                    tags.unwrap_or_default(),
+                    priority.unwrap_or_default(),
+                    queue.unwrap_or_default(),
+                );
+                let built = build_edit(&job, &payload, &tags, &priority, &queue);
+                let error = built.as_ref().err().cloned();
+                let draft_id = console.put_draft(crate::state::Draft {
+                    job: job_id,
+                    edit: built.clone().unwrap_or_default(),
+                    payload_text: payload,
+                    tags_text: tags,
+                    priority_text: priority,
+                    queue_text: queue,
+                    error: error.clone(),
+                    created: std::time::Instant::now(),
+                });
+                match built {
+                    Err(e) => Ok(Done {
+                        to: Some(format!("{page}?edit=1&draft={draft_id}")),
+                        message: e,
+                        error: true,
+                    }),
+                    Ok(edit) if edit.is_empty() => Err("Nothing changed.".into()),
+                    Ok(_) => Ok(Done::to(
+                        format!("{page}?draft={draft_id}"),
+                        "Review the changes, then save.",
+                    )),
+                }
+            }
+            "save" | "save_resurrect" => {
+                let draft_id = draft.unwrap_or_default();
+                let d = console
+                    .take_draft(&draft_id)
+                    .filter(|d| d.job == job_id && d.error.is_none())
+                    .ok_or("This edit expired or was already saved; edit again.")?;
+                if step == "save_resurrect" {
+                    console
+                        .ops()
+                        .resurrect(&who.name, job_id, Some(d.edit))
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    Ok(Done::to(
+                        page,
+                        "Saved and resurrected: the job is pending again.",
+                    ))
+                } else {
+                    console
+                        .ops()
+                        .edit(&who.name, job_id, d.edit)
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    Ok(Done::to(page, "Saved. The original payload is kept."))
+                }
+            }
+            other => Err(format!("unknown edit step {other:?}")),
+        }
+    }
+    .await;
+    finish(&back, outcome)
+}
+
+// ------------------------------------------------------------------------------- many jobs
+
+#[server(prefix = "/fn", endpoint = "jobs/bulk")]
+pub async fn jobs_bulk(
+    source: String,
+    action: String,
+    ids: Option<Vec<String>>,
+    confirm: Option<String>,
+    back: String,
+) -> Result<(), ServerFnError> {
+    let outcome = async {
+        let (console, who) = operator().await?;
+        let pillar: deck_engine::Pillar = source
+            .parse()
+            .map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
+        let action: deck_engine::BulkAction = action
+            .parse()
+            .map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
+        let ids = ids.unwrap_or_default();
+        if ids.is_empty() {
+            return Err("Select some jobs first (the boxes on the left).".into());
+        }
+        if action != deck_engine::BulkAction::Resurrect {
+            confirmed(&confirm)?;
+        }
+        let parsed = ids
+            .iter()
+            .map(|i| parse_id(i))
+            .collect::<Result<Vec<_>, _>>()?;
+        let n = console
+            .ops()
+            .bulk_by_ids(&who.name, action, pillar, &parsed)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Done::msg(format!(
+            "{}: {n} of {} selected job(s).",
+            action.as_str(),
+            ids.len()
+        )))
+    }
+    .await;
+    finish(&back, outcome)
+}
+
+#[server(prefix = "/fn", endpoint = "dlq/bulk")]
+pub async fn dlq_bulk(
+    filter: String,
+    action: String,
+    cap: Option<String>,
+    confirm: Option<String>,
+    back: String,
+) -> Result<(), ServerFnError> {
+    let outcome = async {
+        let (console, who) = operator().await?;
+        let action: deck_engine::BulkAction = action
+            .parse()
+            .map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
+        if action == deck_engine::BulkAction::Cancel {
+            return Err("Dead letters cannot be cancelled; resurrect or purge them.".into());
+        }
+        let word = crate::pages::bulk::confirm_word(action);
+        if confirm.as_deref().map(str::trim) != Some(word) {
+            return Err(format!("Type {word} in the confirmation box to run this."));
+        }
+        let opts = console.options().clone();
+        let cap = match cap.as_deref().map(str::trim) {
+            None | Some("") => opts.bulk_cap_default,
+            Some(c) => c
+                .parse::<u32>()
+                .ok()
+                .filter(|c| *c > 0)
+                .ok_or(format!("cap {c:?} is not a positive number"))?,
+        }
+        .min(opts.bulk_cap_max);
+        let mut params = crate::list_params::parse(&crate::request::Query::parse(&filter), 50);
+        params.query.source = deck_engine::Pillar::Dlq;
+        if !params.problems.is_empty() {
+            return Err(format!(
+                "The filter has problems: {}",
+                params.problems.join("; ")
+            ));
+        }
+        let filter_url = params.filter_query();
+        // Progress counts against what matched when the run started, not against the cap.
+        let matching = console
+            .store()
+            .bulk_preview(deck_engine::Pillar::Dlq, &params.query.filter, 0)
+            .await
+            .map_err(|e| e.to_string())?
+            .matching;
+        let run_id = crate::state::random_token();
+        console.put_run(crate::state::BulkRun {
+            id: run_id.clone(),
+            actor: who.name.clone(),
+            action,
+            filter_url: filter_url.clone(),
+            cap,
+            matching,
+            done: 0,
+            finished: false,
+            error: None,
+            started: chrono::Utc::now(),
+        });
+        crate::bulk_runner::spawn(
+            console.clone(),
+            run_id.clone(),
+            who.name.clone(),
+            action,
+            params.query.filter,
+            filter_url,
+            cap,
+        );
+        Ok(Done::to(
+            format!("/dlq/bulk/{run_id}"),
+            format!("{} started (at most {cap}).", action.as_str()),
+        ))
+    }
+    .await;
+    finish(&back, outcome)
+}
