@@ -118,6 +118,30 @@ impl Harness {
         self.call(Method::POST, uri, Some(body)).await
     }
 
+    /// Pause `queue` so that what the test enqueues there stays pending.
+    async fn hold(&self, queue: &str) {
+        let r = self
+            .post(&format!("/api/v1/queues/{queue}/pause"), json!(null))
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    }
+
+    /// POST the operator action `action` (`cancel`, `resurrect`) on job `id`.
+    async fn act_on(&self, id: impl std::fmt::Display, action: &str, body: Value) -> Reply {
+        self.post(&format!("/api/v1/jobs/{id}/{action}"), body)
+            .await
+    }
+
+    /// `action` on a job nobody enqueued: 404 `job_not_found`.
+    async fn assert_unknown_job(&self, action: &str) {
+        let r = self.act_on(JobId::new(), action, json!(null)).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::NOT_FOUND, "job_not_found"),
+            "{action}"
+        );
+    }
+
     async fn next_started(&self) -> JobId {
         self.started.lock().await.recv().await.unwrap()
     }
@@ -168,6 +192,13 @@ impl Harness {
     }
 }
 
+/// A schedule of `echo` jobs into queue `q`, every other field at the default a declaration
+/// gets when it leaves it out (UTC, no payload, run once, overlap allowed).
+fn echo_schedule(name: &str, spec: deck_engine::ScheduleSpec) -> deck_engine::ScheduleDefinition {
+    let declared = json!({"name": name, "spec": spec, "job": {"queue": "q", "job_type": "echo"}});
+    serde_json::from_value(declared).unwrap()
+}
+
 fn request(method: Method, uri: &str, body: Option<Value>) -> Request<Body> {
     let builder = Request::builder().method(method).uri(uri);
     match body {
@@ -216,7 +247,7 @@ async fn send(router: &Router, req: Request<Body>) -> Reply {
 async fn enqueue_is_idempotent_over_http() {
     let h = harness().await;
     let job = json!({"queue": "paused-q", "type": "echo", "payload": {"n": 1}, "idempotency_key": "order-42"});
-    h.post("/api/v1/queues/paused-q/pause", json!(null)).await;
+    h.hold("paused-q").await;
     let first = h.post("/api/v1/jobs", job.clone()).await;
     assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
     assert_eq!(first.body["created"], true);
@@ -224,8 +255,7 @@ async fn enqueue_is_idempotent_over_http() {
     assert_eq!(second.status, StatusCode::OK);
     assert_eq!(second.body["created"], false);
     assert_eq!(second.body["id"], first.body["id"]);
-    let stats = h.counts().await;
-    assert_eq!(stats["pending"], 1);
+    assert_eq!(h.counts().await["pending"], 1);
     h.finish().await;
 }
 
@@ -272,7 +302,7 @@ async fn a_uniqueness_window_answers_with_the_finished_job_over_http() {
 #[tokio::test]
 async fn enqueue_takes_every_option() {
     let h = harness().await;
-    h.post("/api/v1/queues/slow/pause", json!(null)).await;
+    h.hold("slow").await;
     let id = h
         .enqueue(json!({
             "queue": "slow", "type": "echo", "payload": {"deep": [1, {"x": null}]},
@@ -300,15 +330,14 @@ async fn enqueue_takes_every_option() {
     );
     assert!(j["scheduled_at"].as_str().unwrap() > j["created_at"].as_str().unwrap());
     assert!(j["expires_at"].as_str().unwrap().starts_with("2099-01-01"));
-    let stats = h.counts().await;
-    assert_eq!(stats["scheduled"], 1);
+    assert_eq!(h.counts().await["scheduled"], 1);
     h.finish().await;
 }
 
 #[tokio::test]
 async fn created_by_defaults_to_the_caller() {
     let h = harness().await;
-    h.post("/api/v1/queues/q/pause", json!(null)).await;
+    h.hold("q").await;
     let id = h.enqueue(json!({"queue": "q", "type": "echo"})).await;
     let j = h.get(&format!("/api/v1/jobs/{id}")).await.body;
     assert_eq!(j["created_by"], "anonymous");
@@ -466,7 +495,7 @@ async fn bad_input_is_rejected_and_nothing_is_written() {
 #[tokio::test]
 async fn batch_is_all_or_nothing() {
     let h = harness().await;
-    h.post("/api/v1/queues/b/pause", json!(null)).await;
+    h.hold("b").await;
     let bad = json!({"jobs": [
         {"queue": "b", "type": "echo"},
         {"queue": "b", "type": "echo", "tags": [""]},
@@ -613,11 +642,9 @@ async fn enqueue_and_wait_in_one_request() {
 #[tokio::test]
 async fn cancel_pending_running_finished_and_unknown() {
     let h = harness().await;
-    h.post("/api/v1/queues/held/pause", json!(null)).await;
+    h.hold("held").await;
     let pending = h.enqueue(json!({"queue": "held", "type": "echo"})).await;
-    let r = h
-        .post(&format!("/api/v1/jobs/{pending}/cancel"), json!(null))
-        .await;
+    let r = h.act_on(&pending, "cancel", json!(null)).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["outcome"], "cancelled");
     let j = h.get(&format!("/api/v1/jobs/{pending}")).await.body;
@@ -626,26 +653,13 @@ async fn cancel_pending_running_finished_and_unknown() {
         (Some("dead"), Some("Cancelled"))
     );
 
-    let r = h
-        .post(&format!("/api/v1/jobs/{pending}/cancel"), json!(null))
-        .await;
+    let r = h.act_on(&pending, "cancel", json!(null)).await;
     assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "job_finished"));
-    let r = h
-        .post(
-            &format!("/api/v1/jobs/{}/cancel", JobId::new()),
-            json!(null),
-        )
-        .await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::NOT_FOUND, "job_not_found")
-    );
+    h.assert_unknown_job("cancel").await;
 
     let running = h.enqueue(json!({"queue": "run", "type": "gated"})).await;
     h.next_started().await;
-    let r = h
-        .post(&format!("/api/v1/jobs/{running}/cancel"), json!(null))
-        .await;
+    let r = h.act_on(&running, "cancel", json!(null)).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
     assert_eq!(r.body["outcome"], "requested");
     let done = h
@@ -663,39 +677,28 @@ async fn cancel_pending_running_finished_and_unknown() {
 #[tokio::test]
 async fn resurrect_with_edits() {
     let h = harness().await;
-    h.post("/api/v1/queues/held/pause", json!(null)).await;
+    h.hold("held").await;
     let id = h
         .enqueue(json!({"queue": "held", "type": "echo", "payload": {"v": 1}}))
         .await;
-    let r = h
-        .post(&format!("/api/v1/jobs/{id}/resurrect"), json!(null))
-        .await;
+    let r = h.act_on(&id, "resurrect", json!(null)).await;
     assert_eq!(
         (r.status, r.code()),
         (StatusCode::CONFLICT, "job_not_dead"),
         "{}",
         r.body
     );
-    h.post(&format!("/api/v1/jobs/{id}/cancel"), json!(null))
-        .await;
+    h.act_on(&id, "cancel", json!(null)).await;
 
     let mut events = h.engine.subscribe_events();
     let r = h
-        .post(
-            &format!("/api/v1/jobs/{id}/resurrect"),
-            json!({"payload": {"v": 2}, "colour": 1}),
-        )
+        .act_on(&id, "resurrect", json!({"payload": {"v": 2}, "colour": 1}))
         .await;
     assert_eq!(
         (r.status, r.code(), r.field()),
         (StatusCode::BAD_REQUEST, "unknown_field", "colour")
     );
-    let r = h
-        .post(
-            &format!("/api/v1/jobs/{id}/resurrect"),
-            json!({"tags": [" x"]}),
-        )
-        .await;
+    let r = h.act_on(&id, "resurrect", json!({"tags": [" x"]})).await;
     assert_eq!(
         (r.status, r.code(), r.field()),
         (StatusCode::BAD_REQUEST, "invalid_field", "tags[0]")
@@ -707,8 +710,9 @@ async fn resurrect_with_edits() {
     );
 
     let r = h
-        .post(
-            &format!("/api/v1/jobs/{id}/resurrect"),
+        .act_on(
+            &id,
+            "resurrect",
             json!({"payload": {"v": 2}, "tags": ["fixed"], "priority": 3}),
         )
         .await;
@@ -726,8 +730,7 @@ async fn resurrect_with_edits() {
     assert!(reported, "the resurrect shows in the live event feed");
 
     // Without a body it resurrects as is.
-    h.post(&format!("/api/v1/jobs/{id}/cancel"), json!(null))
-        .await;
+    h.act_on(&id, "cancel", json!(null)).await;
     let r = h
         .send(raw(
             Method::POST,
@@ -739,16 +742,7 @@ async fn resurrect_with_edits() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["payload"], json!({"v": 2}));
 
-    let r = h
-        .post(
-            &format!("/api/v1/jobs/{}/resurrect", JobId::new()),
-            json!(null),
-        )
-        .await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::NOT_FOUND, "job_not_found")
-    );
+    h.assert_unknown_job("resurrect").await;
     let audit = h.audit_actions().await;
     let count = |action: &str| {
         audit
