@@ -20,6 +20,7 @@ use deck_engine::{
 };
 use support::console::{
     basic, fixture, fixture_with, get, get_as, password_users, post_as, start_running, texts,
+    texts_in,
 };
 
 fn count(html: &str, selector: &str) -> usize {
@@ -112,15 +113,12 @@ async fn the_list_shows_each_batch_newest_first_with_progress_in_words_state_and
         1
     );
     assert_eq!(
-        texts(&page, &format!("{row} td.description")),
+        texts_in(&page, &row, "td.description"),
         vec!["October invoices"]
     );
+    assert_eq!(texts_in(&page, &row, "td.created-by"), vec!["billing"]);
     assert_eq!(
-        texts(&page, &format!("{row} td.created-by")),
-        vec!["billing"]
-    );
-    assert_eq!(
-        texts(&page, &format!("{row} .progress-text")),
+        texts_in(&page, &row, ".progress-text"),
         vec!["3 of 3 done, 1 dead"],
         "the progress in words beside the bar"
     );
@@ -135,7 +133,7 @@ async fn the_list_shows_each_batch_newest_first_with_progress_in_words_state_and
         "{page}"
     );
     assert_eq!(
-        texts(&page, &format!(r#"{row} [data-state]"#)),
+        texts_in(&page, &row, "[data-state]"),
         vec!["finished with deaths"]
     );
     let callback = |event: &str| format!(r#"{row} [data-callback="{event}"]"#);
@@ -166,17 +164,11 @@ async fn the_list_shows_each_batch_newest_first_with_progress_in_words_state_and
     );
 
     let row = format!(r#"#batches tr[data-batch="{}"]"#, b.batch.id);
-    assert_eq!(texts(&page, &format!("{row} td.description")), vec!["—"]);
-    assert_eq!(texts(&page, &format!("{row} td.created-by")), vec!["—"]);
-    assert_eq!(
-        texts(&page, &format!("{row} .progress-text")),
-        vec!["0 of 2 done"]
-    );
-    assert_eq!(
-        texts(&page, &format!(r#"{row} [data-state]"#)),
-        vec!["running"]
-    );
-    assert_eq!(texts(&page, &format!("{row} td.callbacks")), vec!["none"]);
+    assert_eq!(texts_in(&page, &row, "td.description"), vec!["—"]);
+    assert_eq!(texts_in(&page, &row, "td.created-by"), vec!["—"]);
+    assert_eq!(texts_in(&page, &row, ".progress-text"), vec!["0 of 2 done"]);
+    assert_eq!(texts_in(&page, &row, "[data-state]"), vec!["running"]);
+    assert_eq!(texts_in(&page, &row, "td.callbacks"), vec!["none"]);
 
     // The navigation has the page, marked as the current one.
     assert_eq!(
@@ -335,12 +327,9 @@ async fn a_batch_page_shows_counts_callbacks_and_members_and_resurrecting_a_dead
         );
     }
     let row = format!(r#"#batch-members tr[data-member="{dead}"]"#);
+    assert_eq!(texts_in(&page, &row, "td.state"), vec!["dead: Fatal"]);
     assert_eq!(
-        texts(&page, &format!("{row} td.state")),
-        vec!["dead: Fatal"]
-    );
-    assert_eq!(
-        texts(&page, &format!("{row} td.msg")),
+        texts_in(&page, &row, "td.msg"),
         vec!["mailbox <ann@example.com> does not exist"],
         "the error as text"
     );
@@ -383,7 +372,7 @@ async fn a_batch_page_shows_counts_callbacks_and_members_and_resurrecting_a_dead
         texts(&page, ".batch-progress .progress-text"),
         vec!["2 of 3 done"]
     );
-    assert_eq!(texts(&page, &format!("{row} td.state")), vec!["pending"]);
+    assert_eq!(texts_in(&page, &row, "td.state"), vec!["pending"]);
     assert_eq!(
         count(&page, r#"#batch-members form[action="/fn/job/resurrect"]"#),
         0

@@ -276,13 +276,8 @@ async fn purge_without_confirmation_changes_nothing() {
     let (_, location) = act(&f.router, &token, "/fn/job/purge", &form).await;
     assert!(location.contains("err="), "{location}");
     assert!(f.store.get_job(dead).await.unwrap().is_some());
-    let (_, location) = act(
-        &f.router,
-        &token,
-        "/fn/job/purge",
-        &format!("{form}&confirm=yes"),
-    )
-    .await;
+    let confirmed = format!("{form}&confirm=yes");
+    let (_, location) = act(&f.router, &token, "/fn/job/purge", &confirmed).await;
     assert!(location.contains("ok="), "{location}");
     assert!(f.store.get_job(dead).await.unwrap().is_none());
 }
@@ -303,13 +298,8 @@ async fn a_running_job_is_stopped_only_once_the_operator_confirms() {
         !job.cancel_requested,
         "nothing requested without the box ticked"
     );
-    let (_, location) = act(
-        &f.router,
-        &token,
-        "/fn/job/cancel",
-        &format!("{form}&confirm=yes"),
-    )
-    .await;
+    let confirmed = format!("{form}&confirm=yes");
+    let (_, location) = act(&f.router, &token, "/fn/job/cancel", &confirmed).await;
     assert!(location.contains("ok="), "{location}");
     assert!(f.store.get_job(id).await.unwrap().unwrap().cancel_requested);
 }

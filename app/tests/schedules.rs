@@ -21,7 +21,7 @@ use deck_engine::{
 };
 use support::console::{
     audit, basic, fixture, fixture_with, get, get_as, last_audit, password_users, post_as,
-    start_running, texts,
+    start_running, texts, texts_in,
 };
 
 fn definition(name: &str, cron: &str, zone: &str) -> ScheduleDefinition {
@@ -127,30 +127,21 @@ async fn the_list_shows_each_schedules_next_run_and_its_last_run_linking_to_the_
     let after = next_shown(&def, Utc::now());
     assert_eq!(status, StatusCode::OK, "{page}");
     let row = r#"tr[data-schedule="morning"]"#;
-    let next = texts(&page, &format!("{row} td.next-run time")).join("");
+    let next = texts_in(&page, row, "td.next-run time").join("");
     assert!(
         next == before || next == after,
         "{next} vs {before}: {page}"
     );
     assert!(next.ends_with(" CET") || next.ends_with(" CEST"), "{next}");
     assert!(
-        texts(&page, &format!("{row} td.next-run"))[0].contains(" · in "),
+        texts_in(&page, row, "td.next-run")[0].contains(" · in "),
         "relative to now"
     );
     assert!(page.contains(r#"href="/schedules/morning""#));
     assert!(page.contains("0 9 * * *") && page.contains("report.generate"));
-    assert_eq!(
-        texts(&page, &format!("{row} td.last-run")),
-        vec!["never run"]
-    );
-    assert_eq!(
-        texts(&page, &format!("{row} [data-state]")),
-        vec!["enabled"]
-    );
-    assert_eq!(
-        texts(&page, &format!("{row} [data-origin]")),
-        vec!["created here"]
-    );
+    assert_eq!(texts_in(&page, row, "td.last-run"), vec!["never run"]);
+    assert_eq!(texts_in(&page, row, "[data-state]"), vec!["enabled"]);
+    assert_eq!(texts_in(&page, row, "[data-origin]"), vec!["created here"]);
 
     // A manual run: its job, pending, linked.
     let FireOutcome::Enqueued(first) = f.ops.run_schedule_now("test", "morning").await.unwrap()
@@ -161,16 +152,16 @@ async fn the_list_shows_each_schedules_next_run_and_its_last_run_linking_to_the_
     let link = format!(r#"{row} td.last-run a.job-link[href="/jobs/{first}"]"#);
     assert_eq!(texts(&page, &link).len(), 1, "{page}");
     assert_eq!(
-        texts(&page, &format!("{row} td.last-run [data-outcome]")),
+        texts_in(&page, row, "td.last-run [data-outcome]"),
         vec!["pending"]
     );
-    assert!(texts(&page, &format!("{row} td.last-run"))[0].contains("manual"));
+    assert!(texts_in(&page, row, "td.last-run")[0].contains("manual"));
 
     // The job succeeds: the list says so.
     assert_eq!(succeed_all(&f.store, "reports").await, vec![first]);
     let (_, page) = get(&f.router, "/schedules").await;
     assert_eq!(
-        texts(&page, &format!("{row} td.last-run [data-outcome]")),
+        texts_in(&page, row, "td.last-run [data-outcome]"),
         vec!["succeeded"]
     );
 
@@ -197,11 +188,11 @@ async fn the_list_shows_each_schedules_next_run_and_its_last_run_linking_to_the_
     assert_eq!(skipped, vec![FireOutcome::SkippedOverlap]);
     let (_, page) = get(&f.router, "/schedules").await;
     assert_eq!(
-        texts(&page, &format!("{row} td.last-run [data-outcome]")),
+        texts_in(&page, row, "td.last-run [data-outcome]"),
         vec!["skipped (previous still active)"]
     );
     assert!(
-        texts(&page, &format!("{row} td.last-run a.job-link")).is_empty(),
+        texts_in(&page, row, "td.last-run a.job-link").is_empty(),
         "a skipped run has no job"
     );
 }
@@ -363,9 +354,9 @@ async fn pause_resume_run_now_and_delete_act_and_are_audited() {
     );
     let (_, page) = get(&f.router, "/schedules").await;
     let row = r#"tr[data-schedule="hourly"]"#;
-    assert_eq!(texts(&page, &format!("{row} [data-state]")), vec!["paused"]);
+    assert_eq!(texts_in(&page, row, "[data-state]"), vec!["paused"]);
     assert_eq!(
-        texts(&page, &format!(r#"{row} button[name=op][value=resume]"#)),
+        texts_in(&page, row, "button[name=op][value=resume]"),
         vec!["Resume"]
     );
 

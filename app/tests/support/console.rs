@@ -224,3 +224,8 @@ pub fn texts(html: &str, selector: &str) -> Vec<String> {
         .map(|e| e.text().collect::<String>().trim().to_string())
         .collect()
 }
+
+/// The texts of the elements `css` picks inside those `scope` picks (a table row, say).
+pub fn texts_in(html: &str, scope: &str, css: &str) -> Vec<String> {
+    texts(html, &format!("{scope} {css}"))
+}
