@@ -40,6 +40,13 @@ async fn harness() -> Harness {
     harness_with(|engine| router(ApiState::open(engine))).await
 }
 
+/// A [`harness`] whose `queue` is paused, so that what a test enqueues there stays pending.
+async fn harness_holding(queue: &str) -> Harness {
+    let h = harness().await;
+    h.hold(queue).await;
+    h
+}
+
 async fn harness_with(make: impl FnOnce(Engine) -> Router) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("deck.db");
@@ -118,7 +125,7 @@ impl Harness {
         self.call(Method::POST, uri, Some(body)).await
     }
 
-    /// Pause `queue` so that what the test enqueues there stays pending.
+    /// Pause `queue`.
     async fn hold(&self, queue: &str) {
         let r = self
             .post(&format!("/api/v1/queues/{queue}/pause"), json!(null))
@@ -301,8 +308,7 @@ async fn a_uniqueness_window_answers_with_the_finished_job_over_http() {
 
 #[tokio::test]
 async fn enqueue_takes_every_option() {
-    let h = harness().await;
-    h.hold("slow").await;
+    let h = harness_holding("slow").await;
     let id = h
         .enqueue(json!({
             "queue": "slow", "type": "echo", "payload": {"deep": [1, {"x": null}]},
@@ -336,8 +342,7 @@ async fn enqueue_takes_every_option() {
 
 #[tokio::test]
 async fn created_by_defaults_to_the_caller() {
-    let h = harness().await;
-    h.hold("q").await;
+    let h = harness_holding("q").await;
     let id = h.enqueue(json!({"queue": "q", "type": "echo"})).await;
     let j = h.get(&format!("/api/v1/jobs/{id}")).await.body;
     assert_eq!(j["created_by"], "anonymous");
@@ -494,8 +499,7 @@ async fn bad_input_is_rejected_and_nothing_is_written() {
 
 #[tokio::test]
 async fn batch_is_all_or_nothing() {
-    let h = harness().await;
-    h.hold("b").await;
+    let h = harness_holding("b").await;
     let bad = json!({"jobs": [
         {"queue": "b", "type": "echo"},
         {"queue": "b", "type": "echo", "tags": [""]},
@@ -641,8 +645,7 @@ async fn enqueue_and_wait_in_one_request() {
 
 #[tokio::test]
 async fn cancel_pending_running_finished_and_unknown() {
-    let h = harness().await;
-    h.hold("held").await;
+    let h = harness_holding("held").await;
     let pending = h.enqueue(json!({"queue": "held", "type": "echo"})).await;
     let r = h.act_on(&pending, "cancel", json!(null)).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
@@ -676,8 +679,7 @@ async fn cancel_pending_running_finished_and_unknown() {
 
 #[tokio::test]
 async fn resurrect_with_edits() {
-    let h = harness().await;
-    h.hold("held").await;
+    let h = harness_holding("held").await;
     let id = h
         .enqueue(json!({"queue": "held", "type": "echo", "payload": {"v": 1}}))
         .await;
@@ -763,25 +765,18 @@ async fn queues_list_pause_resume_and_patch() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["paused"], true);
     h.enqueue(json!({"queue": "mail", "type": "echo"})).await;
-    let list = h.get("/api/v1/queues").await;
-    assert_eq!(list.status, StatusCode::OK);
-    let mail = list.body["queues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["name"] == "mail")
-        .cloned()
-        .unwrap();
+    let listed_mail = || async {
+        let list = h.get("/api/v1/queues").await;
+        assert_eq!(list.status, StatusCode::OK);
+        let queues = list.body["queues"].as_array().unwrap().clone();
+        queues.into_iter().find(|q| q["name"] == "mail").unwrap()
+    };
+    let patch_mail = |body: Value| h.call(Method::PATCH, "/api/v1/queues/mail", Some(body));
+    let mail = listed_mail().await;
     assert_eq!(mail["paused"], true);
     assert_eq!(mail["pending"], 1);
 
-    let r = h
-        .call(
-            Method::PATCH,
-            "/api/v1/queues/mail",
-            Some(json!({"max_workers": 3, "lag_warn_secs": 10})),
-        )
-        .await;
+    let r = patch_mail(json!({"max_workers": 3, "lag_warn_secs": 10})).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(
         (
@@ -790,13 +785,7 @@ async fn queues_list_pause_resume_and_patch() {
         ),
         (json!(3), json!(10))
     );
-    let r = h
-        .call(
-            Method::PATCH,
-            "/api/v1/queues/mail",
-            Some(json!({"max_workers": null})),
-        )
-        .await;
+    let r = patch_mail(json!({"max_workers": null})).await;
     assert_eq!(
         r.body["max_workers"],
         Value::Null,
@@ -804,36 +793,17 @@ async fn queues_list_pause_resume_and_patch() {
     );
     assert_eq!(r.body["lag_warn_secs"], 10, "absent fields stay");
 
-    let r = h
-        .call(
-            Method::PATCH,
-            "/api/v1/queues/mail",
-            Some(json!({"rate_limit": {"starts": 100, "per_secs": 60}})),
-        )
-        .await;
+    let r = patch_mail(json!({"rate_limit": {"starts": 100, "per_secs": 60}})).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["rate_limit"], json!({"starts": 100, "per_secs": 60}));
-    let listed = h.get("/api/v1/queues").await.body;
-    let mail = listed["queues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["name"] == "mail")
-        .cloned()
-        .unwrap();
+    let mail = listed_mail().await;
     assert_eq!(mail["rate_limit"]["starts"], 100, "{mail}");
     assert_eq!(
         mail["rate_limited_until"],
         Value::Null,
         "nothing started yet"
     );
-    let r = h
-        .call(
-            Method::PATCH,
-            "/api/v1/queues/mail",
-            Some(json!({"rate_limit": null})),
-        )
-        .await;
+    let r = patch_mail(json!({"rate_limit": null})).await;
     assert_eq!(r.body["rate_limit"], Value::Null, "null lifts the limit");
 
     for (body, code, field) in [
@@ -852,9 +822,7 @@ async fn queues_list_pause_resume_and_patch() {
         (json!({"max_workers": -1}), "invalid_value", "max_workers"),
         (json!({}), "empty_patch", ""),
     ] {
-        let r = h
-            .call(Method::PATCH, "/api/v1/queues/mail", Some(body.clone()))
-            .await;
+        let r = patch_mail(body.clone()).await;
         assert_eq!(
             (r.status, r.code(), r.field()),
             (StatusCode::BAD_REQUEST, code, field),
