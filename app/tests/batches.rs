@@ -19,8 +19,8 @@ use deck_engine::{
     FailureReason, JobId, Store,
 };
 use support::console::{
-    basic, fixture, fixture_with, get, get_as, password_users, post_as, start_running, texts,
-    texts_in,
+    assert_empty_list_says, basic, fixture, fixture_with, get, get_as, password_users, post_as,
+    start_running, texts, texts_in,
 };
 
 fn count(html: &str, selector: &str) -> usize {
@@ -180,12 +180,8 @@ async fn the_list_shows_each_batch_newest_first_with_progress_in_words_state_and
 #[tokio::test]
 async fn with_no_batches_the_list_says_how_to_make_one() {
     let f = fixture().await;
-    let (status, page) = get(&f.router, "/batches").await;
-    assert_eq!(status, StatusCode::OK);
-    let empty = texts(&page, "#no-batches").join(" ");
-    for how in ["POST /api/v1/batches", "Engine::create_batch"] {
-        assert!(empty.contains(how), "{how}: {empty}");
-    }
+    let hows = ["POST /api/v1/batches", "Engine::create_batch"];
+    let page = assert_empty_list_says(&f.router, "/batches", "#no-batches", &hows).await;
     assert_eq!(count(&page, "#batches"), 0);
 }
 

@@ -14,8 +14,8 @@ use axum::http::{Method, Request, StatusCode, header};
 use deck_app::{AuthConfig, ConsoleOptions, Role};
 use deck_engine::{AttemptError, Completion, EnqueueRequest, FailureReason, JobId, Pillar, Store};
 use support::console::{
-    basic, fixture, fixture_with, form_post, get_page, html_request, last_audit, password_users,
-    send, start_running, token_operator,
+    Fixture, basic, fixture, fixture_with, form_post, get_page, html_request, last_audit,
+    password_users, send, start_running, token_operator,
 };
 use tower::ServiceExt;
 
@@ -90,6 +90,15 @@ async fn post(
 ) -> (StatusCode, String) {
     let answer = send(router, form_post(path, token, form, auth)).await;
     (answer.status, answer.location())
+}
+
+/// A console with one job of queue `billing` dead-lettered with `message`, and a CSRF token
+/// to act on it.
+async fn one_dead_letter(message: &str) -> (Fixture, JobId, String) {
+    let f = fixture().await;
+    let dead = dead_letter(&f.store, "billing", message).await;
+    let token = csrf(&f.router, None).await;
+    (f, dead, token)
 }
 
 #[tokio::test]
@@ -269,9 +278,7 @@ async fn selected_rows_are_retried_together() {
 
 #[tokio::test]
 async fn purge_without_confirmation_changes_nothing() {
-    let f = fixture().await;
-    let dead = dead_letter(&f.store, "billing", "boom").await;
-    let token = csrf(&f.router, None).await;
+    let (f, dead, token) = one_dead_letter("boom").await;
     let form = format!("id={dead}&source=dlq&back=%2Fjobs%3Fsource%3Ddlq");
     let (_, location) = act(&f.router, &token, "/fn/job/purge", &form).await;
     assert!(location.contains("err="), "{location}");
@@ -306,9 +313,7 @@ async fn a_running_job_is_stopped_only_once_the_operator_confirms() {
 
 #[tokio::test]
 async fn an_edit_is_previewed_as_a_diff_then_saved_with_the_original_kept() {
-    let f = fixture().await;
-    let dead = dead_letter(&f.store, "billing", "bad amount").await;
-    let token = csrf(&f.router, None).await;
+    let (f, dead, token) = one_dead_letter("bad amount").await;
     let back = format!("%2Fjobs%2F{dead}");
 
     let bad = format!(

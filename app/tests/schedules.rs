@@ -20,8 +20,8 @@ use deck_engine::{
     ScheduleOrigin, ScheduleSpec, Store,
 };
 use support::console::{
-    audit, basic, fixture, fixture_with, get, get_as, last_audit, password_users, post_as,
-    start_running, texts, texts_in,
+    assert_empty_list_says, audit, basic, fixture, fixture_with, get, get_as, last_audit,
+    password_users, post_as, start_running, texts, texts_in,
 };
 
 fn definition(name: &str, cron: &str, zone: &str) -> ScheduleDefinition {
@@ -200,17 +200,13 @@ async fn the_list_shows_each_schedules_next_run_and_its_last_run_linking_to_the_
 #[tokio::test]
 async fn with_no_schedules_the_list_says_how_to_add_one() {
     let f = fixture().await;
-    let (status, page) = get(&f.router, "/schedules").await;
-    assert_eq!(status, StatusCode::OK);
-    let empty = texts(&page, "#no-schedules").join(" ");
-    for how in [
+    let hows = [
         "[[schedules]]",
         "deck.toml",
         "the form below",
         "POST /api/v1/schedules",
-    ] {
-        assert!(empty.contains(how), "{how}: {empty}");
-    }
+    ];
+    let page = assert_empty_list_says(&f.router, "/schedules", "#no-schedules", &hows).await;
     assert!(page.contains(r#"action="/fn/schedule/create""#));
 }
 

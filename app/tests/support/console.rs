@@ -229,3 +229,20 @@ pub fn texts(html: &str, selector: &str) -> Vec<String> {
 pub fn texts_in(html: &str, scope: &str, css: &str) -> Vec<String> {
     texts(html, &format!("{scope} {css}"))
 }
+
+/// Load the list at `path` (it must answer 200) and check that its empty-state note `note`
+/// names each of `hows`, the ways to fill the list; the page.
+pub async fn assert_empty_list_says(
+    router: &Router,
+    path: &str,
+    note: &str,
+    hows: &[&str],
+) -> String {
+    let (status, page) = get(router, path).await;
+    assert_eq!(status, StatusCode::OK, "{path}");
+    let empty = texts(&page, note).join(" ");
+    for how in hows {
+        assert!(empty.contains(how), "{how}: {empty}");
+    }
+    page
+}
