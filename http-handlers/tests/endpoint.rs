@@ -6,7 +6,6 @@ mod support;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -19,7 +18,7 @@ use deck_engine::{
 use deck_http_handlers::{
     HttpHandlerConfig, ProgressCallback, ProgressTokens, register_with_progress, signature,
 };
-use support::{run_remote_task, serve_on_loopback, sqlite_store};
+use support::{run_remote_task, serve_jobs_endpoint, sqlite_store};
 
 const SECRET: &str = "a-test-secret-of-some-length";
 
@@ -105,10 +104,7 @@ async fn fixture(timeout: Duration) -> Fixture {
 
 async fn fixture_with(timeout: Duration, config: EngineConfig) -> Fixture {
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let app = Router::new()
-        .route("/jobs", post(receiver))
-        .with_state(seen.clone());
-    let addr = serve_on_loopback(app).await;
+    let addr = serve_jobs_endpoint(post(receiver), seen.clone()).await;
 
     let (dir, store) = sqlite_store().await;
     let mut settings = EngineSettings::default();

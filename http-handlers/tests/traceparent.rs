@@ -5,7 +5,6 @@ mod support;
 
 use std::sync::{Arc, Mutex};
 
-use axum::Router;
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
@@ -13,7 +12,7 @@ use deck_engine::{Engine, EngineConfig, HandlerRegistry, WaitOutcome};
 use deck_http_handlers::{HttpHandlerConfig, register};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
-use support::{run_remote_task, serve_on_loopback, sqlite_store};
+use support::{run_remote_task, serve_jobs_endpoint, sqlite_store};
 use tracing_subscriber::layer::SubscriberExt;
 
 type Seen = Arc<Mutex<Vec<HeaderMap>>>;
@@ -26,10 +25,7 @@ async fn receiver(State(seen): State<Seen>, headers: HeaderMap) -> &'static str 
 /// An engine whose `remote.*` jobs go to a loopback endpoint that records the headers.
 async fn engine_and_endpoint() -> (Engine, Seen, tempfile::TempDir) {
     let seen = Seen::default();
-    let app = Router::new()
-        .route("/jobs", post(receiver))
-        .with_state(seen.clone());
-    let addr = serve_on_loopback(app).await;
+    let addr = serve_jobs_endpoint(post(receiver), seen.clone()).await;
     let (dir, store) = sqlite_store().await;
     let mut handlers = HandlerRegistry::new();
     let endpoint = HttpHandlerConfig::new(format!("http://{addr}/jobs"), &["remote.*"]);

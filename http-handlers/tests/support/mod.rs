@@ -6,10 +6,15 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum::routing::MethodRouter;
 use deck_engine::{Engine, EnqueueRequest, Store, StoreOptions, WaitOutcome};
 
-/// Serve `app` on a loopback port for the rest of the test: its address.
-pub async fn serve_on_loopback(app: Router) -> SocketAddr {
+/// Serve `route` at `/jobs` on a loopback port for the rest of the test: its address.
+pub async fn serve_jobs_endpoint<S>(route: MethodRouter<S>, state: S) -> SocketAddr
+where
+    S: Clone + Send + Sync + 'static,
+{
+    let app = Router::new().route("/jobs", route).with_state(state);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
