@@ -4,112 +4,24 @@
 //! member's resurrect (the job page's own action) reopens the batch; the 404s; the job page's
 //! link back to its batch.
 
+// Only the console helpers: the inert check's own test runs with `hostile_content`.
+mod support {
+    pub mod console;
+}
+
 use std::sync::Arc;
 
-use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use base64::Engine as _;
+use axum::http::StatusCode;
 use chrono::Utc;
-use deck_app::{AuthConfig, Console, ConsoleOptions, Role, StoreBackend, UserConfig};
+use deck_app::{AuthConfig, ConsoleOptions, Role};
 use deck_engine::{
-    AttemptError, BatchCallback, BatchCallbacks, BatchId, BatchRequest, ClaimRequest, Completion,
-    EnqueueRequest, FailureReason, JobId, Operations, Store, StoreOptions,
+    AttemptError, BatchCallback, BatchCallbacks, BatchId, BatchRequest, Completion, EnqueueRequest,
+    FailureReason, JobId, Store,
 };
-use tower::ServiceExt;
-
-const CSRF: &str = "0123456789abcdef0123456789abcdef";
-
-struct Fixture {
-    _dir: tempfile::TempDir,
-    store: Arc<dyn Store>,
-    ops: Operations,
-    router: Router,
-}
-
-async fn fixture_with(auth: AuthConfig, options: ConsoleOptions) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("deck.db").display());
-    let store = deck_engine::open_store(&url, &StoreOptions::default())
-        .await
-        .unwrap();
-    let console = Console::new(StoreBackend::new(store.clone()), options);
-    Fixture {
-        _dir: dir,
-        ops: Operations::over_store(store.clone()),
-        store,
-        router: deck_app::console_router(console, auth),
-    }
-}
-
-async fn fixture() -> Fixture {
-    fixture_with(AuthConfig::default(), ConsoleOptions::default()).await
-}
-
-async fn get_as(router: &Router, path: &str, auth: Option<&str>) -> (StatusCode, String) {
-    let mut req = Request::get(path).header(header::ACCEPT, "text/html");
-    if let Some(a) = auth {
-        req = req.header(header::AUTHORIZATION, a);
-    }
-    let res = router
-        .clone()
-        .oneshot(req.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = res.status();
-    let body = axum::body::to_bytes(res.into_body(), 16 << 20)
-        .await
-        .unwrap();
-    (status, String::from_utf8_lossy(&body).into_owned())
-}
-
-async fn get(router: &Router, path: &str) -> (StatusCode, String) {
-    get_as(router, path, None).await
-}
-
-/// Post a console form as a browser does (CSRF token, Referer); the status and the redirect.
-async fn post_as(
-    router: &Router,
-    path: &str,
-    form: &[(&str, &str)],
-    auth: Option<&str>,
-) -> (StatusCode, String) {
-    let mut pairs = vec![("csrf", CSRF)];
-    pairs.extend_from_slice(form);
-    let mut req = Request::post(path)
-        .header(header::ACCEPT, "text/html")
-        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .header(header::REFERER, "http://127.0.0.1/batches")
-        .header(header::COOKIE, format!("deck_csrf={CSRF}"));
-    if let Some(a) = auth {
-        req = req.header(header::AUTHORIZATION, a);
-    }
-    let res = router
-        .clone()
-        .oneshot(
-            req.body(Body::from(serde_urlencoded::to_string(&pairs).unwrap()))
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    let status = res.status();
-    let location = res
-        .headers()
-        .get(header::LOCATION)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    (status, location)
-}
-
-/// The texts of the elements `selector` picks.
-fn texts(html: &str, selector: &str) -> Vec<String> {
-    let doc = scraper::Html::parse_document(html);
-    let sel = scraper::Selector::parse(selector).unwrap();
-    doc.select(&sel)
-        .map(|e| e.text().collect::<String>().trim().to_string())
-        .collect()
-}
+use support::console::{
+    assert_empty_list_says, basic, fixture, fixture_with, get, get_as, password_users, post_as,
+    start_running, texts, texts_in,
+};
 
 fn count(html: &str, selector: &str) -> usize {
     texts(html, selector).len()
@@ -137,24 +49,13 @@ fn invoices() -> BatchRequest {
 /// Claim what `queue` holds as worker `w` and finish it: the jobs in `dead` as fatal
 /// failures, the others as succeeded.
 async fn finish(store: &Arc<dyn Store>, queue: &str, dead: &[JobId]) -> Vec<JobId> {
-    let claimed = store
-        .claim_batch(ClaimRequest {
-            worker_id: "w".into(),
-            limit: 100,
-            start: 0,
-            queues: Some(vec![queue.into()]),
-            types: None,
-        })
-        .await
-        .unwrap();
-    let ids: Vec<JobId> = claimed.iter().map(|j| j.id).collect();
-    store.mark_processing("w", &ids).await.unwrap();
-    let done = claimed
+    let ids = start_running(store, "w", queue).await;
+    let done = ids
         .iter()
-        .map(|j| {
-            if dead.contains(&j.id) {
+        .map(|&id| {
+            if dead.contains(&id) {
                 Completion::DeadLetter {
-                    id: j.id,
+                    id,
                     reason: FailureReason::Fatal,
                     error: AttemptError {
                         attempt: 1,
@@ -166,7 +67,7 @@ async fn finish(store: &Arc<dyn Store>, queue: &str, dead: &[JobId]) -> Vec<JobI
                 }
             } else {
                 Completion::Succeeded {
-                    id: j.id,
+                    id,
                     result: None,
                     duration_ms: 1,
                 }
@@ -212,15 +113,12 @@ async fn the_list_shows_each_batch_newest_first_with_progress_in_words_state_and
         1
     );
     assert_eq!(
-        texts(&page, &format!("{row} td.description")),
+        texts_in(&page, &row, "td.description"),
         vec!["October invoices"]
     );
+    assert_eq!(texts_in(&page, &row, "td.created-by"), vec!["billing"]);
     assert_eq!(
-        texts(&page, &format!("{row} td.created-by")),
-        vec!["billing"]
-    );
-    assert_eq!(
-        texts(&page, &format!("{row} .progress-text")),
+        texts_in(&page, &row, ".progress-text"),
         vec!["3 of 3 done, 1 dead"],
         "the progress in words beside the bar"
     );
@@ -235,7 +133,7 @@ async fn the_list_shows_each_batch_newest_first_with_progress_in_words_state_and
         "{page}"
     );
     assert_eq!(
-        texts(&page, &format!(r#"{row} [data-state]"#)),
+        texts_in(&page, &row, "[data-state]"),
         vec!["finished with deaths"]
     );
     let callback = |event: &str| format!(r#"{row} [data-callback="{event}"]"#);
@@ -266,17 +164,11 @@ async fn the_list_shows_each_batch_newest_first_with_progress_in_words_state_and
     );
 
     let row = format!(r#"#batches tr[data-batch="{}"]"#, b.batch.id);
-    assert_eq!(texts(&page, &format!("{row} td.description")), vec!["—"]);
-    assert_eq!(texts(&page, &format!("{row} td.created-by")), vec!["—"]);
-    assert_eq!(
-        texts(&page, &format!("{row} .progress-text")),
-        vec!["0 of 2 done"]
-    );
-    assert_eq!(
-        texts(&page, &format!(r#"{row} [data-state]"#)),
-        vec!["running"]
-    );
-    assert_eq!(texts(&page, &format!("{row} td.callbacks")), vec!["none"]);
+    assert_eq!(texts_in(&page, &row, "td.description"), vec!["—"]);
+    assert_eq!(texts_in(&page, &row, "td.created-by"), vec!["—"]);
+    assert_eq!(texts_in(&page, &row, ".progress-text"), vec!["0 of 2 done"]);
+    assert_eq!(texts_in(&page, &row, "[data-state]"), vec!["running"]);
+    assert_eq!(texts_in(&page, &row, "td.callbacks"), vec!["none"]);
 
     // The navigation has the page, marked as the current one.
     assert_eq!(
@@ -288,12 +180,8 @@ async fn the_list_shows_each_batch_newest_first_with_progress_in_words_state_and
 #[tokio::test]
 async fn with_no_batches_the_list_says_how_to_make_one() {
     let f = fixture().await;
-    let (status, page) = get(&f.router, "/batches").await;
-    assert_eq!(status, StatusCode::OK);
-    let empty = texts(&page, "#no-batches").join(" ");
-    for how in ["POST /api/v1/batches", "Engine::create_batch"] {
-        assert!(empty.contains(how), "{how}: {empty}");
-    }
+    let hows = ["POST /api/v1/batches", "Engine::create_batch"];
+    let page = assert_empty_list_says(&f.router, "/batches", "#no-batches", &hows).await;
     assert_eq!(count(&page, "#batches"), 0);
 }
 
@@ -435,12 +323,9 @@ async fn a_batch_page_shows_counts_callbacks_and_members_and_resurrecting_a_dead
         );
     }
     let row = format!(r#"#batch-members tr[data-member="{dead}"]"#);
+    assert_eq!(texts_in(&page, &row, "td.state"), vec!["dead: Fatal"]);
     assert_eq!(
-        texts(&page, &format!("{row} td.state")),
-        vec!["dead: Fatal"]
-    );
-    assert_eq!(
-        texts(&page, &format!("{row} td.msg")),
+        texts_in(&page, &row, "td.msg"),
         vec!["mailbox <ann@example.com> does not exist"],
         "the error as text"
     );
@@ -483,7 +368,7 @@ async fn a_batch_page_shows_counts_callbacks_and_members_and_resurrecting_a_dead
         texts(&page, ".batch-progress .progress-text"),
         vec!["2 of 3 done"]
     );
-    assert_eq!(texts(&page, &format!("{row} td.state")), vec!["pending"]);
+    assert_eq!(texts_in(&page, &row, "td.state"), vec!["pending"]);
     assert_eq!(
         count(&page, r#"#batch-members form[action="/fn/job/resurrect"]"#),
         0
@@ -550,23 +435,12 @@ async fn unknown_and_malformed_batch_ids_get_the_not_found_page() {
 
 #[tokio::test]
 async fn viewers_see_a_batch_without_the_resurrect_action_and_cannot_resurrect() {
-    let auth = AuthConfig {
-        users: vec![UserConfig {
-            name: "eve".into(),
-            role: Role::Viewer,
-            password: Some("pw-eve".into()),
-            token: None,
-        }],
-        ..AuthConfig::default()
-    };
+    let auth = password_users(&[("eve", Role::Viewer, "pw-eve")]);
     let f = fixture_with(auth, ConsoleOptions::default()).await;
     let created = f.ops.create_batch(invoices()).await.unwrap();
     let dead = created.job_ids[0];
     finish(&f.store, "invoices", &[dead]).await;
-    let eve = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode("eve:pw-eve")
-    );
+    let eve = basic("eve", "pw-eve");
     let url = format!("/batches/{}", created.batch.id);
     let (status, page) = get_as(&f.router, &url, Some(&eve)).await;
     assert_eq!(status, StatusCode::OK);

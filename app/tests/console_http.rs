@@ -1,43 +1,23 @@
 //! The console through its real router on a real SQLite store: pages render with data,
 //! actions need the operator role and a CSRF token, land in the audit log and change state.
 
+// Only the console helpers: the inert check's own test runs with `hostile_content`.
+mod support {
+    pub mod console;
+}
+
 use std::sync::Arc;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use base64::Engine as _;
-use deck_app::{AuthConfig, Console, ConsoleOptions, Role, StoreBackend, UserConfig};
-use deck_engine::{
-    AttemptError, ClaimRequest, Completion, EnqueueRequest, FailureReason, JobId, Pillar, Store,
-    StoreOptions,
+use axum::http::{Method, Request, StatusCode, header};
+use deck_app::{AuthConfig, ConsoleOptions, Role};
+use deck_engine::{AttemptError, Completion, EnqueueRequest, FailureReason, JobId, Pillar, Store};
+use support::console::{
+    Fixture, basic, fixture, fixture_with, form_post, get_page, html_request, last_audit,
+    password_users, send, start_running, token_operator,
 };
 use tower::ServiceExt;
-
-struct Fixture {
-    _dir: tempfile::TempDir,
-    store: Arc<dyn Store>,
-    router: Router,
-}
-
-async fn fixture(auth: AuthConfig) -> Fixture {
-    fixture_with(auth, ConsoleOptions::default()).await
-}
-
-async fn fixture_with(auth: AuthConfig, options: ConsoleOptions) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("deck.db").display());
-    let store = deck_engine::open_store(&url, &StoreOptions::default())
-        .await
-        .unwrap();
-    let console = Console::new(StoreBackend::new(store.clone()), options);
-    let router = deck_app::console_router(console, auth);
-    Fixture {
-        _dir: dir,
-        store,
-        router,
-    }
-}
 
 async fn enqueue(store: &Arc<dyn Store>, queue: &str, payload: &str) -> JobId {
     store
@@ -47,27 +27,10 @@ async fn enqueue(store: &Arc<dyn Store>, queue: &str, payload: &str) -> JobId {
         .id
 }
 
-/// Claim what `queue` has and start it, as worker `w` would: the ids now processing.
-async fn start_running(store: &Arc<dyn Store>, queue: &str) -> Vec<JobId> {
-    let claimed = store
-        .claim_batch(ClaimRequest {
-            worker_id: "w".into(),
-            limit: 100,
-            start: 0,
-            queues: Some(vec![queue.into()]),
-            types: None,
-        })
-        .await
-        .unwrap();
-    let ids: Vec<JobId> = claimed.iter().map(|j| j.id).collect();
-    store.mark_processing("w", &ids).await.unwrap();
-    ids
-}
-
 /// Run one job to the DLQ as a worker would.
 async fn dead_letter(store: &Arc<dyn Store>, queue: &str, message: &str) -> JobId {
     let id = enqueue(store, queue, r#"{"to":"a@b.c"}"#).await;
-    let ids = start_running(store, queue).await;
+    let ids = start_running(store, "w", queue).await;
     assert!(ids.contains(&id));
     let completions = ids
         .iter()
@@ -87,38 +50,26 @@ async fn dead_letter(store: &Arc<dyn Store>, queue: &str, message: &str) -> JobI
     id
 }
 
+/// Post `form` with a valid CSRF `token`, signed in as nobody.
+async fn act(router: &Router, token: &str, path: &str, form: &str) -> (StatusCode, String) {
+    post(router, path, form, Some(token), None).await
+}
+
+/// The status, the HTML and the CSRF token the console set as a cookie, if it did.
 async fn get(
     router: &Router,
     path: &str,
     auth: Option<&str>,
 ) -> (StatusCode, String, Option<String>) {
-    let mut req = Request::get(path).header(header::ACCEPT, "text/html");
-    if let Some(a) = auth {
-        req = req.header(header::AUTHORIZATION, a);
-    }
-    let res = router
-        .clone()
-        .oneshot(req.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = res.status();
-    let cookie = res
-        .headers()
+    let page = get_page(router, path, auth).await;
+    let cookie = page
+        .headers
         .get_all(header::SET_COOKIE)
         .iter()
         .filter_map(|v| v.to_str().ok())
-        .find(|v| v.starts_with("deck_csrf="))
-        .map(|v| {
-            v.split(';')
-                .next()
-                .unwrap_or_default()
-                .trim_start_matches("deck_csrf=")
-                .to_string()
-        });
-    let body = axum::body::to_bytes(res.into_body(), 16 << 20)
-        .await
-        .unwrap();
-    (status, String::from_utf8_lossy(&body).into_owned(), cookie)
+        .find_map(|v| v.split(';').next()?.strip_prefix("deck_csrf="))
+        .map(str::to_string);
+    (page.status, page.body, cookie)
 }
 
 async fn csrf(router: &Router, auth: Option<&str>) -> String {
@@ -128,6 +79,8 @@ async fn csrf(router: &Router, auth: Option<&str>) -> String {
         .expect("the console sets a CSRF cookie")
 }
 
+/// Post `form` with `token` as the CSRF cookie and field, if given; the status and the
+/// redirect's target.
 async fn post(
     router: &Router,
     path: &str,
@@ -135,38 +88,22 @@ async fn post(
     token: Option<&str>,
     auth: Option<&str>,
 ) -> (StatusCode, String) {
-    let mut req = Request::post(path)
-        .header(header::ACCEPT, "text/html")
-        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .header(header::REFERER, "http://127.0.0.1/queues");
-    if let Some(t) = token {
-        req = req.header(header::COOKIE, format!("deck_csrf={t}"));
-    }
-    if let Some(a) = auth {
-        req = req.header(header::AUTHORIZATION, a);
-    }
-    let body = match token {
-        Some(t) => format!("csrf={t}&{form}"),
-        None => form.to_string(),
-    };
-    let res = router
-        .clone()
-        .oneshot(req.body(Body::from(body)).unwrap())
-        .await
-        .unwrap();
-    let status = res.status();
-    let location = res
-        .headers()
-        .get(header::LOCATION)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    (status, location)
+    let answer = send(router, form_post(path, token, form, auth)).await;
+    (answer.status, answer.location())
+}
+
+/// A console with one job of queue `billing` dead-lettered with `message`, and a CSRF token
+/// to act on it.
+async fn one_dead_letter(message: &str) -> (Fixture, JobId, String) {
+    let f = fixture().await;
+    let dead = dead_letter(&f.store, "billing", message).await;
+    let token = csrf(&f.router, None).await;
+    (f, dead, token)
 }
 
 #[tokio::test]
 async fn every_page_renders_with_real_data() {
-    let f = fixture(AuthConfig::default()).await;
+    let f = fixture().await;
     let pending = enqueue(&f.store, "emails", r#"{"to":"<x@y.z>"}"#).await;
     let dead = dead_letter(&f.store, "billing", "card declined <script>").await;
     for path in [
@@ -225,7 +162,7 @@ fn current_nav(body: &str) -> Option<&str> {
 
 #[tokio::test]
 async fn the_nav_marks_the_section_a_job_page_belongs_to() {
-    let f = fixture(AuthConfig::default()).await;
+    let f = fixture().await;
     let pending = enqueue(&f.store, "emails", "{}").await;
     let dead = dead_letter(&f.store, "billing", "card declined").await;
     for (path, section) in [
@@ -243,7 +180,7 @@ async fn the_nav_marks_the_section_a_job_page_belongs_to() {
 
 #[tokio::test]
 async fn actions_need_a_csrf_token_and_land_in_the_audit_log() {
-    let f = fixture(AuthConfig::default()).await;
+    let f = fixture().await;
     enqueue(&f.store, "emails", "{}").await;
 
     let (status, _) = post(
@@ -258,55 +195,40 @@ async fn actions_need_a_csrf_token_and_land_in_the_audit_log() {
     assert!(!f.store.list_queues().await.unwrap()[0].paused);
 
     let token = csrf(&f.router, None).await;
-    let (status, location) = post(
+    let (status, location) = act(
         &f.router,
+        &token,
         "/fn/queue/state",
         "queue=emails&op=pause&back=/queues",
-        Some(&token),
-        None,
     )
     .await;
     assert_eq!(status, StatusCode::FOUND);
     assert!(location.starts_with("/queues?ok="), "{location}");
     assert!(f.store.list_queues().await.unwrap()[0].paused);
 
-    let audit = f
-        .store
-        .list_audit(&Default::default(), None, 10)
+    let last = last_audit(&f.store).await;
+    assert_eq!(last.action, "queue.pause");
+    assert_eq!(last.actor, "local");
+    assert_eq!(last.target, "emails");
+}
+
+/// Pause queue `emails` signed in with `auth`, with that user's own CSRF token.
+async fn pause_emails_as(router: &Router, auth: &str) -> StatusCode {
+    let token = csrf(router, Some(auth)).await;
+    let form = "queue=emails&op=pause&back=/";
+    post(router, "/fn/queue/state", form, Some(&token), Some(auth))
         .await
-        .unwrap();
-    assert_eq!(audit[0].action, "queue.pause");
-    assert_eq!(audit[0].actor, "local");
-    assert_eq!(audit[0].target, "emails");
+        .0
 }
 
 #[tokio::test]
 async fn viewers_read_but_cannot_act_and_strangers_are_asked_to_sign_in() {
-    let auth = AuthConfig {
-        users: vec![
-            UserConfig {
-                name: "ops".into(),
-                role: Role::Operator,
-                password: Some("pw-ops".into()),
-                token: None,
-            },
-            UserConfig {
-                name: "eve".into(),
-                role: Role::Viewer,
-                password: Some("pw-eve".into()),
-                token: None,
-            },
-        ],
-        ..AuthConfig::default()
-    };
-    let f = fixture(auth).await;
+    let auth = password_users(&[
+        ("ops", Role::Operator, "pw-ops"),
+        ("eve", Role::Viewer, "pw-eve"),
+    ]);
+    let f = fixture_with(auth, ConsoleOptions::default()).await;
     enqueue(&f.store, "emails", "{}").await;
-    let basic = |u: &str, p: &str| {
-        format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(format!("{u}:{p}"))
-        )
-    };
     let (ops, eve) = (basic("ops", "pw-ops"), basic("eve", "pw-eve"));
 
     assert_eq!(get(&f.router, "/", None).await.0, StatusCode::UNAUTHORIZED);
@@ -318,41 +240,19 @@ async fn viewers_read_but_cannot_act_and_strangers_are_asked_to_sign_in() {
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains("Read-only"), "viewers see no action forms");
 
-    let token = csrf(&f.router, Some(&eve)).await;
-    let (status, _) = post(
-        &f.router,
-        "/fn/queue/state",
-        "queue=emails&op=pause&back=/",
-        Some(&token),
-        Some(&eve),
-    )
-    .await;
-    assert_eq!(status, StatusCode::FORBIDDEN);
+    assert_eq!(
+        pause_emails_as(&f.router, &eve).await,
+        StatusCode::FORBIDDEN
+    );
     assert!(!f.store.list_queues().await.unwrap()[0].paused);
 
-    let token = csrf(&f.router, Some(&ops)).await;
-    let (status, _) = post(
-        &f.router,
-        "/fn/queue/state",
-        "queue=emails&op=pause&back=/",
-        Some(&token),
-        Some(&ops),
-    )
-    .await;
-    assert_eq!(status, StatusCode::FOUND);
-    assert_eq!(
-        f.store
-            .list_audit(&Default::default(), None, 1)
-            .await
-            .unwrap()[0]
-            .actor,
-        "ops"
-    );
+    assert_eq!(pause_emails_as(&f.router, &ops).await, StatusCode::FOUND);
+    assert_eq!(last_audit(&f.store).await.actor, "ops");
 }
 
 #[tokio::test]
 async fn selected_rows_are_retried_together() {
-    let f = fixture(AuthConfig::default()).await;
+    let f = fixture().await;
     let a = dead_letter(&f.store, "billing", "boom").await;
     let b = dead_letter(&f.store, "billing", "boom").await;
     let token = csrf(&f.router, None).await;
@@ -360,7 +260,7 @@ async fn selected_rows_are_retried_together() {
     let form = format!(
         "source=dlq&action=resurrect&ids%5B0%5D={a}&ids%5B3%5D={b}&back=%2Fjobs%3Fsource%3Ddlq"
     );
-    let (status, location) = post(&f.router, "/fn/jobs/bulk", &form, Some(&token), None).await;
+    let (status, location) = act(&f.router, &token, "/fn/jobs/bulk", &form).await;
     assert_eq!(status, StatusCode::FOUND);
     assert!(location.contains("ok="), "{location}");
     for id in [a, b] {
@@ -369,77 +269,57 @@ async fn selected_rows_are_retried_together() {
             Pillar::Hot
         );
     }
-    let audit = f
-        .store
-        .list_audit(&Default::default(), None, 1)
-        .await
-        .unwrap();
+    let last = last_audit(&f.store).await;
     assert_eq!(
-        (audit[0].action.as_str(), audit[0].count),
+        (last.action.as_str(), last.count),
         ("jobs.bulk_resurrect", 2)
     );
 }
 
 #[tokio::test]
 async fn purge_without_confirmation_changes_nothing() {
-    let f = fixture(AuthConfig::default()).await;
-    let dead = dead_letter(&f.store, "billing", "boom").await;
-    let token = csrf(&f.router, None).await;
+    let (f, dead, token) = one_dead_letter("boom").await;
     let form = format!("id={dead}&source=dlq&back=%2Fjobs%3Fsource%3Ddlq");
-    let (_, location) = post(&f.router, "/fn/job/purge", &form, Some(&token), None).await;
+    let (_, location) = act(&f.router, &token, "/fn/job/purge", &form).await;
     assert!(location.contains("err="), "{location}");
     assert!(f.store.get_job(dead).await.unwrap().is_some());
-    let (_, location) = post(
-        &f.router,
-        "/fn/job/purge",
-        &format!("{form}&confirm=yes"),
-        Some(&token),
-        None,
-    )
-    .await;
+    let confirmed = format!("{form}&confirm=yes");
+    let (_, location) = act(&f.router, &token, "/fn/job/purge", &confirmed).await;
     assert!(location.contains("ok="), "{location}");
     assert!(f.store.get_job(dead).await.unwrap().is_none());
 }
 
 #[tokio::test]
 async fn a_running_job_is_stopped_only_once_the_operator_confirms() {
-    let f = fixture(AuthConfig::default()).await;
+    let f = fixture().await;
     let id = enqueue(&f.store, "billing", "{}").await;
-    assert_eq!(start_running(&f.store, "billing").await, vec![id]);
+    assert_eq!(start_running(&f.store, "w", "billing").await, vec![id]);
     let (_, page, _) = get(&f.router, &format!("/jobs/{id}"), None).await;
     assert!(page.contains("Stop and cancel") && page.contains("stop it while it runs"));
     let token = csrf(&f.router, None).await;
     let form = format!("id={id}&back=%2Fjobs");
-    let (_, location) = post(&f.router, "/fn/job/cancel", &form, Some(&token), None).await;
+    let (_, location) = act(&f.router, &token, "/fn/job/cancel", &form).await;
     assert!(location.contains("err="), "{location}");
     let job = f.store.get_job(id).await.unwrap().unwrap();
     assert!(
         !job.cancel_requested,
         "nothing requested without the box ticked"
     );
-    let (_, location) = post(
-        &f.router,
-        "/fn/job/cancel",
-        &format!("{form}&confirm=yes"),
-        Some(&token),
-        None,
-    )
-    .await;
+    let confirmed = format!("{form}&confirm=yes");
+    let (_, location) = act(&f.router, &token, "/fn/job/cancel", &confirmed).await;
     assert!(location.contains("ok="), "{location}");
     assert!(f.store.get_job(id).await.unwrap().unwrap().cancel_requested);
 }
 
 #[tokio::test]
 async fn an_edit_is_previewed_as_a_diff_then_saved_with_the_original_kept() {
-    let f = fixture(AuthConfig::default()).await;
-    let dead = dead_letter(&f.store, "billing", "bad amount").await;
-    let token = csrf(&f.router, None).await;
+    let (f, dead, token) = one_dead_letter("bad amount").await;
     let back = format!("%2Fjobs%2F{dead}");
 
     let bad = format!(
         "id={dead}&step=preview&payload=%7Bnope&tags=&priority=0&queue=billing&back={back}"
     );
-    let (_, location) = post(&f.router, "/fn/job/edit", &bad, Some(&token), None).await;
+    let (_, location) = act(&f.router, &token, "/fn/job/edit", &bad).await;
     assert!(
         location.contains("edit=1") && location.contains("err="),
         "{location}"
@@ -448,7 +328,7 @@ async fn an_edit_is_previewed_as_a_diff_then_saved_with_the_original_kept() {
     let good = format!(
         "id={dead}&step=preview&payload=%7B%22to%22%3A%22fixed%40b.c%22%7D&tags=retry&priority=5&queue=billing&back={back}"
     );
-    let (_, location) = post(&f.router, "/fn/job/edit", &good, Some(&token), None).await;
+    let (_, location) = act(&f.router, &token, "/fn/job/edit", &good).await;
     assert!(location.contains("draft="), "{location}");
     let (_, page, _) = get(&f.router, &location, None).await;
     assert!(
@@ -474,7 +354,7 @@ async fn an_edit_is_previewed_as_a_diff_then_saved_with_the_original_kept() {
         .next()
         .unwrap();
     let save = format!("id={dead}&draft={draft}&step=save_resurrect&back={back}");
-    let (_, location) = post(&f.router, "/fn/job/edit", &save, Some(&token), None).await;
+    let (_, location) = act(&f.router, &token, "/fn/job/edit", &save).await;
     assert!(location.contains("ok="), "{location}");
     let job = f.store.get_job(dead).await.unwrap().unwrap();
     assert_eq!(job.pillar(), Pillar::Hot);
@@ -485,26 +365,18 @@ async fn an_edit_is_previewed_as_a_diff_then_saved_with_the_original_kept() {
 
 /// Where a GET of `path` redirects to (it must redirect).
 async fn redirect_target(router: &Router, path: &str) -> String {
-    let res = router
-        .clone()
-        .oneshot(Request::get(path).body(Body::empty()).unwrap())
-        .await
-        .unwrap();
+    let answer = send(router, Request::get(path).body(Body::empty()).unwrap()).await;
     assert!(
-        res.status().is_redirection(),
+        answer.status.is_redirection(),
         "{path}: {} instead of a redirect",
-        res.status()
+        answer.status
     );
-    res.headers()
-        .get(header::LOCATION)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string()
+    answer.location()
 }
 
 #[tokio::test]
 async fn the_theme_switch_only_goes_back_to_this_site() {
-    let f = fixture(AuthConfig::default()).await;
+    let f = fixture().await;
     assert_eq!(
         redirect_target(&f.router, "/theme?set=carbon&back=%2Fjobs%3Fsource%3Ddlq").await,
         "/jobs?source=dlq"
@@ -528,7 +400,7 @@ async fn the_theme_switch_only_goes_back_to_this_site() {
 
 #[tokio::test]
 async fn an_action_never_redirects_off_site_nor_fails_on_its_back_field() {
-    let f = fixture(AuthConfig::default()).await;
+    let f = fixture().await;
     enqueue(&f.store, "emails", "{}").await;
     let token = csrf(&f.router, None).await;
     for back in [
@@ -539,8 +411,7 @@ async fn an_action_never_redirects_off_site_nor_fails_on_its_back_field() {
         "/%5Cevil.example",
     ] {
         let form = format!("queue=emails&op=pause&back={back}");
-        let (status, location) =
-            post(&f.router, "/fn/queue/state", &form, Some(&token), None).await;
+        let (status, location) = act(&f.router, &token, "/fn/queue/state", &form).await;
         assert_eq!(status, StatusCode::FOUND, "{back}");
         assert!(location.starts_with("/?ok="), "{back}: {location}");
     }
@@ -551,43 +422,35 @@ async fn an_action_never_redirects_off_site_nor_fails_on_its_back_field() {
 #[tokio::test]
 async fn the_console_router_alone_sends_the_security_headers() {
     use deck_app::security_headers::{CONTENT_SECURITY_POLICY, page_policy};
-    let auth = AuthConfig {
-        users: vec![UserConfig {
-            name: "ops".into(),
-            role: Role::Operator,
-            password: None,
-            token: Some("a-token-of-sixteen-chars".into()),
-        }],
-        ..AuthConfig::default()
-    };
-    let f = fixture(auth).await;
+    let auth = token_operator("ops", "a-token-of-sixteen-chars");
+    let f = fixture_with(auth, ConsoleOptions::default()).await;
     let bearer = "Bearer a-token-of-sixteen-chars";
     for (method, path, auth, status) in [
-        ("GET", "/", Some(bearer), StatusCode::OK),
-        ("GET", "/jobs?source=dlq", Some(bearer), StatusCode::OK),
-        ("GET", "/", None, StatusCode::UNAUTHORIZED),
-        ("GET", "/assets/live.js", Some(bearer), StatusCode::OK),
-        ("GET", "/live", Some(bearer), StatusCode::OK),
+        (Method::GET, "/", Some(bearer), StatusCode::OK),
         (
-            "GET",
+            Method::GET,
+            "/jobs?source=dlq",
+            Some(bearer),
+            StatusCode::OK,
+        ),
+        (Method::GET, "/", None, StatusCode::UNAUTHORIZED),
+        (Method::GET, "/assets/live.js", Some(bearer), StatusCode::OK),
+        (Method::GET, "/live", Some(bearer), StatusCode::OK),
+        (
+            Method::GET,
             "/theme?set=carbon",
             Some(bearer),
             StatusCode::SEE_OTHER,
         ),
         (
-            "POST",
+            Method::POST,
             "/fn/queue/state",
             Some(bearer),
             StatusCode::FORBIDDEN,
         ),
     ] {
-        let mut req = Request::builder()
-            .method(method)
-            .uri(path)
-            .header(header::ACCEPT, "text/html");
-        if let Some(a) = auth {
-            req = req.header(header::AUTHORIZATION, a);
-        }
+        let req = html_request(method.clone(), path, auth);
+        // Not `send`: the live stream's body never ends.
         let res = f
             .router
             .clone()
@@ -692,7 +555,7 @@ async fn the_kept_queues_page_shows_a_settings_change_at_once() {
 /// typed word and a run, and touches only the group's dead letters.
 #[tokio::test]
 async fn an_error_group_is_purged_through_the_bulk_flow() {
-    let f = fixture(AuthConfig::default()).await;
+    let f = fixture().await;
     let mut members = Vec::new();
     for who in ["ann@example.com", "bob@example.org", "cy@example.net"] {
         let message = format!("mailbox {who} does not exist");
@@ -738,7 +601,7 @@ async fn an_error_group_is_purged_through_the_bulk_flow() {
         ("back", "/dlq/bulk"),
     ])
     .unwrap();
-    let (status, run) = post(&f.router, "/fn/dlq/bulk", &form, Some(&token), None).await;
+    let (status, run) = act(&f.router, &token, "/fn/dlq/bulk", &form).await;
     assert_eq!(status, StatusCode::FOUND);
     assert!(run.starts_with("/dlq/bulk/"), "{run}");
     let run_page = run.split('?').next().unwrap_or_default().to_string();
@@ -760,20 +623,13 @@ async fn an_error_group_is_purged_through_the_bulk_flow() {
     assert!(f.store.get_job(bystander).await.unwrap().is_some());
     let groups = f.store.top_errors(10).await.unwrap();
     assert_eq!(groups.len(), 1, "the purged group is gone: {groups:?}");
-    let audit = f
-        .store
-        .list_audit(&Default::default(), None, 1)
-        .await
-        .unwrap();
-    assert_eq!(
-        (audit[0].action.as_str(), audit[0].count),
-        ("dlq.bulk_purge", 3)
-    );
+    let last = last_audit(&f.store).await;
+    assert_eq!((last.action.as_str(), last.count), ("dlq.bulk_purge", 3));
 }
 
 #[tokio::test]
 async fn an_instance_is_quieted_and_resumed_from_the_instances_page() {
-    let f = fixture(AuthConfig::default()).await;
+    let f = fixture().await;
     let beat = |quiet_before: bool| deck_engine::InstanceInfo {
         id: "inst-busy".into(),
         host: "build-host".into(),
@@ -806,27 +662,17 @@ async fn an_instance_is_quieted_and_resumed_from_the_instances_page() {
     assert!(!html.contains(">quiet</span>"), "no quiet badge yet");
 
     let token = csrf(&f.router, None).await;
-    let (status, location) = post(
-        &f.router,
-        "/fn/instance/state",
-        "instance=inst-busy&op=quiet&back=/instances",
-        Some(&token),
-        None,
-    )
-    .await;
+    let set_state = |form| act(&f.router, &token, "/fn/instance/state", form);
+    let (status, location) = set_state("instance=inst-busy&op=quiet&back=/instances").await;
     assert_eq!(status, StatusCode::FOUND);
     assert!(location.starts_with("/instances?ok="), "{location}");
     assert_eq!(listed_quiet().await, Some(true));
-    let audit = f
-        .store
-        .list_audit(&Default::default(), None, 1)
-        .await
-        .unwrap();
+    let last = last_audit(&f.store).await;
     assert_eq!(
         (
-            audit[0].action.as_str(),
-            audit[0].target.as_str(),
-            audit[0].actor.as_str()
+            last.action.as_str(),
+            last.target.as_str(),
+            last.actor.as_str()
         ),
         ("instance.quiet", "inst-busy", "local")
     );
@@ -838,31 +684,13 @@ async fn an_instance_is_quieted_and_resumed_from_the_instances_page() {
     assert!(html.contains(">quiet</span>"), "the quiet badge: {html}");
     assert!(html.contains(r#"value="resume""#), "a Resume button");
 
-    let (_, location) = post(
-        &f.router,
-        "/fn/instance/state",
-        "instance=inst-busy&op=resume&back=/instances",
-        Some(&token),
-        None,
-    )
-    .await;
+    let (_, location) = set_state("instance=inst-busy&op=resume&back=/instances").await;
     assert!(location.starts_with("/instances?ok="), "{location}");
     assert_eq!(listed_quiet().await, Some(false));
-    let audit = f
-        .store
-        .list_audit(&Default::default(), None, 1)
-        .await
-        .unwrap();
-    assert_eq!(audit[0].action, "instance.resume");
+    let last = last_audit(&f.store).await;
+    assert_eq!(last.action, "instance.resume");
 
-    let (_, location) = post(
-        &f.router,
-        "/fn/instance/state",
-        "instance=gone-away&op=quiet&back=/instances",
-        Some(&token),
-        None,
-    )
-    .await;
+    let (_, location) = set_state("instance=gone-away&op=quiet&back=/instances").await;
     assert!(location.starts_with("/instances?err="), "{location}");
 
     // An external worker decides its own claims: no button, and a crafted post is refused.
@@ -878,14 +706,7 @@ async fn an_instance_is_quieted_and_resumed_from_the_instances_page() {
         1,
         "engines only"
     );
-    let (_, location) = post(
-        &f.router,
-        "/fn/instance/state",
-        "instance=ext:py&op=quiet&back=/instances",
-        Some(&token),
-        None,
-    )
-    .await;
+    let (_, location) = set_state("instance=ext:py&op=quiet&back=/instances").await;
     assert!(location.starts_with("/instances?err="), "{location}");
     let listed = f
         .store
@@ -897,7 +718,7 @@ async fn an_instance_is_quieted_and_resumed_from_the_instances_page() {
 
 #[tokio::test]
 async fn a_search_past_its_window_says_so_and_links_to_older_jobs() {
-    let f = fixture(AuthConfig::default()).await;
+    let f = fixture().await;
     let mut oldest = EnqueueRequest::new("emails", "send_email", r#"{"order":"ord-9931"}"#);
     oldest.tags = vec!["vintage".into()];
     let old = f.store.enqueue(oldest).await.unwrap().id;
@@ -952,7 +773,7 @@ async fn a_search_past_its_window_says_so_and_links_to_older_jobs() {
 /// it says why it is not starting; lifting the limit from the queues page's form clears both.
 #[tokio::test]
 async fn a_rate_limited_queue_and_its_waiting_job_say_until_when() {
-    let f = fixture(AuthConfig::default()).await;
+    let f = fixture().await;
     let router = &f.router;
     f.store
         .update_queue(
@@ -970,7 +791,7 @@ async fn a_rate_limited_queue_and_its_waiting_job_say_until_when() {
     enqueue(&f.store, "metered", "{}").await;
     let waiting = enqueue(&f.store, "metered", "{}").await;
     let day = chrono::Utc::now().timestamp().div_euclid(86_400);
-    let started = start_running(&f.store, "metered").await;
+    let started = start_running(&f.store, "w", "metered").await;
     if chrono::Utc::now().timestamp().div_euclid(86_400) != day {
         eprintln!("notice: the claim straddled midnight UTC; nothing to check");
         return;
@@ -987,13 +808,12 @@ async fn a_rate_limited_queue_and_its_waiting_job_say_until_when() {
     );
 
     let token = csrf(router, None).await;
-    let (status, _) = post(
+    let (status, _) = act(
         router,
+        &token,
         "/fn/queue/limits",
         "queue=metered&max_workers=&zombie_timeout=&execution_timeout=&lag_warn=&lag_crit=\
          &rate_starts=&rate_per=&back=%2Fqueues",
-        Some(&token),
-        None,
     )
     .await;
     assert!(status.is_redirection(), "{status}");

@@ -11,17 +11,20 @@ use std::time::Duration;
 
 use axum::Router;
 use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
+use axum::http::{Method, StatusCode, header};
 use chrono::Utc;
 use deck_app::{
-    AuthConfig, BreakerState, BreakerView, Console, ConsoleBackend, ConsoleEvent, ConsoleOptions,
-    EventLevel, Role, RuntimeView, UserConfig,
+    BreakerState, BreakerView, Console, ConsoleBackend, ConsoleEvent, ConsoleOptions, EventLevel,
+    RuntimeView,
 };
 use deck_engine::{
-    AttemptError, ClaimRequest, Completion, EnqueueRequest, ErrorGroup, FailureReason,
-    InstanceInfo, JobId, NewAuditEntry, Operations, QueueStats, Store, StoreOptions,
+    AttemptError, Completion, EnqueueRequest, ErrorGroup, FailureReason, InstanceInfo, JobId,
+    NewAuditEntry, Operations, QueueStats, Store,
 };
 use futures::StreamExt;
+use support::console::{
+    get_page, html_request, post_as, sqlite_store, start_running, token_operator,
+};
 use support::inert::{assert_inert, hostile, markup, policy_nonce, shows};
 use tower::ServiceExt;
 
@@ -81,75 +84,29 @@ struct Seeded {
     batch: deck_engine::BatchId,
 }
 
-fn request(method: &str, path: &str) -> axum::http::request::Builder {
-    Request::builder()
-        .method(method)
-        .uri(path)
-        .header(header::ACCEPT, "text/html")
-        .header(header::AUTHORIZATION, format!("Bearer {TOKEN}"))
+fn bearer() -> String {
+    format!("Bearer {TOKEN}")
 }
 
 /// Status, body and Content-Security-Policy.
 async fn get(router: &Router, path: &str) -> (StatusCode, String, String) {
-    let res = router
-        .clone()
-        .oneshot(request("GET", path).body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = res.status();
-    let policy = res
-        .headers()
-        .get(header::CONTENT_SECURITY_POLICY)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    let body = axum::body::to_bytes(res.into_body(), 16 << 20)
-        .await
-        .unwrap();
-    (status, String::from_utf8_lossy(&body).into_owned(), policy)
+    let page = get_page(router, path, Some(&bearer())).await;
+    let policy = page.header(header::CONTENT_SECURITY_POLICY);
+    (page.status, page.body, policy)
 }
 
 /// Post a console form as the (hostile) operator; the redirect's target.
 async fn post(router: &Router, path: &str, form: &[(&str, &str)]) -> String {
-    let csrf = "0123456789abcdef0123456789abcdef";
-    let mut pairs = vec![("csrf", csrf)];
-    pairs.extend_from_slice(form);
-    let res = router
-        .clone()
-        .oneshot(
-            request("POST", path)
-                .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-                .header(header::REFERER, "http://127.0.0.1/")
-                .header(header::COOKIE, format!("deck_csrf={csrf}"))
-                .body(Body::from(serde_urlencoded::to_string(&pairs).unwrap()))
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    assert_eq!(res.status(), StatusCode::FOUND, "{path}");
-    res.headers()
-        .get(header::LOCATION)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string()
+    let (status, location) = post_as(router, path, form, Some(&bearer())).await;
+    assert_eq!(status, StatusCode::FOUND, "{path}");
+    location
 }
 
 /// Claim every due job of `queue` as a hostile worker and finish each with `completion`.
 async fn finish(store: &Arc<dyn Store>, queue: &str, completion: impl Fn(JobId) -> Completion) {
     let worker = markup("worker");
-    let claimed = store
-        .claim_batch(ClaimRequest {
-            worker_id: worker.clone(),
-            limit: 100,
-            start: 0,
-            queues: Some(vec![queue.into()]),
-            types: None,
-        })
-        .await
-        .unwrap();
-    let ids: Vec<JobId> = claimed.iter().map(|j| j.id).collect();
+    let ids = start_running(store, &worker, queue).await;
     assert!(!ids.is_empty(), "{queue}: nothing to claim");
-    store.mark_processing(&worker, &ids).await.unwrap();
     store
         .complete(&worker, ids.into_iter().map(completion).collect())
         .await
@@ -180,11 +137,7 @@ async fn enqueue(store: &Arc<dyn Store>, queue: &str, tag: &str) -> JobId {
 
 /// A console over a store holding hostile text in every field an operator can see.
 async fn seeded() -> Seeded {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("deck.db").display());
-    let store = deck_engine::open_store(&url, &StoreOptions::default())
-        .await
-        .unwrap();
+    let (dir, store) = sqlite_store().await;
     let (q_dead, q_done, q_retry) = (
         hostile("queue"),
         hostile("queue done"),
@@ -307,15 +260,7 @@ async fn seeded() -> Seeded {
             ..ConsoleOptions::default()
         },
     );
-    let auth = AuthConfig {
-        users: vec![UserConfig {
-            name: markup("user"),
-            role: Role::Operator,
-            password: None,
-            token: Some(TOKEN.into()),
-        }],
-        ..AuthConfig::default()
-    };
+    let auth = token_operator(markup("user"), TOKEN);
     Seeded {
         _dir: dir,
         router: deck_app::console_router(console, auth),
@@ -562,7 +507,11 @@ async fn no_page_runs_what_users_planted() {
 async fn first_live_frame(router: &Router) -> serde_json::Map<String, serde_json::Value> {
     let res = router
         .clone()
-        .oneshot(request("GET", "/live").body(Body::empty()).unwrap())
+        .oneshot(
+            html_request(Method::GET, "/live", Some(&bearer()))
+                .body(Body::empty())
+                .unwrap(),
+        )
         .await
         .unwrap();
     assert_eq!(res.status(), StatusCode::OK);

@@ -3,48 +3,26 @@
 //! and names the field), the actions (each audited under the signed-in operator), and one
 //! schedule's page with its next occurrences in the zone asked for.
 
+// Only the console helpers: the inert check's own test runs with `hostile_content`.
+mod support {
+    pub mod console;
+}
+
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
-use axum::http::{Request, StatusCode, header};
-use base64::Engine as _;
+use axum::http::StatusCode;
 use chrono::Utc;
-use deck_app::{AuthConfig, Console, ConsoleOptions, Role, StoreBackend, UserConfig};
+use deck_app::{ConsoleOptions, Role};
 use deck_engine::schedule::{Occurrence, ScheduleFire, Timing, job_for};
 use deck_engine::{
-    ClaimRequest, Completion, FireOutcome, JobId, MisfirePolicy, Operations, OverlapPolicy,
-    ScheduleDefinition, ScheduleJob, ScheduleOrigin, ScheduleSpec, Store, StoreOptions,
+    Completion, FireOutcome, JobId, MisfirePolicy, OverlapPolicy, ScheduleDefinition, ScheduleJob,
+    ScheduleOrigin, ScheduleSpec, Store,
 };
-use tower::ServiceExt;
-
-const CSRF: &str = "0123456789abcdef0123456789abcdef";
-
-struct Fixture {
-    _dir: tempfile::TempDir,
-    store: Arc<dyn Store>,
-    ops: Operations,
-    router: Router,
-}
-
-async fn fixture_with(auth: AuthConfig) -> Fixture {
-    let dir = tempfile::tempdir().unwrap();
-    let url = format!("sqlite://{}", dir.path().join("deck.db").display());
-    let store = deck_engine::open_store(&url, &StoreOptions::default())
-        .await
-        .unwrap();
-    let console = Console::new(StoreBackend::new(store.clone()), ConsoleOptions::default());
-    Fixture {
-        _dir: dir,
-        ops: Operations::over_store(store.clone()),
-        store,
-        router: deck_app::console_router(console, auth),
-    }
-}
-
-async fn fixture() -> Fixture {
-    fixture_with(AuthConfig::default()).await
-}
+use support::console::{
+    assert_empty_list_says, audit, basic, fixture, fixture_with, get, get_as, last_audit,
+    password_users, post_as, start_running, texts, texts_in,
+};
 
 fn definition(name: &str, cron: &str, zone: &str) -> ScheduleDefinition {
     ScheduleDefinition {
@@ -63,62 +41,6 @@ fn definition(name: &str, cron: &str, zone: &str) -> ScheduleDefinition {
         misfire: MisfirePolicy::RunOnce,
         overlap: OverlapPolicy::Allow,
     }
-}
-
-async fn get_as(router: &Router, path: &str, auth: Option<&str>) -> (StatusCode, String) {
-    let mut req = Request::get(path).header(header::ACCEPT, "text/html");
-    if let Some(a) = auth {
-        req = req.header(header::AUTHORIZATION, a);
-    }
-    let res = router
-        .clone()
-        .oneshot(req.body(Body::empty()).unwrap())
-        .await
-        .unwrap();
-    let status = res.status();
-    let body = axum::body::to_bytes(res.into_body(), 16 << 20)
-        .await
-        .unwrap();
-    (status, String::from_utf8_lossy(&body).into_owned())
-}
-
-async fn get(router: &Router, path: &str) -> (StatusCode, String) {
-    get_as(router, path, None).await
-}
-
-/// Post a console form with a valid CSRF token; the status and the redirect's target.
-async fn post_as(
-    router: &Router,
-    path: &str,
-    form: &[(&str, &str)],
-    auth: Option<&str>,
-) -> (StatusCode, String) {
-    let mut pairs = vec![("csrf", CSRF)];
-    pairs.extend_from_slice(form);
-    let mut req = Request::post(path)
-        .header(header::ACCEPT, "text/html")
-        .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
-        .header(header::REFERER, "http://127.0.0.1/schedules")
-        .header(header::COOKIE, format!("deck_csrf={CSRF}"));
-    if let Some(a) = auth {
-        req = req.header(header::AUTHORIZATION, a);
-    }
-    let res = router
-        .clone()
-        .oneshot(
-            req.body(Body::from(serde_urlencoded::to_string(&pairs).unwrap()))
-                .unwrap(),
-        )
-        .await
-        .unwrap();
-    let status = res.status();
-    let location = res
-        .headers()
-        .get(header::LOCATION)
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    (status, location)
 }
 
 async fn post(router: &Router, path: &str, form: &[(&str, &str)]) -> String {
@@ -155,22 +77,6 @@ fn create_form<'a>(changes: &[(&'a str, &'a str)]) -> Vec<(&'a str, &'a str)> {
     form
 }
 
-async fn audit(store: &Arc<dyn Store>) -> Vec<deck_engine::AuditEntry> {
-    store
-        .list_audit(&Default::default(), None, 20)
-        .await
-        .unwrap()
-}
-
-/// The texts of the elements `selector` picks.
-fn texts(html: &str, selector: &str) -> Vec<String> {
-    let doc = scraper::Html::parse_document(html);
-    let sel = scraper::Selector::parse(selector).unwrap();
-    doc.select(&sel)
-        .map(|e| e.text().collect::<String>().trim().to_string())
-        .collect()
-}
-
 /// The value of the first element `selector` picks, or its text for a textarea.
 fn field(html: &str, selector: &str) -> Option<String> {
     let doc = scraper::Html::parse_document(html);
@@ -185,18 +91,7 @@ fn field(html: &str, selector: &str) -> Option<String> {
 
 /// Claim what `queue` has as worker `w` and finish it as succeeded.
 async fn succeed_all(store: &Arc<dyn Store>, queue: &str) -> Vec<JobId> {
-    let claimed = store
-        .claim_batch(ClaimRequest {
-            worker_id: "w".into(),
-            limit: 100,
-            start: 0,
-            queues: Some(vec![queue.into()]),
-            types: None,
-        })
-        .await
-        .unwrap();
-    let ids: Vec<JobId> = claimed.iter().map(|j| j.id).collect();
-    store.mark_processing("w", &ids).await.unwrap();
+    let ids = start_running(store, "w", queue).await;
     store
         .complete(
             "w",
@@ -232,30 +127,21 @@ async fn the_list_shows_each_schedules_next_run_and_its_last_run_linking_to_the_
     let after = next_shown(&def, Utc::now());
     assert_eq!(status, StatusCode::OK, "{page}");
     let row = r#"tr[data-schedule="morning"]"#;
-    let next = texts(&page, &format!("{row} td.next-run time")).join("");
+    let next = texts_in(&page, row, "td.next-run time").join("");
     assert!(
         next == before || next == after,
         "{next} vs {before}: {page}"
     );
     assert!(next.ends_with(" CET") || next.ends_with(" CEST"), "{next}");
     assert!(
-        texts(&page, &format!("{row} td.next-run"))[0].contains(" · in "),
+        texts_in(&page, row, "td.next-run")[0].contains(" · in "),
         "relative to now"
     );
     assert!(page.contains(r#"href="/schedules/morning""#));
     assert!(page.contains("0 9 * * *") && page.contains("report.generate"));
-    assert_eq!(
-        texts(&page, &format!("{row} td.last-run")),
-        vec!["never run"]
-    );
-    assert_eq!(
-        texts(&page, &format!("{row} [data-state]")),
-        vec!["enabled"]
-    );
-    assert_eq!(
-        texts(&page, &format!("{row} [data-origin]")),
-        vec!["created here"]
-    );
+    assert_eq!(texts_in(&page, row, "td.last-run"), vec!["never run"]);
+    assert_eq!(texts_in(&page, row, "[data-state]"), vec!["enabled"]);
+    assert_eq!(texts_in(&page, row, "[data-origin]"), vec!["created here"]);
 
     // A manual run: its job, pending, linked.
     let FireOutcome::Enqueued(first) = f.ops.run_schedule_now("test", "morning").await.unwrap()
@@ -266,16 +152,16 @@ async fn the_list_shows_each_schedules_next_run_and_its_last_run_linking_to_the_
     let link = format!(r#"{row} td.last-run a.job-link[href="/jobs/{first}"]"#);
     assert_eq!(texts(&page, &link).len(), 1, "{page}");
     assert_eq!(
-        texts(&page, &format!("{row} td.last-run [data-outcome]")),
+        texts_in(&page, row, "td.last-run [data-outcome]"),
         vec!["pending"]
     );
-    assert!(texts(&page, &format!("{row} td.last-run"))[0].contains("manual"));
+    assert!(texts_in(&page, row, "td.last-run")[0].contains("manual"));
 
     // The job succeeds: the list says so.
     assert_eq!(succeed_all(&f.store, "reports").await, vec![first]);
     let (_, page) = get(&f.router, "/schedules").await;
     assert_eq!(
-        texts(&page, &format!("{row} td.last-run [data-outcome]")),
+        texts_in(&page, row, "td.last-run [data-outcome]"),
         vec!["succeeded"]
     );
 
@@ -302,11 +188,11 @@ async fn the_list_shows_each_schedules_next_run_and_its_last_run_linking_to_the_
     assert_eq!(skipped, vec![FireOutcome::SkippedOverlap]);
     let (_, page) = get(&f.router, "/schedules").await;
     assert_eq!(
-        texts(&page, &format!("{row} td.last-run [data-outcome]")),
+        texts_in(&page, row, "td.last-run [data-outcome]"),
         vec!["skipped (previous still active)"]
     );
     assert!(
-        texts(&page, &format!("{row} td.last-run a.job-link")).is_empty(),
+        texts_in(&page, row, "td.last-run a.job-link").is_empty(),
         "a skipped run has no job"
     );
 }
@@ -314,17 +200,13 @@ async fn the_list_shows_each_schedules_next_run_and_its_last_run_linking_to_the_
 #[tokio::test]
 async fn with_no_schedules_the_list_says_how_to_add_one() {
     let f = fixture().await;
-    let (status, page) = get(&f.router, "/schedules").await;
-    assert_eq!(status, StatusCode::OK);
-    let empty = texts(&page, "#no-schedules").join(" ");
-    for how in [
+    let hows = [
         "[[schedules]]",
         "deck.toml",
         "the form below",
         "POST /api/v1/schedules",
-    ] {
-        assert!(empty.contains(how), "{how}: {empty}");
-    }
+    ];
+    let page = assert_empty_list_says(&f.router, "/schedules", "#no-schedules", &hows).await;
     assert!(page.contains(r#"action="/fn/schedule/create""#));
 }
 
@@ -452,7 +334,6 @@ async fn pause_resume_run_now_and_delete_act_and_are_audited() {
         .create_schedule("test", definition("hourly", "0 * * * *", "UTC"))
         .await
         .unwrap();
-    let last_audit = || async { audit(&f.store).await.remove(0) };
 
     let location = post(
         &f.router,
@@ -462,16 +343,16 @@ async fn pause_resume_run_now_and_delete_act_and_are_audited() {
     .await;
     assert!(location.starts_with("/schedules?ok="), "{location}");
     assert!(!f.ops.schedule("hourly").await.unwrap().enabled);
-    let a = last_audit().await;
+    let a = last_audit(&f.store).await;
     assert_eq!(
         (a.action.as_str(), a.actor.as_str(), a.target.as_str()),
         ("schedule.pause", "local", "hourly")
     );
     let (_, page) = get(&f.router, "/schedules").await;
     let row = r#"tr[data-schedule="hourly"]"#;
-    assert_eq!(texts(&page, &format!("{row} [data-state]")), vec!["paused"]);
+    assert_eq!(texts_in(&page, row, "[data-state]"), vec!["paused"]);
     assert_eq!(
-        texts(&page, &format!(r#"{row} button[name=op][value=resume]"#)),
+        texts_in(&page, row, "button[name=op][value=resume]"),
         vec!["Resume"]
     );
 
@@ -482,7 +363,7 @@ async fn pause_resume_run_now_and_delete_act_and_are_audited() {
     )
     .await;
     assert!(f.ops.schedule("hourly").await.unwrap().enabled);
-    assert_eq!(last_audit().await.action, "schedule.resume");
+    assert_eq!(last_audit(&f.store).await.action, "schedule.resume");
 
     let location = post(
         &f.router,
@@ -498,7 +379,7 @@ async fn pause_resume_run_now_and_delete_act_and_are_audited() {
     let enqueued = f.store.get_job(job).await.unwrap().unwrap();
     assert_eq!(enqueued.queue, "reports");
     assert!(enqueued.tags.contains(&"schedule:hourly".to_string()));
-    let a = last_audit().await;
+    let a = last_audit(&f.store).await;
     assert_eq!((a.action.as_str(), a.count), ("schedule.run_now", 1));
     let (_, page) = get(&f.router, "/schedules/hourly").await;
     assert_eq!(
@@ -535,7 +416,7 @@ async fn pause_resume_run_now_and_delete_act_and_are_audited() {
     .await;
     assert!(location.starts_with("/schedules?ok="), "{location}");
     assert!(f.store.list_schedules().await.unwrap().is_empty());
-    let a = last_audit().await;
+    let a = last_audit(&f.store).await;
     assert_eq!(
         (a.action.as_str(), a.target.as_str(), a.count),
         ("schedule.delete", "hourly", 1)
@@ -780,24 +661,13 @@ async fn names_that_need_escaping_have_working_pages_and_actions() {
 
 #[tokio::test]
 async fn viewers_see_schedules_without_actions_and_cannot_act() {
-    let auth = AuthConfig {
-        users: vec![UserConfig {
-            name: "eve".into(),
-            role: Role::Viewer,
-            password: Some("pw-eve".into()),
-            token: None,
-        }],
-        ..AuthConfig::default()
-    };
-    let f = fixture_with(auth).await;
+    let auth = password_users(&[("eve", Role::Viewer, "pw-eve")]);
+    let f = fixture_with(auth, ConsoleOptions::default()).await;
     f.ops
         .create_schedule("test", definition("hourly", "@hourly", "UTC"))
         .await
         .unwrap();
-    let eve = format!(
-        "Basic {}",
-        base64::engine::general_purpose::STANDARD.encode("eve:pw-eve")
-    );
+    let eve = basic("eve", "pw-eve");
     let (status, page) = get_as(&f.router, "/schedules", Some(&eve)).await;
     assert_eq!(status, StatusCode::OK);
     assert!(page.contains(r#"data-schedule="hourly""#));

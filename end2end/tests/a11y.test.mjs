@@ -3,11 +3,11 @@
 // an explicit theme chosen with the switch); unknown paths get the console's own 404 page;
 // every page has its own title; a skip link comes first; the navigation and the overview
 // cards fit a phone.
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { createRequire } from "node:module";
-import { startDeck, startBrowser, shot, reloadUntil } from "./harness.mjs";
+import { consoleSuite, shot } from "./harness.mjs";
 
 const require = createRequire(import.meta.url);
 // Evaluated through the DevTools protocol, so the console's script-src policy (which
@@ -15,22 +15,7 @@ const require = createRequire(import.meta.url);
 const AXE_SOURCE = readFileSync(require.resolve("axe-core/axe.min.js"), "utf8");
 
 let deck, browser, page;
-
-before(async () => {
-  deck = await startDeck();
-  browser = await startBrowser();
-  page = await browser.context.newPage();
-  page.setDefaultTimeout(20_000);
-});
-
-after(async () => {
-  await browser?.close();
-  await deck?.stop();
-});
-
-const go = (path) => page.goto(deck.base + path);
-
-const waitForRows = (path, selector, seconds) => reloadUntil(page, deck.base + path, selector, seconds);
+const { go, waitForRows } = consoleSuite({}, (s) => ({ deck, browser, page } = s));
 
 /** A pending job due in an hour: a job page in the active pillar, with its edit form. */
 async function plantPendingJob() {

@@ -1,28 +1,13 @@
 // Every console page and action, driven as an operator would, against a real
 // `deck serve --demo`. One screenshot per page goes to end2end/screenshots/.
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startDeck, startBrowser, shot, watchCsp, reloadUntil } from "./harness.mjs";
+import { consoleSuite, shot, startBrowser } from "./harness.mjs";
 
 let deck, browser, page, violations;
+const { go, waitForRows } = consoleSuite({ csp: true }, (s) => ({ deck, browser, page, violations } = s));
 
-before(async () => {
-  deck = await startDeck();
-  browser = await startBrowser();
-  page = await browser.context.newPage();
-  page.setDefaultTimeout(20_000);
-  violations = await watchCsp(page);
-});
-
-after(async () => {
-  await browser?.close();
-  await deck?.stop();
-});
-
-const go = (path) => page.goto(deck.base + path);
 const flash = () => page.locator(".flash.ok, .flash.err").first().innerText();
-
-const waitForRows = (path, selector, seconds) => reloadUntil(page, deck.base + path, selector, seconds);
 
 test("overview shows cards, chart, queues and goes live", async () => {
   await waitForRows("/", "[data-live=queues] tbody tr");

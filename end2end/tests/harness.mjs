@@ -6,6 +6,7 @@ import { createServer } from "node:net";
 import { tmpdir } from "node:os";
 import { join, dirname } from "node:path";
 import { fileURLToPath } from "node:url";
+import { before, after } from "node:test";
 import { chromium } from "playwright-core";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -118,4 +119,33 @@ export async function watchCsp(page) {
     if (/Content Security Policy|Refused to/i.test(m.text())) seen.push({ console: m.text(), url: page.url() });
   });
   return seen;
+}
+
+/**
+ * The hooks of a suite that drives one page of the console: before it, a `deck serve --demo`,
+ * a browser and a page (20 s default timeout; with `csp`, the page's policy violations
+ * collected in `violations`), handed to `ready` once all are up; after it, all stopped. The
+ * session's fields are set as each part starts, so a failed start still stops what did
+ * start. Handing them over is the hook's own last step because node:test does not wait for
+ * one root `before` hook before starting the next. `go` and `waitForRows` take a path on
+ * the console.
+ */
+export function consoleSuite({ csp = false } = {}, ready = () => {}) {
+  const session = {
+    go: (path) => session.page.goto(session.deck.base + path),
+    waitForRows: (path, selector, seconds) => reloadUntil(session.page, session.deck.base + path, selector, seconds),
+  };
+  before(async () => {
+    session.deck = await startDeck();
+    session.browser = await startBrowser();
+    session.page = await session.browser.context.newPage();
+    session.page.setDefaultTimeout(20_000);
+    if (csp) session.violations = await watchCsp(session.page);
+    ready(session);
+  });
+  after(async () => {
+    await session.browser?.close();
+    await session.deck?.stop();
+  });
+  return session;
 }

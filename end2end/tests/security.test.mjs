@@ -1,26 +1,13 @@
 // The console under its Content-Security-Policy, in a real browser: every page, the live
 // refresh and the forms work without a single violation; markup planted in a payload stays
 // text; script injected into a page anyway is refused and reported; no other site can frame it.
-import { test, before, after } from "node:test";
+import { test } from "node:test";
 import assert from "node:assert/strict";
-import { startDeck, startBrowser, watchCsp, reloadUntil } from "./harness.mjs";
+import { consoleSuite } from "./harness.mjs";
 
 let deck, browser, page, violations;
+const { go, waitForRows } = consoleSuite({ csp: true }, (s) => ({ deck, browser, page, violations } = s));
 
-before(async () => {
-  deck = await startDeck();
-  browser = await startBrowser();
-  page = await browser.context.newPage();
-  page.setDefaultTimeout(20_000);
-  violations = await watchCsp(page);
-});
-
-after(async () => {
-  await browser?.close();
-  await deck?.stop();
-});
-
-const go = (path) => page.goto(deck.base + path);
 const PAYLOAD = { note: "</textarea><script>window.__pwned=1</script>\"><img src=x onerror=window.__pwned=2>'><img src=x onerror=window.__pwned=3>" };
 
 /** A pending job (due in an hour, so it stays editable) whose payload tries to break out. */
@@ -35,8 +22,6 @@ async function plantHostileJob() {
   assert.match(res.headers.get("content-security-policy"), /script-src 'self';/, "the API answers with the policy too");
   return JSON.parse(body).id;
 }
-
-const waitForRows = (path, selector, seconds) => reloadUntil(page, deck.base + path, selector, seconds);
 
 test("every page, the live refresh and the forms work under the policy, with no violation", async () => {
   const res = await go("/");

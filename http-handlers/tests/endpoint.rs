@@ -1,10 +1,11 @@
 //! HTTP handlers against a real endpoint on loopback: the envelope and its signature as a
 //! receiver sees them, and each kind of answer ending the job the documented way.
 
+mod support;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use axum::Router;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{HeaderMap, StatusCode};
@@ -12,11 +13,12 @@ use axum::response::IntoResponse;
 use axum::routing::post;
 use deck_engine::{
     Engine, EngineConfig, EngineSettings, EnqueueRequest, FailureReason, HandlerRegistry, JobState,
-    StoreOptions, WaitOutcome,
+    WaitOutcome,
 };
 use deck_http_handlers::{
     HttpHandlerConfig, ProgressCallback, ProgressTokens, register_with_progress, signature,
 };
+use support::{run_remote_task, serve_jobs_endpoint, sqlite_store};
 
 const SECRET: &str = "a-test-secret-of-some-length";
 
@@ -102,18 +104,9 @@ async fn fixture(timeout: Duration) -> Fixture {
 
 async fn fixture_with(timeout: Duration, config: EngineConfig) -> Fixture {
     let seen = Arc::new(Mutex::new(Seen::default()));
-    let app = Router::new()
-        .route("/jobs", post(receiver))
-        .with_state(seen.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    let addr = serve_jobs_endpoint(post(receiver), seen.clone()).await;
 
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deck.db");
-    let store = deck_engine::store::sqlite::open(path.to_str().unwrap(), &StoreOptions::default())
-        .await
-        .unwrap();
+    let (dir, store) = sqlite_store().await;
     let mut settings = EngineSettings::default();
     settings.retry.max_attempts = 2;
     settings.retry.base_delay_ms = 0;
@@ -140,13 +133,7 @@ async fn fixture_with(timeout: Duration, config: EngineConfig) -> Fixture {
 }
 
 async fn run(f: &Fixture, payload: serde_json::Value) -> WaitOutcome {
-    let req = EnqueueRequest::new("default", "remote.task", payload.to_string());
-    let (_, outcome) = f
-        .engine
-        .enqueue_and_wait(req, Duration::from_secs(30))
-        .await
-        .unwrap();
-    outcome
+    run_remote_task(&f.engine, payload.to_string()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -1,19 +1,18 @@
 //! The request to an endpoint carries the W3C `traceparent` of the job's attempt, so a
 //! receiver in any language continues the job's trace — and none without OpenTelemetry.
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+mod support;
 
-use axum::Router;
+use std::sync::{Arc, Mutex};
+
 use axum::extract::State;
 use axum::http::HeaderMap;
 use axum::routing::post;
-use deck_engine::{
-    Engine, EngineConfig, EnqueueRequest, HandlerRegistry, StoreOptions, WaitOutcome,
-};
+use deck_engine::{Engine, EngineConfig, HandlerRegistry, WaitOutcome};
 use deck_http_handlers::{HttpHandlerConfig, register};
 use opentelemetry::trace::TracerProvider as _;
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+use support::{run_remote_task, serve_jobs_endpoint, sqlite_store};
 use tracing_subscriber::layer::SubscriberExt;
 
 type Seen = Arc<Mutex<Vec<HeaderMap>>>;
@@ -26,17 +25,8 @@ async fn receiver(State(seen): State<Seen>, headers: HeaderMap) -> &'static str 
 /// An engine whose `remote.*` jobs go to a loopback endpoint that records the headers.
 async fn engine_and_endpoint() -> (Engine, Seen, tempfile::TempDir) {
     let seen = Seen::default();
-    let app = Router::new()
-        .route("/jobs", post(receiver))
-        .with_state(seen.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
-    let dir = tempfile::tempdir().unwrap();
-    let path = dir.path().join("deck.db");
-    let store = deck_engine::store::sqlite::open(path.to_str().unwrap(), &StoreOptions::default())
-        .await
-        .unwrap();
+    let addr = serve_jobs_endpoint(post(receiver), seen.clone()).await;
+    let (dir, store) = sqlite_store().await;
     let mut handlers = HandlerRegistry::new();
     let endpoint = HttpHandlerConfig::new(format!("http://{addr}/jobs"), &["remote.*"]);
     register(&mut handlers, &[endpoint], &|_| None).unwrap();
@@ -47,13 +37,7 @@ async fn engine_and_endpoint() -> (Engine, Seen, tempfile::TempDir) {
 }
 
 async fn run_one(engine: &Engine) {
-    let (_, outcome) = engine
-        .enqueue_and_wait(
-            EnqueueRequest::new("default", "remote.task", "{}"),
-            Duration::from_secs(30),
-        )
-        .await
-        .unwrap();
+    let outcome = run_remote_task(engine, "{}".into()).await;
     assert!(
         matches!(outcome, WaitOutcome::Succeeded { .. }),
         "{outcome:?}"

@@ -13,6 +13,27 @@ fn stdout(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// What a command that must fail wrote to stderr.
+fn failure(out: &std::process::Output) -> String {
+    assert!(!out.status.success(), "it succeeded: {}", stdout(out));
+    stderr(out)
+}
+
+/// `deck enqueue` of a `job_type` job into `queue` on `db`, with `more` options.
+fn enqueue<'a>(db: &'a str, queue: &'a str, job_type: &'a str, more: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "enqueue",
+        "--database",
+        db,
+        "--queue",
+        queue,
+        "--type",
+        job_type,
+    ];
+    args.extend_from_slice(more);
+    args
+}
+
 #[test]
 fn a_bad_config_fails_with_every_problem_and_its_fix() {
     let dir = tempfile::tempdir().unwrap();
@@ -21,9 +42,7 @@ fn a_bad_config_fails_with_every_problem_and_its_fix() {
         "listen = \"nowhere\"\n[engine]\npoll_interval = \"10ms\"\nworkrs = 3\n",
     )
     .unwrap();
-    let out = run(deck(dir.path()).args(["serve"]));
-    assert!(!out.status.success());
-    let err = stderr(&out);
+    let err = failure(&run(deck(dir.path()).args(["serve"])));
     assert!(err.contains("3 problems"), "{err}");
     assert!(err.contains("listen"), "{err}");
     assert!(err.contains("127.0.0.1:8080"), "{err}");
@@ -35,15 +54,10 @@ fn a_bad_config_fails_with_every_problem_and_its_fix() {
 #[test]
 fn an_environment_variable_with_a_bad_value_names_itself() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run(deck(dir.path())
+    let err = failure(&run(deck(dir.path())
         .args(["stats"])
-        .env("DECK_ENGINE__PREFETCH", "lots"));
-    assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("DECK_ENGINE__PREFETCH"),
-        "{}",
-        stderr(&out)
-    );
+        .env("DECK_ENGINE__PREFETCH", "lots")));
+    assert!(err.contains("DECK_ENGINE__PREFETCH"), "{err}");
 }
 
 #[test]
@@ -65,49 +79,33 @@ fn an_unrelated_deck_variable_warns_and_does_not_stop_deck() {
 #[test]
 fn an_unknown_database_url_says_what_to_use() {
     let dir = tempfile::tempdir().unwrap();
-    let out = run(deck(dir.path()).args(["stats", "--database", "postgres://x"]));
-    assert!(!out.status.success());
-    assert!(
-        stderr(&out).contains("sqlite://deck.db"),
-        "{}",
-        stderr(&out)
-    );
+    let err = failure(&run(deck(dir.path()).args([
+        "stats",
+        "--database",
+        "postgres://x",
+    ])));
+    assert!(err.contains("sqlite://deck.db"), "{err}");
 }
 
 #[test]
 fn enqueue_then_stats_round_trip() {
     let dir = tempfile::tempdir().unwrap();
     let db = sqlite_url(dir.path());
-    let out = run(deck(dir.path()).args([
-        "enqueue",
-        "--database",
-        &db,
-        "--queue",
-        "mail",
-        "--type",
-        "email.send",
+    let first = [
         "--payload",
         r#"{"to":"a@b.c"}"#,
         "--tag",
         "x",
         "--priority",
         "5",
-    ]));
+    ];
+    let out = run(deck(dir.path()).args(enqueue(&db, "mail", "email.send", &first)));
     assert!(out.status.success(), "{}", stderr(&out));
     let id = stdout(&out).trim().to_string();
     assert!(id.parse::<deck_engine::JobId>().is_ok(), "{id:?}");
 
-    let out = run(deck(dir.path()).args([
-        "enqueue",
-        "--database",
-        &db,
-        "--queue",
-        "mail",
-        "--type",
-        "email.send",
-        "--delay",
-        "1h",
-    ]));
+    let delayed = ["--delay", "1h"];
+    let out = run(deck(dir.path()).args(enqueue(&db, "mail", "email.send", &delayed)));
     assert!(out.status.success(), "{}", stderr(&out));
 
     let out = run(deck(dir.path()).args(["stats", "--json", "--database", &db]));
@@ -126,19 +124,8 @@ fn enqueue_then_stats_round_trip() {
 fn enqueue_rejects_bad_input_before_touching_the_database() {
     let dir = tempfile::tempdir().unwrap();
     let db = sqlite_url(dir.path());
-    let out = run(deck(dir.path()).args([
-        "enqueue",
-        "--database",
-        &db,
-        "--queue",
-        "q",
-        "--type",
-        "t",
-        "--payload",
-        "{nope",
-    ]));
-    assert!(!out.status.success());
-    let err = stderr(&out);
+    let bad = ["--payload", "{nope"];
+    let err = failure(&run(deck(dir.path()).args(enqueue(&db, "q", "t", &bad))));
     assert!(err.contains("payload"), "{err}");
     assert!(err.contains("JSON"), "{err}");
     assert!(!dir.path().join("deck.db").exists());
@@ -182,7 +169,6 @@ fn a_taken_port_is_reported_with_the_fix() {
     let dir = tempfile::tempdir().unwrap();
     let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = taken.local_addr().unwrap().to_string();
-    let out = run(deck(dir.path()).args(["serve", "--listen", &addr]));
-    assert!(!out.status.success());
-    assert!(stderr(&out).contains("--listen"), "{}", stderr(&out));
+    let err = failure(&run(deck(dir.path()).args(["serve", "--listen", &addr])));
+    assert!(err.contains("--listen"), "{err}");
 }

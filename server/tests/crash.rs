@@ -5,58 +5,31 @@
 
 mod common;
 
-use std::collections::{BTreeSet, HashMap};
-use std::time::{Duration, Instant};
+use std::collections::BTreeSet;
 
 use common::*;
-use deck_engine::{EnqueueRequest, FailureReason, JobState};
+use deck_engine::{FailureReason, JobState};
 
 const JOBS: usize = 60;
-
-/// Short rescue timings so the restarted instance rescues the dead one's work in seconds.
-const CONFIG: &str = r#"
-[engine]
-workers = 6
-prefetch = 10
-poll_interval = "100ms"
-rescue_interval = "1s"
-instance_heartbeat_interval = "500ms"
-
-[engine.rescue]
-dead_instance_timeout = "2s"
-"#;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_process_loses_no_job_and_runs_none_twice() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("deck.toml"), CONFIG).unwrap();
+    std::fs::write(
+        dir.path().join("deck.toml"),
+        quick_rescue_config(6, 10, "2s"),
+    )
+    .unwrap();
     let url = sqlite_url(dir.path());
     let effects = dir.path().join("effects.log");
     let env = [("DECK_TEST_SIDE_EFFECT_LOG", effects.to_str().unwrap())];
 
     let store = open(&url).await;
-    let reqs = (0..JOBS)
-        .map(|_| EnqueueRequest::new("slow", "test.record", r#"{"sleep_ms": 300}"#))
-        .collect();
-    let ids: Vec<String> = store
-        .enqueue_batch(reqs)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.id.to_string())
-        .collect();
+    let ids = enqueue_records(&store, "slow", JOBS, r#"{"sleep_ms": 300}"#).await;
 
     let mut first = Server::start(dir.path(), "first", &url, &[], &env);
     // Let it get into the workload: some jobs done, others running, more buffered.
-    let deadline = Instant::now() + PATIENCE;
-    while recorded_ids(&effects).len() < 12 {
-        assert!(
-            Instant::now() < deadline,
-            "no progress:\n{}",
-            first.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for_records(&effects, 12, &first, PATIENCE).await;
     first.kill_hard();
     let (hot_after_kill, _, _) = pillar_counts(&store).await;
     assert!(
@@ -79,10 +52,7 @@ async fn a_killed_process_loses_no_job_and_runs_none_twice() {
     );
 
     let recorded = recorded_ids(&effects);
-    let mut runs: HashMap<&str, usize> = HashMap::new();
-    for id in &recorded {
-        *runs.entry(id.as_str()).or_default() += 1;
-    }
+    let runs = runs_by_id(&recorded);
     let mut zombies = 0;
     for id in &ids {
         let job = store.get_job(id.parse().unwrap()).await.unwrap().unwrap();

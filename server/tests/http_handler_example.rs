@@ -7,13 +7,14 @@ mod common;
 
 use std::net::TcpStream;
 use std::path::Path;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{PATIENCE, Server, free_port, sqlite_url};
-use deck_engine::{
-    EngineSettings, EnqueueRequest, FailureReason, Job, JobId, JobState, Operations,
+use common::{
+    PATIENCE, Server, example_command, free_port, open_with_immediate_retries, scenario_tests,
+    spawn_if_installed, sqlite_url,
 };
+use deck_engine::{EnqueueRequest, FailureReason, Job, JobId, JobState, Operations};
 
 const SECRET: &str = "an-example-secret-for-the-test";
 
@@ -28,25 +29,14 @@ impl Drop for Receiver {
 }
 
 fn start_receiver(dir: &Path, port: u16, program: &str, example: &str) -> Option<Receiver> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples")
-        .join(example);
     let log = std::fs::File::create(dir.join("receiver.log")).unwrap();
-    let child = match Command::new(program)
-        .arg(script)
-        .arg(port.to_string())
-        .env("MAILER_SECRET", SECRET)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-    {
-        Ok(child) => child,
-        Err(e) => {
-            eprintln!("skipping: {program} cannot run here ({e})");
-            return None;
-        }
-    };
+    let child = spawn_if_installed(
+        example_command(program, example)
+            .arg(port.to_string())
+            .env("MAILER_SECRET", SECRET)
+            .stdout(Stdio::null())
+            .stderr(log),
+    )?;
     let receiver = Receiver(child);
     let deadline = Instant::now() + PATIENCE;
     // Polling a port: there is no signal to wait on across processes.
@@ -57,14 +47,11 @@ fn start_receiver(dir: &Path, port: u16, program: &str, example: &str) -> Option
     Some(receiver)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_python_receiver_runs_jobs_for_the_stock_binary() {
-    receiver_runs_jobs("python3", "python/http_handler.py").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_node_receiver_runs_jobs_for_the_stock_binary() {
-    receiver_runs_jobs("node", "node/http_handler.mjs").await;
+scenario_tests! {
+    the_python_receiver_runs_jobs_for_the_stock_binary =>
+        receiver_runs_jobs("python3", "python/http_handler.py");
+    the_node_receiver_runs_jobs_for_the_stock_binary =>
+        receiver_runs_jobs("node", "node/http_handler.mjs");
 }
 
 async fn receiver_runs_jobs(program: &str, example: &str) {
@@ -83,11 +70,7 @@ async fn receiver_runs_jobs(program: &str, example: &str) {
     .unwrap();
     let url = sqlite_url(dir.path());
     // Retries at once, so the 503 job's second attempt does not wait out a backoff.
-    let store = common::open(&url).await;
-    let mut settings = EngineSettings::default();
-    settings.retry.base_delay_ms = 0;
-    settings.retry.jitter_ms = 0;
-    store.save_settings(&settings).await.unwrap();
+    let store = open_with_immediate_retries(&url).await;
     let server = Server::start(dir.path(), "deck", &url, &[], &[("MAILER_SECRET", SECRET)]);
     let ops = Operations::over_store(store);
     let enqueue = |payload: serde_json::Value| {

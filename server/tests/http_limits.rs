@@ -60,6 +60,33 @@ fn read_response(stream: &mut TcpStream) -> String {
     head + &String::from_utf8_lossy(&body)
 }
 
+/// Send raw `request` on a fresh connection and read the one response to it; the
+/// connection stays open for more.
+fn exchange(addr: SocketAddr, request: &str) -> (TcpStream, String) {
+    let mut stream = connect(addr);
+    stream.write_all(request.as_bytes()).unwrap();
+    let answer = read_response(&mut stream);
+    (stream, answer)
+}
+
+const JSON: &str = "application/json";
+const FORM: &str = "application/x-www-form-urlencoded";
+
+/// A raw POST to `path` that declares a `length`-byte body of `content_type` (after the
+/// `extra` header lines) and sends `sent` of it.
+fn post(path: &str, content_type: &str, length: usize, extra: &str, sent: &str) -> String {
+    format!(
+        "POST {path} HTTP/1.1\r\nHost: deck\r\nContent-Type: {content_type}\r\n\
+         Content-Length: {length}\r\n{extra}\r\n{sent}"
+    )
+}
+
+/// The raw request that enqueues one job, kept alive.
+fn enqueue_request() -> String {
+    let job = r#"{"queue": "q", "type": "t"}"#;
+    post("/api/v1/jobs", JSON, job.len(), "", job)
+}
+
 fn status(response: &str) -> u16 {
     response
         .split_whitespace()
@@ -114,14 +141,9 @@ fn a_huge_declared_body_is_refused_before_it_is_sent() {
 
     // The API: its JSON error shape, without waiting for a byte of the body (the client
     // asks first with `Expect: 100-continue` and gets the refusal instead of a go-ahead).
-    let mut api = connect(server.addr);
-    write!(
-        api,
-        "POST /api/v1/jobs HTTP/1.1\r\nHost: deck\r\nContent-Type: application/json\r\n\
-         Content-Length: 100000000000\r\nExpect: 100-continue\r\n\r\n"
-    )
-    .unwrap();
-    let answer = read_response(&mut api);
+    let huge = 100_000_000_000;
+    let api = post("/api/v1/jobs", JSON, huge, "Expect: 100-continue\r\n", "");
+    let (_api, answer) = exchange(server.addr, &api);
     assert_eq!(status(&answer), 413, "{answer}");
     let body = json_body(&answer);
     assert_eq!(body["error"]["code"], "payload_too_large", "{answer}");
@@ -134,14 +156,8 @@ fn a_huge_declared_body_is_refused_before_it_is_sent() {
     );
 
     // A console form post: a plain 413.
-    let mut form = connect(server.addr);
-    write!(
-        form,
-        "POST /fn/queue/state HTTP/1.1\r\nHost: deck\r\n\
-         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100000000000\r\n\r\n"
-    )
-    .unwrap();
-    let answer = read_response(&mut form);
+    let form = post("/fn/queue/state", FORM, huge, "", "");
+    let (_form, answer) = exchange(server.addr, &form);
     assert_eq!(status(&answer), 413, "{answer}");
     assert!(
         header(&answer, "content-type").is_some_and(|t| t.starts_with("text/plain")),
@@ -154,25 +170,13 @@ fn a_body_that_stalls_is_answered_408() {
     let dir = tempfile::tempdir().unwrap();
     let server = server_with(dir.path(), "request_body_timeout = \"1s\"");
 
-    let mut api = connect(server.addr);
-    write!(
-        api,
-        "POST /api/v1/jobs HTTP/1.1\r\nHost: deck\r\nContent-Type: application/json\r\n\
-         Content-Length: 100\r\n\r\n{{\"queue\":"
-    )
-    .unwrap();
-    let answer = read_response(&mut api);
+    let api = post("/api/v1/jobs", JSON, 100, "", "{\"queue\":");
+    let (_api, answer) = exchange(server.addr, &api);
     assert_eq!(status(&answer), 408, "{answer}");
     assert_eq!(json_body(&answer)["error"]["code"], "request_timeout");
 
-    let mut form = connect(server.addr);
-    write!(
-        form,
-        "POST /fn/queue/state HTTP/1.1\r\nHost: deck\r\n\
-         Content-Type: application/x-www-form-urlencoded\r\nContent-Length: 100\r\n\r\nqueue="
-    )
-    .unwrap();
-    let answer = read_response(&mut form);
+    let form = post("/fn/queue/state", FORM, 100, "", "queue=");
+    let (_form, answer) = exchange(server.addr, &form);
     assert_eq!(status(&answer), 408, "{answer}");
 }
 
@@ -227,16 +231,7 @@ fn connections_beyond_the_cap_wait_until_one_closes() {
     );
     // Server::start's own health checks closed their connections; this one takes the only
     // slot and keeps it (keep-alive).
-    let mut first = connect(server.addr);
-    let job = r#"{"queue": "q", "type": "t"}"#;
-    write!(
-        first,
-        "POST /api/v1/jobs HTTP/1.1\r\nHost: deck\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{job}",
-        job.len()
-    )
-    .unwrap();
-    let enqueued = read_response(&mut first);
+    let (mut first, enqueued) = exchange(server.addr, &enqueue_request());
     assert_eq!(status(&enqueued), 201, "{enqueued}");
     let id = json_body(&enqueued)["id"].as_str().unwrap().to_string();
 
@@ -272,16 +267,7 @@ fn connections_beyond_the_cap_wait_until_one_closes() {
 fn sigterm_with_a_long_poll_and_an_idle_connection_open_still_exits_cleanly() {
     let dir = tempfile::tempdir().unwrap();
     let mut server = server_with(dir.path(), "");
-    let mut idle = connect(server.addr);
-    let job = r#"{"queue": "q", "type": "t"}"#;
-    write!(
-        idle,
-        "POST /api/v1/jobs HTTP/1.1\r\nHost: deck\r\nContent-Type: application/json\r\n\
-         Content-Length: {}\r\n\r\n{job}",
-        job.len()
-    )
-    .unwrap();
-    let enqueued = read_response(&mut idle);
+    let (mut idle, enqueued) = exchange(server.addr, &enqueue_request());
     let id = json_body(&enqueued)["id"].as_str().unwrap().to_string();
     let mut polling = connect(server.addr);
     write!(

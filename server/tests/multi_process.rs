@@ -3,10 +3,10 @@
 
 mod common;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
 use common::*;
-use deck_engine::{EnqueueRequest, JobState};
+use deck_engine::JobState;
 
 const JOBS: usize = 400;
 
@@ -29,25 +29,16 @@ async fn two_processes_share_one_database_and_run_each_job_once() {
     let b = Server::start(dir.path(), "b", &url, &flags, &env);
 
     let store = open(&url).await;
-    let reqs = (0..JOBS)
-        .map(|_| EnqueueRequest::new("shared", "test.record", r#"{"sleep_ms": 10}"#))
-        .collect();
-    let ids: BTreeSet<String> = store
-        .enqueue_batch(reqs)
+    let ids: BTreeSet<String> = enqueue_records(&store, "shared", JOBS, r#"{"sleep_ms": 10}"#)
         .await
-        .unwrap()
         .into_iter()
-        .map(|o| o.id.to_string())
         .collect();
     assert_eq!(ids.len(), JOBS);
 
     wait_until_drained(&store, &[&a, &b]).await;
 
     let recorded = recorded_ids(&effects);
-    let mut runs: HashMap<&str, usize> = HashMap::new();
-    for id in &recorded {
-        *runs.entry(id.as_str()).or_default() += 1;
-    }
+    let runs = runs_by_id(&recorded);
     let twice: Vec<_> = runs.iter().filter(|(_, n)| **n > 1).collect();
     assert!(twice.is_empty(), "jobs ran more than once: {twice:?}");
     let ran: BTreeSet<String> = runs.keys().map(|s| s.to_string()).collect();

@@ -7,14 +7,16 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::PathBuf;
+use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
-use common::{PATIENCE, Server, sqlite_url};
+use common::{
+    PATIENCE, Server, example_command, open_with_immediate_retries, scenario_tests,
+    spawn_if_installed, sqlite_url,
+};
 use deck_engine::{
-    EngineSettings, EnqueueRequest, FailureReason, InstanceInfo, InstanceKind, Job, JobId,
-    JobState, Operations,
+    EnqueueRequest, FailureReason, InstanceInfo, InstanceKind, Job, JobId, JobState, Operations,
 };
 
 /// Short timeouts, so a silent worker is found dead within seconds. The dead-instance timeout
@@ -52,28 +54,18 @@ impl Worker {
 /// Start `example` with `program` as worker `name` for the four demo types; `None` (with a
 /// notice) when `program` is not installed here.
 fn start_worker(deck: &Deck, program: &str, example: &str, name: &str) -> Option<Worker> {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../examples")
-        .join(example);
     let log = deck.dir.path().join(format!("{name}.log"));
     let out = std::fs::File::create(&log).unwrap();
-    match Command::new(program)
-        .arg(script)
-        .args(["--url", &format!("http://{}", deck.server.addr)])
-        .args(["--worker", name])
-        .args(["--types", "demo.reverse,demo.flaky,demo.reject,demo.slow"])
-        .env_remove("DECK_TOKEN")
-        .stdin(Stdio::null())
-        .stdout(out.try_clone().unwrap())
-        .stderr(out)
-        .spawn()
-    {
-        Ok(child) => Some(Worker { child, log }),
-        Err(e) => {
-            eprintln!("skipping: {program} cannot run here ({e})");
-            None
-        }
-    }
+    let child = spawn_if_installed(
+        example_command(program, example)
+            .args(["--url", &format!("http://{}", deck.server.addr)])
+            .args(["--worker", name])
+            .args(["--types", "demo.reverse,demo.flaky,demo.reject,demo.slow"])
+            .env_remove("DECK_TOKEN")
+            .stdout(out.try_clone().unwrap())
+            .stderr(out),
+    )?;
+    Some(Worker { child, log })
 }
 
 /// A `deck serve` with no handler for the demo types: only the example workers run them.
@@ -88,11 +80,7 @@ async fn deck() -> Deck {
     std::fs::write(dir.path().join("deck.toml"), CONFIG).unwrap();
     let url = sqlite_url(dir.path());
     // Retries at once, so the flaky job's second attempt waits only for its retry_after.
-    let store = common::open(&url).await;
-    let mut settings = EngineSettings::default();
-    settings.retry.base_delay_ms = 0;
-    settings.retry.jitter_ms = 0;
-    store.save_settings(&settings).await.unwrap();
+    let store = open_with_immediate_retries(&url).await;
     let server = Server::start(dir.path(), "deck", &url, &[], &[]);
     Deck {
         ops: Operations::over_store(store),
@@ -150,14 +138,11 @@ impl Deck {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_python_worker_runs_jobs_for_the_stock_binary() {
-    worker_runs_jobs("python3", "python/pull_worker.py", "python-example/1").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_node_worker_runs_jobs_for_the_stock_binary() {
-    worker_runs_jobs("node", "node/pull_worker.mjs", "node-example/1").await;
+scenario_tests! {
+    the_python_worker_runs_jobs_for_the_stock_binary =>
+        worker_runs_jobs("python3", "python/pull_worker.py", "python-example/1");
+    the_node_worker_runs_jobs_for_the_stock_binary =>
+        worker_runs_jobs("node", "node/pull_worker.mjs", "node-example/1");
 }
 
 async fn worker_runs_jobs(program: &str, example: &str, agent: &str) {
@@ -237,14 +222,11 @@ async fn worker_runs_jobs(program: &str, example: &str, agent: &str) {
     );
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_stops_the_python_worker_and_gives_back_late_jobs() {
-    sigterm_stops_the_worker("python3", "python/pull_worker.py").await;
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sigterm_stops_the_node_worker_and_gives_back_late_jobs() {
-    sigterm_stops_the_worker("node", "node/pull_worker.mjs").await;
+scenario_tests! {
+    sigterm_stops_the_python_worker_and_gives_back_late_jobs =>
+        sigterm_stops_the_worker("python3", "python/pull_worker.py");
+    sigterm_stops_the_node_worker_and_gives_back_late_jobs =>
+        sigterm_stops_the_worker("node", "node/pull_worker.mjs");
 }
 
 /// SIGTERM while the worker long-polls: the claim in flight still brings the job enqueued

@@ -11,14 +11,8 @@ use chrono::{Timelike, Utc};
 use common::*;
 use deck_engine::{JobFilter, Pillar};
 
-const CONFIG: &str = r#"
-[[schedules]]
-name = "every-second"
-every = "1s"
-queue = "ticks"
-job_type = "test.record"
-payload = { sleep_ms = 1 }
-
+/// Declared beside [`EVERY_SECOND_SCHEDULE`].
+const CRON_SCHEDULE: &str = r#"
 [[schedules]]
 name = "cron-two-seconds"
 cron = "*/2 * * * * *"
@@ -47,7 +41,8 @@ async fn jobs_of_queue(store: &std::sync::Arc<dyn deck_engine::Store>, queue: &s
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_processes_enqueue_each_occurrence_once_across_a_restart_and_a_minute_boundary() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("deck.toml"), CONFIG).unwrap();
+    let config = format!("{EVERY_SECOND_SCHEDULE}{CRON_SCHEDULE}");
+    std::fs::write(dir.path().join("deck.toml"), config).unwrap();
     let url = sqlite_url(dir.path());
     // The side-effect log registers the `test.record` handler the schedules' jobs run.
     let effects = dir.path().join("effects.log");

@@ -38,6 +38,28 @@ fn assert_headers(headers: &HeaderMap, policy: &str, what: &str) {
     );
 }
 
+/// GET the console page at `url` and check its status and that its policy admits exactly
+/// the nonce its own inline scripts carry; that nonce.
+async fn assert_page(client: &reqwest::Client, url: &str, status: u16, what: &str) -> String {
+    let res = client
+        .get(url)
+        .header("accept", "text/html")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), status, "{what}");
+    let headers = res.headers().clone();
+    let html = res.text().await.unwrap();
+    let nonce = html
+        .split("<script nonce=\"")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("{what}: Leptos marks a page's inline scripts with a nonce"))
+        .to_string();
+    assert_headers(&headers, &page_policy(&nonce), what);
+    nonce
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_kind_of_response_carries_the_security_headers() {
     let dir = tempfile::tempdir().unwrap();
@@ -48,26 +70,11 @@ async fn every_kind_of_response_carries_the_security_headers() {
         .build()
         .unwrap();
 
-    // A rendered page admits exactly the nonce its own inline scripts carry.
-    let res = client
-        .get(format!("{base}/queues"))
-        .header("accept", "text/html")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let headers = res.headers().clone();
-    let html = res.text().await.unwrap();
-    let nonce = html
-        .split("<script nonce=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("Leptos marks its inline scripts with a nonce");
-    assert_headers(&headers, &page_policy(nonce), "console page");
+    let nonce = assert_page(&client, &format!("{base}/queues"), 200, "console page").await;
     let again = client.get(format!("{base}/queues")).send().await.unwrap();
     assert_ne!(
         one(again.headers(), "content-security-policy", "second page"),
-        page_policy(nonce),
+        page_policy(&nonce),
         "a fresh nonce per response"
     );
 
@@ -108,25 +115,8 @@ async fn every_kind_of_response_carries_the_security_headers() {
     }
 
     // A path nobody serves gets the console's not-found page: a page, with its own nonce.
-    let res = client
-        .get(format!("{base}/no/such/path"))
-        .header("accept", "text/html")
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 404, "unknown path");
-    let headers = res.headers().clone();
-    let html = res.text().await.unwrap();
-    let nonce = html
-        .split("<script nonce=\"")
-        .nth(1)
-        .and_then(|rest| rest.split('"').next())
-        .expect("the not-found page is a console page");
-    assert_headers(
-        &headers,
-        &page_policy(nonce),
-        "unknown path (/no/such/path)",
-    );
+    let unknown = format!("{base}/no/such/path");
+    assert_page(&client, &unknown, 404, "unknown path (/no/such/path)").await;
 
     // Refused by the request bounds before any handler runs: still carries the headers.
     let res = client

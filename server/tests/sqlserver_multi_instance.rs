@@ -10,38 +10,18 @@
 
 mod common;
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
 use deck_engine::conformance::support::{assert_counters_match_rows, filter_queue, ids_in};
-use deck_engine::{BatchId, EnqueueRequest, FailureReason, JobState, Pillar, Store, StoreOptions};
+use deck_engine::{BatchId, FailureReason, JobState, Pillar, Store, StoreOptions};
 use serde_json::{Value, json};
 
 const BACKLOG: usize = 240;
 const MEMBERS: usize = 30;
-
-/// Short rescue timings so a survivor rescues the killed instance's work in seconds.
-const CONFIG: &str = r#"
-[engine]
-workers = 4
-prefetch = 4
-poll_interval = "100ms"
-rescue_interval = "1s"
-instance_heartbeat_interval = "500ms"
-
-[engine.rescue]
-dead_instance_timeout = "3s"
-
-[[schedules]]
-name = "every-second"
-every = "1s"
-queue = "ticks"
-job_type = "test.record"
-payload = { sleep_ms = 1 }
-"#;
 
 /// How long the drain may take: a T-SQL server under test may be far slower than SQL
 /// Server (Babelfish on two cores moves tens of jobs a second).
@@ -137,7 +117,8 @@ async fn three_instances_survive_a_kill_and_do_each_thing_once() {
     let schema = scratch_schema();
     eprintln!("schema [{schema}]");
     let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("deck.toml"), CONFIG).unwrap();
+    let config = quick_rescue_config(4, 4, "3s") + EVERY_SECOND_SCHEDULE;
+    std::fs::write(dir.path().join("deck.toml"), config).unwrap();
     let effects = dir.path().join("effects.log");
     let env = [
         ("DECK_TEST_SIDE_EFFECT_LOG", effects.to_str().unwrap()),
@@ -147,16 +128,7 @@ async fn three_instances_survive_a_kill_and_do_each_thing_once() {
     // The schema first, so the instances meet an installed one (their own racing install is
     // the store suite's concern), then the backlog.
     let store = open_schema(&connection, &schema).await;
-    let backlog = (0..BACKLOG)
-        .map(|_| EnqueueRequest::new("work", "test.record", r#"{"sleep_ms": 100}"#))
-        .collect();
-    let work_ids: Vec<String> = store
-        .enqueue_batch(backlog)
-        .await
-        .expect("the backlog is enqueued")
-        .into_iter()
-        .map(|o| o.id.to_string())
-        .collect();
+    let work_ids = enqueue_records(&store, "work", BACKLOG, r#"{"sleep_ms": 100}"#).await;
 
     let a = start(dir.path(), "a", &connection, &env);
     let mut b = start(dir.path(), "b", &connection, &env);
@@ -189,11 +161,7 @@ async fn three_instances_survive_a_kill_and_do_each_thing_once() {
         .expect("a batch id");
 
     // Kill one instance once the work is under way: some jobs done, others running on it.
-    let deadline = Instant::now() + DRAIN_PATIENCE;
-    while recorded_ids(&effects).len() < 40 {
-        assert!(Instant::now() < deadline, "no progress:\n{}", b.log_text());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_records(&effects, 40, &b, DRAIN_PATIENCE).await;
     b.kill_hard();
     let b2 = start(dir.path(), "b2", &connection, &env);
 
@@ -222,10 +190,7 @@ async fn three_instances_survive_a_kill_and_do_each_thing_once() {
 
     // Every job ran once, or is a Zombie that ran at most once; none is lost.
     let recorded = recorded_ids(&effects);
-    let mut runs: HashMap<&str, usize> = HashMap::new();
-    for id in &recorded {
-        *runs.entry(id.as_str()).or_default() += 1;
-    }
+    let runs = runs_by_id(&recorded);
     let member_ids = queue_ids(&store, "members").await;
     assert_eq!(member_ids.len(), MEMBERS, "no member lost");
     let mut zombies = 0;

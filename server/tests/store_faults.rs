@@ -15,7 +15,7 @@ use std::process::{Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 use common::*;
-use deck_engine::{EnqueueRequest, JobState};
+use deck_engine::JobState;
 use serde_json::{Value, json};
 
 /// A minimal HTTP/1.1 POST of a JSON body: status code and parsed body.
@@ -193,16 +193,7 @@ mod disk_full {
         let url = sqlite_url(dir.path());
         let effects = dir.path().join("effects.log");
         let store = open(&url).await;
-        let reqs = (0..3)
-            .map(|_| EnqueueRequest::new("q", "test.record", r#"{"sleep_ms": 600000}"#))
-            .collect();
-        let ids: Vec<String> = store
-            .enqueue_batch(reqs)
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|o| o.id.to_string())
-            .collect();
+        let ids = enqueue_records(&store, "q", 3, r#"{"sleep_ms": 600000}"#).await;
 
         let mut server = start_limitable(
             dir.path(),

@@ -1,3 +1,4 @@
 //! Helpers shared by the console integration tests.
 
+pub mod console;
 pub mod inert;

@@ -41,6 +41,13 @@ async fn harness() -> Harness {
     harness_with(|engine| router(ApiState::open(engine))).await
 }
 
+/// A [`harness`] whose `queue` is paused, so that what a test enqueues there stays pending.
+async fn harness_holding(queue: &str) -> Harness {
+    let h = harness().await;
+    h.hold(queue).await;
+    h
+}
+
 async fn harness_with(make: impl FnOnce(Engine) -> Router) -> Harness {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("deck.db");
@@ -119,6 +126,30 @@ impl Harness {
         self.call(Method::POST, uri, Some(body)).await
     }
 
+    /// Pause `queue`.
+    async fn hold(&self, queue: &str) {
+        let r = self
+            .post(&format!("/api/v1/queues/{queue}/pause"), json!(null))
+            .await;
+        assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    }
+
+    /// POST the operator action `action` (`cancel`, `resurrect`) on job `id`.
+    async fn act_on(&self, id: impl std::fmt::Display, action: &str, body: Value) -> Reply {
+        self.post(&format!("/api/v1/jobs/{id}/{action}"), body)
+            .await
+    }
+
+    /// `action` on a job nobody enqueued: 404 `job_not_found`.
+    async fn assert_unknown_job(&self, action: &str) {
+        let r = self.act_on(JobId::new(), action, json!(null)).await;
+        assert_eq!(
+            (r.status, r.code()),
+            (StatusCode::NOT_FOUND, "job_not_found"),
+            "{action}"
+        );
+    }
+
     async fn next_started(&self) -> JobId {
         self.started.lock().await.recv().await.unwrap()
     }
@@ -169,6 +200,13 @@ impl Harness {
     }
 }
 
+/// A schedule of `echo` jobs into queue `q`, every other field at the default a declaration
+/// gets when it leaves it out (UTC, no payload, run once, overlap allowed).
+fn echo_schedule(name: &str, spec: deck_engine::ScheduleSpec) -> deck_engine::ScheduleDefinition {
+    let declared = json!({"name": name, "spec": spec, "job": {"queue": "q", "job_type": "echo"}});
+    serde_json::from_value(declared).unwrap()
+}
+
 fn request(method: Method, uri: &str, body: Option<Value>) -> Request<Body> {
     let builder = Request::builder().method(method).uri(uri);
     match body {
@@ -217,7 +255,7 @@ async fn send(router: &Router, req: Request<Body>) -> Reply {
 async fn enqueue_is_idempotent_over_http() {
     let h = harness().await;
     let job = json!({"queue": "paused-q", "type": "echo", "payload": {"n": 1}, "idempotency_key": "order-42"});
-    h.post("/api/v1/queues/paused-q/pause", json!(null)).await;
+    h.hold("paused-q").await;
     let first = h.post("/api/v1/jobs", job.clone()).await;
     assert_eq!(first.status, StatusCode::CREATED, "{}", first.body);
     assert_eq!(first.body["created"], true);
@@ -225,8 +263,7 @@ async fn enqueue_is_idempotent_over_http() {
     assert_eq!(second.status, StatusCode::OK);
     assert_eq!(second.body["created"], false);
     assert_eq!(second.body["id"], first.body["id"]);
-    let stats = h.counts().await;
-    assert_eq!(stats["pending"], 1);
+    assert_eq!(h.counts().await["pending"], 1);
     h.finish().await;
 }
 
@@ -272,8 +309,7 @@ async fn a_uniqueness_window_answers_with_the_finished_job_over_http() {
 
 #[tokio::test]
 async fn enqueue_takes_every_option() {
-    let h = harness().await;
-    h.post("/api/v1/queues/slow/pause", json!(null)).await;
+    let h = harness_holding("slow").await;
     let id = h
         .enqueue(json!({
             "queue": "slow", "type": "echo", "payload": {"deep": [1, {"x": null}]},
@@ -301,15 +337,13 @@ async fn enqueue_takes_every_option() {
     );
     assert!(j["scheduled_at"].as_str().unwrap() > j["created_at"].as_str().unwrap());
     assert!(j["expires_at"].as_str().unwrap().starts_with("2099-01-01"));
-    let stats = h.counts().await;
-    assert_eq!(stats["scheduled"], 1);
+    assert_eq!(h.counts().await["scheduled"], 1);
     h.finish().await;
 }
 
 #[tokio::test]
 async fn created_by_defaults_to_the_caller() {
-    let h = harness().await;
-    h.post("/api/v1/queues/q/pause", json!(null)).await;
+    let h = harness_holding("q").await;
     let id = h.enqueue(json!({"queue": "q", "type": "echo"})).await;
     let j = h.get(&format!("/api/v1/jobs/{id}")).await.body;
     assert_eq!(j["created_by"], "anonymous");
@@ -466,8 +500,7 @@ async fn bad_input_is_rejected_and_nothing_is_written() {
 
 #[tokio::test]
 async fn batch_is_all_or_nothing() {
-    let h = harness().await;
-    h.post("/api/v1/queues/b/pause", json!(null)).await;
+    let h = harness_holding("b").await;
     let bad = json!({"jobs": [
         {"queue": "b", "type": "echo"},
         {"queue": "b", "type": "echo", "tags": [""]},
@@ -613,12 +646,9 @@ async fn enqueue_and_wait_in_one_request() {
 
 #[tokio::test]
 async fn cancel_pending_running_finished_and_unknown() {
-    let h = harness().await;
-    h.post("/api/v1/queues/held/pause", json!(null)).await;
+    let h = harness_holding("held").await;
     let pending = h.enqueue(json!({"queue": "held", "type": "echo"})).await;
-    let r = h
-        .post(&format!("/api/v1/jobs/{pending}/cancel"), json!(null))
-        .await;
+    let r = h.act_on(&pending, "cancel", json!(null)).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["outcome"], "cancelled");
     let j = h.get(&format!("/api/v1/jobs/{pending}")).await.body;
@@ -627,26 +657,13 @@ async fn cancel_pending_running_finished_and_unknown() {
         (Some("dead"), Some("Cancelled"))
     );
 
-    let r = h
-        .post(&format!("/api/v1/jobs/{pending}/cancel"), json!(null))
-        .await;
+    let r = h.act_on(&pending, "cancel", json!(null)).await;
     assert_eq!((r.status, r.code()), (StatusCode::CONFLICT, "job_finished"));
-    let r = h
-        .post(
-            &format!("/api/v1/jobs/{}/cancel", JobId::new()),
-            json!(null),
-        )
-        .await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::NOT_FOUND, "job_not_found")
-    );
+    h.assert_unknown_job("cancel").await;
 
     let running = h.enqueue(json!({"queue": "run", "type": "gated"})).await;
     h.next_started().await;
-    let r = h
-        .post(&format!("/api/v1/jobs/{running}/cancel"), json!(null))
-        .await;
+    let r = h.act_on(&running, "cancel", json!(null)).await;
     assert_eq!(r.status, StatusCode::ACCEPTED, "{}", r.body);
     assert_eq!(r.body["outcome"], "requested");
     let done = h
@@ -663,40 +680,28 @@ async fn cancel_pending_running_finished_and_unknown() {
 
 #[tokio::test]
 async fn resurrect_with_edits() {
-    let h = harness().await;
-    h.post("/api/v1/queues/held/pause", json!(null)).await;
+    let h = harness_holding("held").await;
     let id = h
         .enqueue(json!({"queue": "held", "type": "echo", "payload": {"v": 1}}))
         .await;
-    let r = h
-        .post(&format!("/api/v1/jobs/{id}/resurrect"), json!(null))
-        .await;
+    let r = h.act_on(&id, "resurrect", json!(null)).await;
     assert_eq!(
         (r.status, r.code()),
         (StatusCode::CONFLICT, "job_not_dead"),
         "{}",
         r.body
     );
-    h.post(&format!("/api/v1/jobs/{id}/cancel"), json!(null))
-        .await;
+    h.act_on(&id, "cancel", json!(null)).await;
 
     let mut events = h.engine.subscribe_events();
     let r = h
-        .post(
-            &format!("/api/v1/jobs/{id}/resurrect"),
-            json!({"payload": {"v": 2}, "colour": 1}),
-        )
+        .act_on(&id, "resurrect", json!({"payload": {"v": 2}, "colour": 1}))
         .await;
     assert_eq!(
         (r.status, r.code(), r.field()),
         (StatusCode::BAD_REQUEST, "unknown_field", "colour")
     );
-    let r = h
-        .post(
-            &format!("/api/v1/jobs/{id}/resurrect"),
-            json!({"tags": [" x"]}),
-        )
-        .await;
+    let r = h.act_on(&id, "resurrect", json!({"tags": [" x"]})).await;
     assert_eq!(
         (r.status, r.code(), r.field()),
         (StatusCode::BAD_REQUEST, "invalid_field", "tags[0]")
@@ -708,8 +713,9 @@ async fn resurrect_with_edits() {
     );
 
     let r = h
-        .post(
-            &format!("/api/v1/jobs/{id}/resurrect"),
+        .act_on(
+            &id,
+            "resurrect",
             json!({"payload": {"v": 2}, "tags": ["fixed"], "priority": 3}),
         )
         .await;
@@ -727,8 +733,7 @@ async fn resurrect_with_edits() {
     assert!(reported, "the resurrect shows in the live event feed");
 
     // Without a body it resurrects as is.
-    h.post(&format!("/api/v1/jobs/{id}/cancel"), json!(null))
-        .await;
+    h.act_on(&id, "cancel", json!(null)).await;
     let r = h
         .send(raw(
             Method::POST,
@@ -740,16 +745,7 @@ async fn resurrect_with_edits() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["payload"], json!({"v": 2}));
 
-    let r = h
-        .post(
-            &format!("/api/v1/jobs/{}/resurrect", JobId::new()),
-            json!(null),
-        )
-        .await;
-    assert_eq!(
-        (r.status, r.code()),
-        (StatusCode::NOT_FOUND, "job_not_found")
-    );
+    h.assert_unknown_job("resurrect").await;
     let audit = h.audit_actions().await;
     let count = |action: &str| {
         audit
@@ -770,25 +766,18 @@ async fn queues_list_pause_resume_and_patch() {
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["paused"], true);
     h.enqueue(json!({"queue": "mail", "type": "echo"})).await;
-    let list = h.get("/api/v1/queues").await;
-    assert_eq!(list.status, StatusCode::OK);
-    let mail = list.body["queues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["name"] == "mail")
-        .cloned()
-        .unwrap();
+    let listed_mail = || async {
+        let list = h.get("/api/v1/queues").await;
+        assert_eq!(list.status, StatusCode::OK);
+        let queues = list.body["queues"].as_array().unwrap().clone();
+        queues.into_iter().find(|q| q["name"] == "mail").unwrap()
+    };
+    let patch_mail = |body: Value| h.call(Method::PATCH, "/api/v1/queues/mail", Some(body));
+    let mail = listed_mail().await;
     assert_eq!(mail["paused"], true);
     assert_eq!(mail["pending"], 1);
 
-    let r = h
-        .call(
-            Method::PATCH,
-            "/api/v1/queues/mail",
-            Some(json!({"max_workers": 3, "lag_warn_secs": 10})),
-        )
-        .await;
+    let r = patch_mail(json!({"max_workers": 3, "lag_warn_secs": 10})).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(
         (
@@ -797,13 +786,7 @@ async fn queues_list_pause_resume_and_patch() {
         ),
         (json!(3), json!(10))
     );
-    let r = h
-        .call(
-            Method::PATCH,
-            "/api/v1/queues/mail",
-            Some(json!({"max_workers": null})),
-        )
-        .await;
+    let r = patch_mail(json!({"max_workers": null})).await;
     assert_eq!(
         r.body["max_workers"],
         Value::Null,
@@ -811,36 +794,17 @@ async fn queues_list_pause_resume_and_patch() {
     );
     assert_eq!(r.body["lag_warn_secs"], 10, "absent fields stay");
 
-    let r = h
-        .call(
-            Method::PATCH,
-            "/api/v1/queues/mail",
-            Some(json!({"rate_limit": {"starts": 100, "per_secs": 60}})),
-        )
-        .await;
+    let r = patch_mail(json!({"rate_limit": {"starts": 100, "per_secs": 60}})).await;
     assert_eq!(r.status, StatusCode::OK, "{}", r.body);
     assert_eq!(r.body["rate_limit"], json!({"starts": 100, "per_secs": 60}));
-    let listed = h.get("/api/v1/queues").await.body;
-    let mail = listed["queues"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|q| q["name"] == "mail")
-        .cloned()
-        .unwrap();
+    let mail = listed_mail().await;
     assert_eq!(mail["rate_limit"]["starts"], 100, "{mail}");
     assert_eq!(
         mail["rate_limited_until"],
         Value::Null,
         "nothing started yet"
     );
-    let r = h
-        .call(
-            Method::PATCH,
-            "/api/v1/queues/mail",
-            Some(json!({"rate_limit": null})),
-        )
-        .await;
+    let r = patch_mail(json!({"rate_limit": null})).await;
     assert_eq!(r.body["rate_limit"], Value::Null, "null lifts the limit");
 
     for (body, code, field) in [
@@ -859,9 +823,7 @@ async fn queues_list_pause_resume_and_patch() {
         (json!({"max_workers": -1}), "invalid_value", "max_workers"),
         (json!({}), "empty_patch", ""),
     ] {
-        let r = h
-            .call(Method::PATCH, "/api/v1/queues/mail", Some(body.clone()))
-            .await;
+        let r = patch_mail(body.clone()).await;
         assert_eq!(
             (r.status, r.code(), r.field()),
             (StatusCode::BAD_REQUEST, code, field),

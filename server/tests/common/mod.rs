@@ -4,6 +4,7 @@
 
 #![allow(dead_code)] // each test file uses a different part of this module
 
+use std::collections::HashMap;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -11,7 +12,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use deck_engine::{JobFilter, Pillar, Store, StoreOptions};
+use deck_engine::{EngineSettings, EnqueueRequest, JobFilter, Pillar, Store, StoreOptions};
 
 pub const DECK: &str = env!("CARGO_BIN_EXE_deck");
 
@@ -197,6 +198,17 @@ pub async fn open(url: &str) -> Arc<dyn Store> {
         .expect("store opens")
 }
 
+/// [`open`], with retries set to run at once (no backoff, no jitter), so a test that needs a
+/// second attempt does not wait one out.
+pub async fn open_with_immediate_retries(url: &str) -> Arc<dyn Store> {
+    let store = open(url).await;
+    let mut settings = EngineSettings::default();
+    settings.retry.base_delay_ms = 0;
+    settings.retry.jitter_ms = 0;
+    store.save_settings(&settings).await.unwrap();
+    store
+}
+
 /// Committed row counts of each pillar (not the maintained counters: the real rows).
 pub async fn pillar_counts(store: &Arc<dyn Store>) -> (u64, u64, u64) {
     let [hot, archive, dlq] = rows_matching(store, &JobFilter::default()).await;
@@ -269,3 +281,112 @@ pub fn recorded_ids(path: &Path) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// How many times the `test.record` handler ran each job, by id.
+pub fn runs_by_id(recorded: &[String]) -> HashMap<&str, usize> {
+    let mut runs = HashMap::new();
+    for id in recorded {
+        *runs.entry(id.as_str()).or_default() += 1;
+    }
+    runs
+}
+
+/// Wait until the `test.record` handler has run `at_least` jobs, or fail after `patience`
+/// with `server`'s log.
+pub async fn wait_for_records(path: &Path, at_least: usize, server: &Server, patience: Duration) {
+    let deadline = Instant::now() + patience;
+    while recorded_ids(path).len() < at_least {
+        assert!(
+            Instant::now() < deadline,
+            "no progress:\n{}",
+            server.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Enqueue `count` jobs for the `test.record` handler into `queue` in one batch: their ids.
+pub async fn enqueue_records(
+    store: &Arc<dyn Store>,
+    queue: &str,
+    count: usize,
+    payload: &str,
+) -> Vec<String> {
+    let reqs = (0..count)
+        .map(|_| EnqueueRequest::new(queue, "test.record", payload))
+        .collect();
+    store
+        .enqueue_batch(reqs)
+        .await
+        .expect("the jobs are enqueued")
+        .into_iter()
+        .map(|o| o.id.to_string())
+        .collect()
+}
+
+/// A `deck.toml` whose rescue runs every second and declares an instance dead after
+/// `dead_instance_timeout`, so a restarted process rescues a killed one's work in seconds.
+pub fn quick_rescue_config(workers: u32, prefetch: u32, dead_instance_timeout: &str) -> String {
+    format!(
+        r#"
+[engine]
+workers = {workers}
+prefetch = {prefetch}
+poll_interval = "100ms"
+rescue_interval = "1s"
+instance_heartbeat_interval = "500ms"
+
+[engine.rescue]
+dead_instance_timeout = "{dead_instance_timeout}"
+"#
+    )
+}
+
+/// A `[[schedules]]` entry firing every second into queue `ticks`, for `test.record`.
+pub const EVERY_SECOND_SCHEDULE: &str = r#"
+[[schedules]]
+name = "every-second"
+every = "1s"
+queue = "ticks"
+job_type = "test.record"
+payload = { sleep_ms = 1 }
+"#;
+
+/// `program` running the example script `example` (a path under `examples/`).
+pub fn example_command(program: &str, example: &str) -> Command {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../examples")
+        .join(example);
+    let mut cmd = Command::new(program);
+    cmd.arg(script).stdin(Stdio::null());
+    cmd
+}
+
+/// Spawn `cmd`, or `None` with a notice when its program is not installed here: the examples'
+/// runtimes are optional on a build machine.
+pub fn spawn_if_installed(cmd: &mut Command) -> Option<Child> {
+    match cmd.spawn() {
+        Ok(child) => Some(child),
+        Err(e) => {
+            let program = cmd.get_program().to_string_lossy().into_owned();
+            eprintln!("skipping: {program} cannot run here ({e})");
+            None
+        }
+    }
+}
+
+/// Multi-threaded async tests that each run one scenario with its own arguments, one line
+/// a test: `name => scenario(args…);`. For scenarios run once per example runtime.
+#[allow(unused_macros)]
+macro_rules! scenario_tests {
+    ($($name:ident => $scenario:ident($($arg:expr),* $(,)?);)+) => {
+        $(
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $name() {
+                $scenario($($arg),*).await;
+            }
+        )+
+    };
+}
+#[allow(unused_imports)]
+pub(crate) use scenario_tests;

@@ -57,7 +57,7 @@ fn non_null<'a>(doc: &'a Value, p: &'a Value) -> &'a Value {
 }
 
 async fn dead_job(h: &Harness, payload: Value) -> String {
-    h.post("/api/v1/queues/held/pause", json!(null)).await;
+    h.hold("held").await;
     let id = h
         .enqueue(json!({"queue": "held", "type": "echo", "payload": payload}))
         .await;

@@ -411,22 +411,7 @@ async fn viewers_read_schedules_but_cannot_change_them() {
         .operations()
         .create_schedule(
             "setup",
-            deck_engine::ScheduleDefinition {
-                name: "nightly".into(),
-                spec: deck_engine::ScheduleSpec::EverySecs(86_400),
-                time_zone: "UTC".into(),
-                job: deck_engine::ScheduleJob {
-                    queue: "q".into(),
-                    job_type: "echo".into(),
-                    payload: String::new(),
-                    priority: 0,
-                    tags: vec![],
-                    max_attempts: None,
-                    expires_after_secs: None,
-                },
-                misfire: Default::default(),
-                overlap: Default::default(),
-            },
+            echo_schedule("nightly", deck_engine::ScheduleSpec::EverySecs(86_400)),
         )
         .await
         .unwrap();

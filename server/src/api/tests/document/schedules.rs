@@ -319,8 +319,8 @@ async fn cron_and_zone_formats_are_the_ones_the_contract_test_generates() {
 
 #[tokio::test]
 async fn schedule_names_are_names_other_than_dots() {
+    use deck_engine::ScheduleSpec;
     use deck_engine::schedule::validate_definition;
-    use deck_engine::{ScheduleDefinition, ScheduleJob, ScheduleSpec};
 
     let h = harness().await;
     let doc = document(&h).await;
@@ -360,22 +360,7 @@ async fn schedule_names_are_names_other_than_dots() {
     let mut names = edge_strings(MAX_NAME_CHARS);
     names.extend([".", "..", "...", ".a", "a.", "..a", "a..", ". ."].map(String::from));
     for s in names {
-        let def = ScheduleDefinition {
-            name: s.clone(),
-            spec: ScheduleSpec::EverySecs(60),
-            time_zone: "UTC".into(),
-            job: ScheduleJob {
-                queue: "q".into(),
-                job_type: "echo".into(),
-                payload: String::new(),
-                priority: 0,
-                tags: vec![],
-                max_attempts: None,
-                expires_after_secs: None,
-            },
-            misfire: Default::default(),
-            overlap: Default::default(),
-        };
+        let def = echo_schedule(&s, ScheduleSpec::EverySecs(60));
         let accepted = validate_definition(&def).is_ok();
         assert_eq!(documented(&s), accepted, "{s:?}");
     }
