@@ -399,13 +399,7 @@ pub async fn the_largest_batch_goes_through_every_path(f: StoreFactory) {
         store.heartbeat("w1", &claimed).await.unwrap().alive.len(),
         5_000
     );
-    let applied = store
-        .complete(
-            "w1",
-            claimed.iter().map(|id| succeeded(*id, None)).collect(),
-        )
-        .await
-        .unwrap();
+    let applied = store.complete("w1", all_succeeded(&claimed)).await.unwrap();
     assert!(applied.iter().all(|a| a.is_applied()));
     assert_eq!(store.finished_jobs(&ids).await.unwrap().len(), 5_000);
     assert_eq!(

@@ -5,7 +5,7 @@ use std::time::Duration;
 use super::support::*;
 use crate::model::{
     EnqueueRequest, FailureReason, InstanceInfo, JobState, Pillar, PruneStep, PruneTarget,
-    QueuePatch, RescueKind, RescuePolicy, RescueReport, RescueStep, RetentionPolicy,
+    RescueKind, RescuePolicy, RescueReport, RescueStep, RetentionPolicy,
 };
 use crate::query::JobFilter;
 use crate::runtime::pruner::prune;
@@ -153,13 +153,7 @@ pub async fn rescue_dead_letters_zombies(f: StoreFactory) {
 pub async fn rescue_honours_the_queue_zombie_timeout(f: StoreFactory) {
     let store = f.store();
     store
-        .update_queue(
-            "patient",
-            QueuePatch {
-                zombie_timeout_secs: Some(Some(3600)),
-                ..Default::default()
-            },
-        )
+        .update_queue("patient", zombie_timeout(3600))
         .await
         .unwrap();
     let patient = processing_job(&*store, req("patient", "t"), "w1").await;
@@ -175,13 +169,7 @@ pub async fn rescue_honours_the_queue_zombie_timeout(f: StoreFactory) {
 
     // A queue override shorter than the default applies too.
     store
-        .update_queue(
-            "strict",
-            QueuePatch {
-                zombie_timeout_secs: Some(Some(1)),
-                ..Default::default()
-            },
-        )
+        .update_queue("strict", zombie_timeout(1))
         .await
         .unwrap();
     let strict = processing_job(&*store, req("strict", "t"), "w1").await;
@@ -354,22 +342,9 @@ pub async fn prune_removes_old_finished_rows(f: StoreFactory) {
             .await
             .is_empty()
     );
-    assert!(
-        store
-            .top_errors(10)
-            .await
-            .unwrap()
-            .iter()
-            .all(|g| g.count == 0)
-    );
+    assert!(every_error_group_is_empty(&*store).await);
     // Metric buckets younger than a day stay: the history survives the rows.
-    let done: u64 = store
-        .throughput(5, None)
-        .await
-        .unwrap()
-        .iter()
-        .map(|b| b.succeeded)
-        .sum();
+    let done = throughput_sum(&*store, 5, None, |b| b.succeeded).await;
     assert_eq!(done, 5);
 
     let report = prune(
@@ -382,13 +357,7 @@ pub async fn prune_removes_old_finished_rows(f: StoreFactory) {
     .await
     .unwrap();
     assert!(report.metric_buckets >= 1, "{report:?}");
-    let done: u64 = store
-        .throughput(5, None)
-        .await
-        .unwrap()
-        .iter()
-        .map(|b| b.succeeded)
-        .sum();
+    let done = throughput_sum(&*store, 5, None, |b| b.succeeded).await;
     assert_eq!(done, 0);
     assert_counters_match_rows(&*store).await;
 }

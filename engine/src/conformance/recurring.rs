@@ -9,28 +9,9 @@ use crate::error::StoreError;
 use crate::model::{Applied, JobId, JobState, Pillar, PruneStep, PruneTarget, Timestamp};
 use crate::schedule::{
     FireOutcome, MisfirePolicy, Occurrence, OverlapPolicy, ScheduleDefinition, ScheduleFire,
-    ScheduleJob, ScheduleOrigin, ScheduleSpec, job_for,
+    ScheduleOrigin, ScheduleSpec, job_for,
 };
 use crate::store::Store;
-
-fn definition(name: &str) -> ScheduleDefinition {
-    ScheduleDefinition {
-        name: name.into(),
-        spec: ScheduleSpec::Cron("*/5 * * * *".into()),
-        time_zone: "Europe/Berlin".into(),
-        job: ScheduleJob {
-            queue: "reports".into(),
-            job_type: "report.generate".into(),
-            payload: r#"{"kind":"hourly"}"#.into(),
-            priority: 4,
-            tags: vec!["finance".into()],
-            max_attempts: Some(3),
-            expires_after_secs: Some(600),
-        },
-        misfire: MisfirePolicy::RunAll { cap: 10 },
-        overlap: OverlapPolicy::Allow,
-    }
-}
 
 /// A whole minute in the past: occurrences are whole seconds, and their jobs are due now.
 fn minute_ago(n: i64) -> Timestamp {
@@ -72,7 +53,7 @@ async fn stored(store: &dyn Store, name: &str) -> crate::schedule::Schedule {
 pub async fn schedules_round_trip_and_keep_their_state_through_edits(f: StoreFactory) {
     let store = f.store();
     let before = now_ms() - secs(1);
-    let def = definition("nightly");
+    let def = report_schedule("nightly");
     let created = store
         .create_schedule(def.clone(), ScheduleOrigin::Declared, true)
         .await
@@ -155,7 +136,7 @@ pub async fn schedules_round_trip_and_keep_their_state_through_edits(f: StoreFac
 
 pub async fn an_occurrence_enqueues_one_job_and_its_key_refuses_a_second(f: StoreFactory) {
     let store = f.store();
-    let def = definition("hourly");
+    let def = report_schedule("hourly");
     store
         .create_schedule(def.clone(), ScheduleOrigin::Operator, true)
         .await
@@ -217,7 +198,7 @@ pub async fn an_occurrence_enqueues_one_job_and_its_key_refuses_a_second(f: Stor
 
 pub async fn overlap_skips_an_occurrence_while_the_last_job_is_active(f: StoreFactory) {
     let store = f.store();
-    let mut def = definition("one-at-a-time");
+    let mut def = report_schedule("one-at-a-time");
     def.overlap = OverlapPolicy::SkipWhileActive;
     store
         .create_schedule(def.clone(), ScheduleOrigin::Operator, true)
@@ -258,7 +239,7 @@ pub async fn overlap_skips_an_occurrence_while_the_last_job_is_active(f: StoreFa
 
 pub async fn a_paused_schedule_fires_nothing_but_a_manual_run(f: StoreFactory) {
     let store = f.store();
-    let def = definition("paused");
+    let def = report_schedule("paused");
     let created = store
         .create_schedule(def.clone(), ScheduleOrigin::Operator, false)
         .await
@@ -296,7 +277,7 @@ pub async fn a_paused_schedule_fires_nothing_but_a_manual_run(f: StoreFactory) {
     );
     assert!(matches!(
         store
-            .fire_schedule(fire_of(&definition("gone"), &[at], Some(at)))
+            .fire_schedule(fire_of(&report_schedule("gone"), &[at], Some(at)))
             .await,
         Err(StoreError::ScheduleNotFound(_))
     ));
@@ -306,7 +287,7 @@ pub async fn a_paused_schedule_fires_nothing_but_a_manual_run(f: StoreFactory) {
 pub async fn racing_instances_enqueue_each_occurrence_once(f: StoreFactory) {
     const INSTANCES: usize = 8;
     let store = f.store();
-    let def = definition("raced");
+    let def = report_schedule("raced");
     store
         .create_schedule(def.clone(), ScheduleOrigin::Operator, true)
         .await
@@ -356,7 +337,7 @@ pub async fn racing_instances_enqueue_each_occurrence_once(f: StoreFactory) {
 
 pub async fn schedule_history_is_pruned_and_the_last_run_stays(f: StoreFactory) {
     let store = f.store();
-    let def = definition("pruned");
+    let def = report_schedule("pruned");
     store
         .create_schedule(def.clone(), ScheduleOrigin::Operator, true)
         .await

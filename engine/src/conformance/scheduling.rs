@@ -81,20 +81,8 @@ pub async fn claim_order_is_priority_then_due_time_then_id(f: StoreFactory) {
     let store2 = f.connect().await;
     let lows: Vec<_> = (0..5).map(|_| at(1, 0, "low")).collect();
     let highs: Vec<_> = (0..3).map(|_| at(2, 30, "high")).collect();
-    let low_ids: Vec<_> = store2
-        .enqueue_batch(lows)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.id)
-        .collect();
-    let high_ids: Vec<_> = store2
-        .enqueue_batch(highs)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.id)
-        .collect();
+    let low_ids: Vec<_> = enqueue_all(&*store2, lows).await;
+    let high_ids: Vec<_> = enqueue_all(&*store2, highs).await;
     let batch = sorted(claim(&*store2, "w2", 4).await);
     let mut expected_batch = high_ids.clone();
     expected_batch.push(low_ids[0]);
@@ -153,11 +141,8 @@ pub async fn claim_honours_the_type_filter(f: StoreFactory) {
     let a2 = enqueue(&*store, req("q", "wanted.a")).await;
     let b = enqueue(&*store, req("q2", "wanted.b")).await;
     let by_types = |types: Vec<&str>, queues: Option<Vec<String>>| ClaimRequest {
-        worker_id: "ext".into(),
-        limit: 10,
-        start: 0,
-        queues,
         types: Some(types.into_iter().map(String::from).collect()),
+        ..claim_request("ext", 10, queues)
     };
     let got = store
         .claim_batch(by_types(

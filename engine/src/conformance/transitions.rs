@@ -142,13 +142,7 @@ pub async fn retry_puts_the_job_back_with_its_error(f: StoreFactory) {
     let s = summary(&*store).await;
     assert_eq!(counts(&s), [0, 1, 0, 0, 0, 0]);
     assert_eq!(s.retried_5m, 1);
-    let retried: u64 = store
-        .throughput(5, None)
-        .await
-        .unwrap()
-        .iter()
-        .map(|b| b.retried)
-        .sum();
+    let retried = throughput_sum(&*store, 5, None, |b| b.retried).await;
     assert_eq!(retried, 1);
 
     // A second attempt: retry due now, then it dies; both errors are kept.
@@ -740,14 +734,7 @@ pub async fn purge_deletes_from_each_pillar(f: StoreFactory) {
     let q = store.queue_stats().await.unwrap();
     let q = q.iter().find(|q| q.queue == "q").unwrap();
     assert_eq!((q.succeeded, q.failed), (0, 0));
-    assert!(
-        store
-            .top_errors(10)
-            .await
-            .unwrap()
-            .iter()
-            .all(|g| g.count == 0)
-    );
+    assert!(every_error_group_is_empty(&*store).await);
     assert_counters_match_rows(&*store).await;
 }
 
