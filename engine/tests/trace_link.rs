@@ -8,22 +8,19 @@ mod runtime_support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use deck_engine::store::interposed::{Interpose, InterposedStore, StoreCall};
-use deck_engine::{
-    Engine, EngineConfig, EnqueueRequest, HandlerRegistry, JobContext, Store, WaitOutcome, trace,
-};
+use deck_engine::{EnqueueRequest, HandlerRegistry, JobContext, Store, trace};
 use opentelemetry::trace::{SpanContext, SpanKind, Status, TraceContextExt, TracerProvider as _};
 use opentelemetry::{Key, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use runtime_support::{open_store, reopen, test_config};
+use runtime_support::{
+    WAIT, fast_retries, open_store, producer_config, reopen, start, succeeded_job, test_config,
+};
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::layer::SubscriberExt;
-
-const WAIT: Duration = Duration::from_secs(30);
 
 /// Spans finished while the returned guard lives, on this thread (the tests run on a
 /// current-thread runtime, so every engine task is on it too).
@@ -123,20 +120,9 @@ async fn the_run_span_links_to_the_enqueuing_span_across_a_store_round_trip() {
     let (exporter, _guard) = record_spans();
     let (dir, producer_store) = open_store().await;
     // The producer runs no workers: nothing it holds in memory can reach the worker.
-    let producer = Engine::start(
-        producer_store,
-        HandlerRegistry::new(),
-        EngineConfig {
-            run_workers: false,
-            ..test_config()
-        },
-    )
-    .await
-    .unwrap();
+    let producer = start(producer_store, HandlerRegistry::new(), producer_config()).await;
     let worker_store = Arc::new(InterposedStore::new(reopen(&dir).await, Claims::default()));
-    let worker = Engine::start(worker_store.clone(), echo_handlers(), test_config())
-        .await
-        .unwrap();
+    let worker = start(worker_store.clone(), echo_handlers(), test_config()).await;
     // An empty claim first: the queue is still empty.
     worker_store.answered(1).await;
 
@@ -156,11 +142,7 @@ async fn the_run_span_links_to_the_enqueuing_span_across_a_store_round_trip() {
         .await
         .unwrap();
     drop(request);
-    let finished = worker.wait(outcome.id, WAIT).await.unwrap();
-    assert!(
-        matches!(finished, WaitOutcome::Succeeded { .. }),
-        "{finished:?}"
-    );
+    succeeded_job(worker.wait(outcome.id, WAIT).await.unwrap());
 
     // What went through the database: the enqueuing span's context, on the job's row.
     let stored = worker_store
@@ -254,28 +236,15 @@ async fn a_failed_attempt_is_an_error_span_and_each_attempt_links_to_the_same_co
             }
         },
     );
-    store
-        .save_settings(&deck_engine::EngineSettings {
-            retry: deck_engine::RetrySettings {
-                base_delay_ms: 10,
-                jitter_ms: 0,
-                ..deck_engine::RetrySettings::default()
-            },
-            ..deck_engine::EngineSettings::default()
-        })
-        .await
-        .unwrap();
-    let engine = Engine::start(store, handlers, test_config()).await.unwrap();
+    fast_retries(&store).await;
+    let engine = start(store, handlers, test_config()).await;
     let request = tracing::info_span!("request");
     let (id, finished) = engine
         .enqueue_and_wait(EnqueueRequest::new("q", "flaky", "{}"), WAIT)
         .instrument(request.clone())
         .await
         .unwrap();
-    assert!(
-        matches!(finished, WaitOutcome::Succeeded { .. }),
-        "{finished:?}"
-    );
+    succeeded_job(finished);
     engine.shutdown().await;
     let spans = exporter.get_finished_spans().unwrap();
     let enqueue = one(&spans, "enqueue q");
@@ -303,18 +272,13 @@ async fn a_failed_attempt_is_an_error_span_and_each_attempt_links_to_the_same_co
 async fn without_an_opentelemetry_layer_no_trace_context_is_stored() {
     let _serial = ONE_AT_A_TIME.lock().await;
     let (_dir, store) = open_store().await;
-    let engine = Engine::start(store.clone(), echo_handlers(), test_config())
-        .await
-        .unwrap();
+    let engine = start(store.clone(), echo_handlers(), test_config()).await;
     let (id, finished) = engine
         .enqueue_and_wait(EnqueueRequest::new("emails", "mail.send", "{}"), WAIT)
         .instrument(tracing::info_span!("request"))
         .await
         .unwrap();
-    assert!(
-        matches!(finished, WaitOutcome::Succeeded { .. }),
-        "{finished:?}"
-    );
+    succeeded_job(finished);
     engine.shutdown().await;
     assert_eq!(
         store.get_job(id).await.unwrap().unwrap().trace_context,
@@ -327,16 +291,7 @@ async fn a_trace_context_the_producer_gives_is_kept_and_a_bad_one_refused() {
     let _serial = ONE_AT_A_TIME.lock().await;
     let (_exporter, _guard) = record_spans();
     let (_dir, store) = open_store().await;
-    let engine = Engine::start(
-        store.clone(),
-        HandlerRegistry::new(),
-        EngineConfig {
-            run_workers: false,
-            ..test_config()
-        },
-    )
-    .await
-    .unwrap();
+    let engine = start(store.clone(), HandlerRegistry::new(), producer_config()).await;
     let given = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01;vendor=abc";
     let outcome = engine
         .enqueue(EnqueueRequest {

@@ -1,6 +1,6 @@
-//! Helpers shared by the runtime integration tests: temp SQLite stores, gates that handlers
-//! block on, a condition wait, and a `Store` wrapper that counts result-sweep calls and can
-//! refuse to commit completions.
+//! Helpers shared by the runtime integration tests: temp SQLite stores, engines started on
+//! them, gates that handlers block on, a condition wait, and a `Store` wrapper that counts
+//! result-sweep calls and can refuse to commit completions.
 
 #![allow(dead_code)]
 
@@ -46,6 +46,112 @@ pub fn test_config() -> EngineConfig {
         shutdown_grace: Duration::from_secs(10),
         ..EngineConfig::default()
     }
+}
+
+/// How long a test waits for a job that should finish: far more than any needs, so reaching
+/// it means the job is stuck.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+pub async fn start(
+    store: Arc<dyn Store>,
+    handlers: HandlerRegistry,
+    config: EngineConfig,
+) -> Engine {
+    Engine::start(store, handlers, config).await.unwrap()
+}
+
+/// An instance that only enqueues and waits: nothing it holds in memory can run a job, so
+/// whatever runs one went through the database.
+pub fn producer_config() -> EngineConfig {
+    EngineConfig {
+        run_workers: false,
+        ..test_config()
+    }
+}
+
+/// One worker: a job that blocks it keeps every later job in the buffer.
+pub fn single_worker_config() -> EngineConfig {
+    EngineConfig {
+        worker_count: Some(1),
+        ..test_config()
+    }
+}
+
+/// Retries due 10 ms after a failure, so retry tests wait for no backoff.
+pub async fn fast_retries(store: &Arc<dyn Store>) {
+    store
+        .save_settings(&EngineSettings {
+            retry: RetrySettings {
+                base_delay_ms: 10,
+                jitter_ms: 0,
+                ..RetrySettings::default()
+            },
+            ..EngineSettings::default()
+        })
+        .await
+        .unwrap();
+}
+
+pub async fn enqueue_id(engine: &Engine, queue: &str, job_type: &str) -> JobId {
+    let outcome = engine
+        .enqueue(EnqueueRequest::new(queue, job_type, ""))
+        .await
+        .unwrap();
+    outcome.id
+}
+
+/// `n` jobs enqueued one at a time, each waking the fetcher as a caller's enqueue does.
+pub async fn enqueue_ids(engine: &Engine, queue: &str, job_type: &str, n: usize) -> Vec<JobId> {
+    let mut ids = Vec::with_capacity(n);
+    for _ in 0..n {
+        ids.push(enqueue_id(engine, queue, job_type).await);
+    }
+    ids
+}
+
+/// An engine on `store` with one job of `job_type` running: its handler, registered on the
+/// returned gate by `register`, has arrived there.
+pub async fn start_running_one(
+    store: &Arc<dyn Store>,
+    config: EngineConfig,
+    job_type: &str,
+    register: impl FnOnce(&mut HandlerRegistry, &str, &Gate),
+) -> (Engine, Gate, JobId) {
+    let gate = Gate::new();
+    let mut handlers = HandlerRegistry::new();
+    register(&mut handlers, job_type, &gate);
+    let engine = start(store.clone(), handlers, config).await;
+    let id = enqueue_id(&engine, "default", job_type).await;
+    gate.wait_arrivals(1).await;
+    (engine, gate, id)
+}
+
+/// Enqueue one job and wait for its end.
+pub async fn run_job(engine: &Engine, queue: &str, job_type: &str, payload: &str) -> WaitOutcome {
+    let req = EnqueueRequest::new(queue, job_type, payload);
+    engine.enqueue_and_wait(req, WAIT).await.unwrap().1
+}
+
+pub fn succeeded_job(outcome: WaitOutcome) -> Job {
+    match outcome {
+        WaitOutcome::Succeeded { job } => job,
+        other => panic!("expected success, got {other:?}"),
+    }
+}
+
+/// Wait for each job to end, and fail unless each succeeded.
+pub async fn assert_all_succeed(engine: &Engine, ids: &[JobId]) {
+    for id in ids {
+        succeeded_job(engine.wait(*id, WAIT).await.unwrap());
+    }
+}
+
+pub async fn states(store: &Arc<dyn Store>, ids: &[JobId]) -> Vec<JobState> {
+    let mut states = Vec::with_capacity(ids.len());
+    for id in ids {
+        states.push(store.get_job(*id).await.unwrap().unwrap().state);
+    }
+    states
 }
 
 /// Wait until `cond` holds, for conditions no signal announces (a job sitting in the
@@ -228,12 +334,50 @@ impl Interpose for Counts {
 /// Register `key` as a handler that arrives at `gate` and holds its worker until the gate
 /// opens: the way these tests keep the only worker busy.
 pub fn register_blocking(handlers: &mut HandlerRegistry, key: &str, gate: &Gate) {
+    register_gated(handlers, key, gate, ());
+}
+
+/// Like [`register_blocking`], and the job's result is `result`.
+pub fn register_gated<R>(handlers: &mut HandlerRegistry, key: &str, gate: &Gate, result: R)
+where
+    R: serde::Serialize + Clone + Send + Sync + 'static,
+{
+    let gate = gate.clone();
+    handlers.register(key, move |_: JobContext, _: serde_json::Value| {
+        let gate = gate.clone();
+        let result = result.clone();
+        async move {
+            gate.arrive();
+            gate.wait_open().await;
+            gate.leave();
+            Ok(result)
+        }
+    });
+}
+
+/// Register `key` as a handler that arrives at `gate` and runs until its job is cancelled,
+/// then fails its attempt, as a well-behaved handler does.
+pub fn register_until_cancelled(handlers: &mut HandlerRegistry, key: &str, gate: &Gate) {
+    let gate = gate.clone();
+    handlers.register(key, move |ctx: JobContext, _: serde_json::Value| {
+        let gate = gate.clone();
+        async move {
+            gate.arrive();
+            ctx.cancellation().cancelled().await;
+            Err::<(), _>(HandlerError::transient("stopped by its cancellation"))
+        }
+    });
+}
+
+/// Register `key` as a handler that arrives at `gate` and never finishes. It ignores its
+/// cancellation on purpose: only the runtime dropping its future stops it.
+pub fn register_hanging(handlers: &mut HandlerRegistry, key: &str, gate: &Gate) {
     let gate = gate.clone();
     handlers.register(key, move |_: JobContext, _: serde_json::Value| {
         let gate = gate.clone();
         async move {
             gate.arrive();
-            gate.wait_open().await;
+            std::future::pending::<()>().await;
             Ok(())
         }
     });
