@@ -17,10 +17,10 @@ use deck_engine::{
     Next, Store, WaitOutcome,
 };
 use runtime_support::{
-    Gate, WAIT, assert_all_succeed, counting_store, enqueue_id, enqueue_ids, eventually,
-    fast_retries, open_store, producer_config, register_blocking, register_counting,
-    register_gated, register_hanging, register_until_cancelled, run_job, single_worker_config,
-    start, start_running_one, states, succeeded_job, test_config,
+    Gate, WAIT, assert_all_succeed, enqueue_id, enqueue_ids, eventually, gated_handlers,
+    open_counting_store, open_fast_retrying_store, open_store, producer_config, register_counting,
+    register_echo, register_gated, register_hanging, register_until_cancelled, run_job,
+    single_worker_config, start, start_running_one, states, succeeded_job, test_config,
 };
 use tokio::sync::mpsc;
 
@@ -72,21 +72,23 @@ async fn enqueued_job_runs_and_is_archived_with_its_result() {
     engine.shutdown().await;
 }
 
+/// Its first attempt meets a busy downstream; the second gets through.
+async fn busy_the_first_time(
+    ctx: JobContext,
+    _: serde_json::Value,
+) -> Result<&'static str, HandlerError> {
+    if ctx.attempt() < 2 {
+        Err(HandlerError::transient("downstream busy"))
+    } else {
+        Ok("done")
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transient_failure_is_retried_then_succeeds() {
-    let (_dir, store) = open_store().await;
-    fast_retries(&store).await;
+    let (_dir, store) = open_fast_retrying_store().await;
     let mut handlers = HandlerRegistry::new();
-    handlers.register(
-        "flaky",
-        |ctx: JobContext, _: serde_json::Value| async move {
-            if ctx.attempt() < 2 {
-                Err(HandlerError::transient("downstream busy"))
-            } else {
-                Ok("done")
-            }
-        },
-    );
+    handlers.register("flaky", busy_the_first_time);
     let engine = start(store.clone(), handlers, test_config()).await;
 
     let job = succeeded_job(run_job(&engine, "default", "flaky", "").await);
@@ -100,13 +102,9 @@ async fn transient_failure_is_retried_then_succeeds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_workers_get_jobs_started_by_the_claim_itself() {
-    let (_dir, inner) = open_store().await;
-    let counting = Arc::new(counting_store(inner));
-    let store: Arc<dyn Store> = counting.clone();
+    let (_dir, counting, store) = open_counting_store().await;
     let mut handlers = HandlerRegistry::new();
-    handlers.register("echo", |_: JobContext, p: serde_json::Value| async move {
-        Ok(p)
-    });
+    register_echo(&mut handlers, "echo");
     let engine = start(store.clone(), handlers, test_config()).await;
 
     for n in 0..5 {
@@ -153,8 +151,7 @@ async fn an_open_circuit_defers_jobs_without_spending_an_attempt() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exhausted_transient_failures_end_as_failed() {
-    let (_dir, store) = open_store().await;
-    fast_retries(&store).await;
+    let (_dir, store) = open_fast_retrying_store().await;
     let runs = Arc::new(AtomicUsize::new(0));
     let mut handlers = HandlerRegistry::new();
     let counted = runs.clone();
@@ -290,20 +287,19 @@ async fn execution_timeout_fails_the_attempt_and_names_the_reason_when_last() {
     engine.shutdown().await;
 }
 
+/// Hangs in its first attempt, until the execution timeout ends it; the second returns.
+async fn hangs_the_first_time(ctx: JobContext, _: serde_json::Value) -> Result<(), HandlerError> {
+    if ctx.attempt() == 1 {
+        std::future::pending::<()>().await;
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timed_out_attempt_is_retried() {
-    let (_dir, store) = open_store().await;
-    fast_retries(&store).await;
+    let (_dir, store) = open_fast_retrying_store().await;
     let mut handlers = HandlerRegistry::new();
-    handlers.register(
-        "slow-once",
-        |ctx: JobContext, _: serde_json::Value| async move {
-            if ctx.attempt() == 1 {
-                std::future::pending::<()>().await;
-            }
-            Ok(())
-        },
-    );
+    handlers.register("slow-once", hangs_the_first_time);
     let engine = start_with_a_slow_queue(store, handlers).await;
 
     let job = succeeded_job(run_job(&engine, "slow", "slow-once", "").await);
@@ -348,16 +344,27 @@ async fn local_operator_cancel_stops_the_job_at_once() {
     engine.shutdown().await;
 }
 
+/// A single-worker engine whose only worker runs a `block` job (in the queue given) until the
+/// returned gate opens, so jobs enqueued meanwhile wait in the buffer; with that job's id, and
+/// the count of runs of the `counted` type it also handles.
+async fn start_with_the_worker_busy(
+    store: &Arc<dyn Store>,
+    queue: &str,
+    counted: &str,
+) -> (Engine, Gate, deck_engine::JobId, Arc<AtomicUsize>) {
+    let (mut handlers, blocker) = gated_handlers("block");
+    let ran = register_counting(&mut handlers, counted);
+    let engine = start(store.clone(), handlers, single_worker_config()).await;
+    let blocking = enqueue_id(&engine, queue, "block").await;
+    blocker.wait_arrivals(1).await;
+    (engine, blocker, blocking, ran)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_buffered_job_is_dropped_unrun() {
     let (dir, store) = open_store().await;
-    let blocker = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    register_blocking(&mut handlers, "block", &blocker);
-    let ran = register_counting(&mut handlers, "victim");
-    let engine = start(store.clone(), handlers, single_worker_config()).await;
-    let blocking = enqueue_id(&engine, "default", "block").await;
-    blocker.wait_arrivals(1).await;
+    let (engine, blocker, blocking, ran) =
+        start_with_the_worker_busy(&store, "default", "victim").await;
     let victim = enqueue_id(&engine, "default", "victim").await;
     // The only worker is busy, so the victim sits in the buffer as fetched.
     eventually(|| engine.snapshot().buffered == 1).await;
@@ -380,13 +387,8 @@ async fn stale_buffered_job_is_dropped_unrun() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pausing_a_queue_releases_its_buffered_jobs() {
     let (_dir, store) = open_store().await;
-    let blocker = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    register_blocking(&mut handlers, "block", &blocker);
-    let ran = register_counting(&mut handlers, "work");
-    let engine = start(store.clone(), handlers, single_worker_config()).await;
-    let blocking = enqueue_id(&engine, "other", "block").await;
-    blocker.wait_arrivals(1).await;
+    let (engine, blocker, blocking, ran) =
+        start_with_the_worker_busy(&store, "other", "work").await;
     let ids = enqueue_ids(&engine, "paused", "work", 3).await;
     eventually(|| engine.snapshot().buffered == 3).await;
 
@@ -410,23 +412,15 @@ async fn pausing_a_queue_releases_its_buffered_jobs() {
 
 /// Wait for the job to succeed and answer which instance ran it.
 async fn ran_on(engine: &Engine, id: deck_engine::JobId) -> String {
-    match engine.wait(id, WAIT).await.unwrap() {
-        WaitOutcome::Succeeded { job } => job.worker_id.unwrap_or_default(),
-        other => panic!("expected success, got {other:?}"),
-    }
+    let job = succeeded_job(engine.wait(id, WAIT).await.unwrap());
+    job.worker_id.unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quiet_instance_claims_nothing_new_and_a_resumed_one_drains() {
     let (dir, store) = open_store().await;
-    let blocker = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    register_blocking(&mut handlers, "block", &blocker);
-    let ran = register_counting(&mut handlers, "work");
-    let quiet = start(store.clone(), handlers, single_worker_config()).await;
+    let (quiet, blocker, blocking, ran) = start_with_the_worker_busy(&store, "q", "work").await;
     let mut events = quiet.subscribe_events();
-    let blocking = enqueue_id(&quiet, "q", "block").await;
-    blocker.wait_arrivals(1).await;
     let buffered = enqueue_ids(&quiet, "q", "work", 2).await;
     eventually(|| quiet.snapshot().buffered == 2).await;
 
@@ -500,9 +494,7 @@ async fn a_quiet_instance_claims_nothing_new_and_a_resumed_one_drains() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_bulkhead_caps_concurrent_jobs() {
     let (_dir, store) = open_store().await;
-    let gate = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    register_blocking(&mut handlers, "capped", &gate);
+    let (handlers, gate) = gated_handlers("capped");
     let config = EngineConfig {
         worker_count: Some(10),
         ..test_config()
@@ -537,9 +529,7 @@ async fn queue_bulkhead_caps_concurrent_jobs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_lets_running_jobs_finish_and_releases_the_buffer() {
     let (_dir, store) = open_store().await;
-    let gate = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    register_blocking(&mut handlers, "step", &gate);
+    let (handlers, gate) = gated_handlers("step");
     let engine = start(store.clone(), handlers, single_worker_config()).await;
     let ids = enqueue_ids(&engine, "default", "step", 3).await;
     gate.wait_arrivals(1).await;
@@ -601,13 +591,9 @@ async fn shutdown_cancels_jobs_that_outlive_the_grace_period_and_retries_them() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_process_wait_is_woken_without_polling() {
-    let (_dir, inner) = open_store().await;
-    let counting = Arc::new(counting_store(inner));
-    let store: Arc<dyn Store> = counting.clone();
+    let (_dir, counting, store) = open_counting_store().await;
     let mut handlers = HandlerRegistry::new();
-    handlers.register("echo", |_: JobContext, p: serde_json::Value| async move {
-        Ok(p)
-    });
+    register_echo(&mut handlers, "echo");
     // The sweep would only run after an hour: a result can only come from the completer.
     let config = EngineConfig {
         wait_poll_interval: Duration::from_secs(3600),
@@ -627,9 +613,7 @@ async fn same_process_wait_is_woken_without_polling() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_a_job_finished_by_another_process_resolves_via_the_sweep() {
-    let (dir, inner) = open_store().await;
-    let counting = Arc::new(counting_store(inner));
-    let producer_store: Arc<dyn Store> = counting.clone();
+    let (dir, counting, producer_store) = open_counting_store().await;
     let config = EngineConfig {
         wait_poll_interval: Duration::from_millis(20),
         ..producer_config()

@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use deck_engine::conformance::support::long_timeouts;
 use deck_engine::runtime::rescue;
-use deck_engine::{EngineConfig, FailureReason, HandlerRegistry, JobState, Store};
+use deck_engine::{EngineConfig, FailureReason, JobState, Store};
 use runtime_support::{
-    Gate, counting_store, enqueue_id, open_store, register_blocking, register_until_cancelled,
-    single_worker_config, start, start_running_one, test_config,
+    Gate, counting_store, enqueue_id, gated_handlers, open_store, register_blocking,
+    register_until_cancelled, single_worker_config, start, start_running_one, test_config,
 };
 
 /// Far more than shutdown needs here (grace 300 ms + flush 200 ms + loops stopping): reached
@@ -22,10 +22,8 @@ const HANG: Duration = Duration::from_secs(60);
 async fn shutdown_gives_up_on_commits_the_store_refuses_and_names_the_jobs() {
     let (_dir, real) = open_store().await;
     let store = Arc::new(counting_store(real.clone()));
-    let finishing = Gate::new();
+    let (mut handlers, finishing) = gated_handlers("finish");
     let holding = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    register_blocking(&mut handlers, "finish", &finishing);
     // Runs until shutdown cancels it.
     register_until_cancelled(&mut handlers, "hold", &holding);
     let config = EngineConfig {

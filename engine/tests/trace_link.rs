@@ -7,7 +7,6 @@
 mod runtime_support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use async_trait::async_trait;
 use deck_engine::store::interposed::{Interpose, InterposedStore, StoreCall};
@@ -16,7 +15,8 @@ use opentelemetry::trace::{SpanContext, SpanKind, Status, TraceContextExt, Trace
 use opentelemetry::{Key, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
 use runtime_support::{
-    WAIT, fast_retries, open_store, producer_config, reopen, start, succeeded_job, test_config,
+    AwaitedCount, WAIT, open_fast_retrying_store, open_store, producer_config, register_echo,
+    reopen, start, succeeded_job, test_config,
 };
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -72,40 +72,21 @@ fn linked(span: &SpanData) -> Vec<&SpanContext> {
 /// Counts the claims a store answered, so a test can let a worker poll in vain first.
 #[derive(Default)]
 struct Claims {
-    answered: AtomicUsize,
-    changed: tokio::sync::Notify,
-}
-
-impl Claims {
-    async fn answered(&self, n: usize) {
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if self.answered.load(Ordering::SeqCst) >= n {
-                return;
-            }
-            changed.await;
-        }
-    }
+    answered: AwaitedCount,
 }
 
 #[async_trait]
 impl Interpose for Claims {
     fn after(&self, call: StoreCall) {
         if call == StoreCall::ClaimBatch {
-            self.answered.fetch_add(1, Ordering::SeqCst);
-            self.changed.notify_waiters();
+            self.answered.add_one();
         }
     }
 }
 
 fn echo_handlers() -> HandlerRegistry {
     let mut handlers = HandlerRegistry::new();
-    handlers.register(
-        "mail.send",
-        |_: JobContext, p: serde_json::Value| async move { Ok(p) },
-    );
+    register_echo(&mut handlers, "mail.send");
     handlers
 }
 
@@ -124,7 +105,7 @@ async fn the_run_span_links_to_the_enqueuing_span_across_a_store_round_trip() {
     let worker_store = Arc::new(InterposedStore::new(reopen(&dir).await, Claims::default()));
     let worker = start(worker_store.clone(), echo_handlers(), test_config()).await;
     // An empty claim first: the queue is still empty.
-    worker_store.answered(1).await;
+    worker_store.answered.reached(1).await;
 
     let request = tracing::info_span!("POST /orders", otel.kind = "server");
     let request_cx = request.context().span().span_context().clone();
@@ -224,7 +205,7 @@ async fn the_run_span_links_to_the_enqueuing_span_across_a_store_round_trip() {
 async fn a_failed_attempt_is_an_error_span_and_each_attempt_links_to_the_same_context() {
     let _serial = ONE_AT_A_TIME.lock().await;
     let (exporter, _guard) = record_spans();
-    let (_dir, store) = open_store().await;
+    let (_dir, store) = open_fast_retrying_store().await;
     let mut handlers = HandlerRegistry::new();
     handlers.register(
         "flaky",
@@ -236,7 +217,6 @@ async fn a_failed_attempt_is_an_error_span_and_each_attempt_links_to_the_same_co
             }
         },
     );
-    fast_retries(&store).await;
     let engine = start(store, handlers, test_config()).await;
     let request = tracing::info_span!("request");
     let (id, finished) = engine

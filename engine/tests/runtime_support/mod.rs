@@ -22,6 +22,30 @@ pub async fn open_store() -> (TempDir, Arc<dyn Store>) {
     (dir, store)
 }
 
+/// A fresh store whose retries fall due 10 ms after a failure, so retry tests wait out no
+/// backoff.
+pub async fn open_fast_retrying_store() -> (TempDir, Arc<dyn Store>) {
+    let (dir, store) = open_store().await;
+    let settings = EngineSettings {
+        retry: RetrySettings {
+            base_delay_ms: 10,
+            jitter_ms: 0,
+            ..RetrySettings::default()
+        },
+        ..EngineSettings::default()
+    };
+    store.save_settings(&settings).await.unwrap();
+    (dir, store)
+}
+
+/// A fresh store behind fresh counts: the counts, and the same store as an engine takes it.
+pub async fn open_counting_store() -> (TempDir, Arc<CountingStore>, Arc<dyn Store>) {
+    let (dir, inner) = open_store().await;
+    let counting = Arc::new(counting_store(inner));
+    let store: Arc<dyn Store> = counting.clone();
+    (dir, counting, store)
+}
+
 /// Another handle on the same file: what a second process would have.
 pub async fn reopen(dir: &TempDir) -> Arc<dyn Store> {
     let path = dir.path().join("deck.db");
@@ -77,21 +101,6 @@ pub fn single_worker_config() -> EngineConfig {
     }
 }
 
-/// Retries due 10 ms after a failure, so retry tests wait for no backoff.
-pub async fn fast_retries(store: &Arc<dyn Store>) {
-    store
-        .save_settings(&EngineSettings {
-            retry: RetrySettings {
-                base_delay_ms: 10,
-                jitter_ms: 0,
-                ..RetrySettings::default()
-            },
-            ..EngineSettings::default()
-        })
-        .await
-        .unwrap();
-}
-
 pub async fn enqueue_id(engine: &Engine, queue: &str, job_type: &str) -> JobId {
     let outcome = engine
         .enqueue(EnqueueRequest::new(queue, job_type, ""))
@@ -107,6 +116,14 @@ pub async fn enqueue_ids(engine: &Engine, queue: &str, job_type: &str, n: usize)
         ids.push(enqueue_id(engine, queue, job_type).await);
     }
     ids
+}
+
+/// Handlers with only `key`, registered to block on the returned gate.
+pub fn gated_handlers(key: &str) -> (HandlerRegistry, Gate) {
+    let gate = Gate::new();
+    let mut handlers = HandlerRegistry::new();
+    register_blocking(&mut handlers, key, &gate);
+    (handlers, gate)
 }
 
 /// An engine on `store` with one job of `job_type` running: its handler, registered on the
@@ -238,6 +255,33 @@ impl Gate {
     }
 }
 
+/// A count a test can wait on: `reached(n)` resolves once `n` have been added.
+#[derive(Default)]
+pub struct AwaitedCount {
+    value: AtomicUsize,
+    changed: Notify,
+}
+
+impl AwaitedCount {
+    pub fn add_one(&self) {
+        self.value.fetch_add(1, Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
+    pub async fn reached(&self, n: usize) {
+        loop {
+            // Registered before the check, so an addition between the two still wakes us.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.value.load(Ordering::SeqCst) >= n {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
 /// Delegates to a real store and counts `finished_jobs` calls (only the result sweep makes
 /// them) and `mark_processing` calls (only buffered jobs need them). While
 /// `refuse_completions` is on, `complete` fails the way a full disk makes it fail.
@@ -248,9 +292,8 @@ pub struct Counts {
     mark_processing: AtomicUsize,
     refuse_completions: AtomicBool,
     refused: Notify,
-    /// `get_job` calls that have returned, and a signal for each.
-    jobs_read: AtomicUsize,
-    job_read: Notify,
+    /// `get_job` calls that have returned.
+    jobs_read: AwaitedCount,
 }
 
 /// A real store wrapped in fresh counts.
@@ -262,8 +305,7 @@ pub fn counting_store(inner: Arc<dyn Store>) -> CountingStore {
             mark_processing: AtomicUsize::new(0),
             refuse_completions: AtomicBool::new(false),
             refused: Notify::new(),
-            jobs_read: AtomicUsize::new(0),
-            job_read: Notify::new(),
+            jobs_read: AwaitedCount::default(),
         },
     )
 }
@@ -271,15 +313,7 @@ pub fn counting_store(inner: Arc<dyn Store>) -> CountingStore {
 impl Counts {
     /// Resolves once `n` `get_job` calls have returned their answer.
     pub async fn jobs_read(&self, n: usize) {
-        loop {
-            let read = self.job_read.notified();
-            tokio::pin!(read);
-            read.as_mut().enable();
-            if self.jobs_read.load(Ordering::SeqCst) >= n {
-                return;
-            }
-            read.await;
-        }
+        self.jobs_read.reached(n).await;
     }
 
     pub fn refuse_completions(&self, refuse: bool) {
@@ -325,8 +359,7 @@ impl Interpose for Counts {
 
     fn after(&self, call: StoreCall) {
         if call == StoreCall::GetJob {
-            self.jobs_read.fetch_add(1, Ordering::SeqCst);
-            self.job_read.notify_waiters();
+            self.jobs_read.add_one();
         }
     }
 }
@@ -381,6 +414,14 @@ pub fn register_hanging(handlers: &mut HandlerRegistry, key: &str, gate: &Gate) 
             Ok(())
         }
     });
+}
+
+/// Register `key` as a handler whose result is its payload.
+pub fn register_echo(handlers: &mut HandlerRegistry, key: &str) {
+    handlers.register(
+        key,
+        |_: JobContext, payload: serde_json::Value| async move { Ok(payload) },
+    );
 }
 
 /// Register `key` as a no-op handler that counts its runs.
