@@ -225,6 +225,11 @@ async fn app_connection(connection: &str) -> Client {
     bb8::ManageConnection::connect(&manager).await.unwrap()
 }
 
+async fn first_row(client: &mut Client, sql: &str) -> Option<tiberius::Row> {
+    let stream = client.simple_query(sql).await.unwrap();
+    stream.into_row().await.unwrap()
+}
+
 async fn has_queue_row(store: &dyn Store, queue: &str) -> bool {
     let queues = store.list_queues().await.unwrap();
     queues.iter().any(|q| q.name == queue)
@@ -363,14 +368,12 @@ async fn the_procedure_rejects_what_the_api_rejects() {
         );
     }
     // Still the caller's transaction, still committable.
-    let state = app
-        .simple_query("SELECT XACT_STATE() AS state, @@TRANCOUNT AS depth")
-        .await
-        .unwrap()
-        .into_row()
-        .await
-        .unwrap()
-        .unwrap();
+    let state = first_row(
+        &mut app,
+        "SELECT XACT_STATE() AS state, @@TRANCOUNT AS depth",
+    )
+    .await
+    .unwrap();
     assert_eq!(state.get::<i16, _>("state"), Some(1));
     assert_eq!(state.get::<i32, _>("depth"), Some(1));
     batch(&mut app, "ROLLBACK TRANSACTION").await;
@@ -482,24 +485,15 @@ async fn the_catalog_has_the_load_design() {
          FROM sys.tables AS t
          WHERE t.schema_id = SCHEMA_ID(N'{schema}') AND t.name = N'jobs_hot'"
     );
-    let row = app
-        .simple_query(sql.as_str())
-        .await
-        .unwrap()
-        .into_row()
-        .await
-        .unwrap()
-        .unwrap();
+    let row = first_row(&mut app, &sql).await.unwrap();
     // Babelfish reports TABLE whatever the DDL said (README, SQL Server: a tolerated
     // catalog difference; PostgreSQL does not escalate row locks).
-    let babelfish = app
-        .simple_query("SELECT CAST(SERVERPROPERTY('BabelfishVersion') AS NVARCHAR(128)) AS v")
-        .await
-        .unwrap()
-        .into_row()
-        .await
-        .unwrap()
-        .and_then(|r| r.get::<&str, _>("v").map(str::to_string));
+    let babelfish = first_row(
+        &mut app,
+        "SELECT CAST(SERVERPROPERTY('BabelfishVersion') AS NVARCHAR(128)) AS v",
+    )
+    .await
+    .and_then(|r| r.get::<&str, _>("v").map(str::to_string));
     if babelfish.is_none() {
         assert_eq!(row.get::<&str, _>("escalation"), Some("DISABLE"));
     }

@@ -375,12 +375,9 @@ pub fn register_gated<R>(handlers: &mut HandlerRegistry, key: &str, gate: &Gate,
 where
     R: serde::Serialize + Clone + Send + Sync + 'static,
 {
-    let gate = gate.clone();
-    handlers.register(key, move |_: JobContext, _: serde_json::Value| {
-        let gate = gate.clone();
+    register_arriving(handlers, key, gate, move |_, gate| {
         let result = result.clone();
         async move {
-            gate.arrive();
             gate.wait_open().await;
             gate.leave();
             Ok(result)
@@ -391,27 +388,40 @@ where
 /// Register `key` as a handler that arrives at `gate` and runs until its job is cancelled,
 /// then fails its attempt, as a well-behaved handler does.
 pub fn register_until_cancelled(handlers: &mut HandlerRegistry, key: &str, gate: &Gate) {
-    let gate = gate.clone();
-    handlers.register(key, move |ctx: JobContext, _: serde_json::Value| {
-        let gate = gate.clone();
-        async move {
-            gate.arrive();
-            ctx.cancellation().cancelled().await;
-            Err::<(), _>(HandlerError::transient("stopped by its cancellation"))
-        }
+    register_arriving(handlers, key, gate, |ctx, _| async move {
+        ctx.cancellation().cancelled().await;
+        Err::<(), _>(HandlerError::transient("stopped by its cancellation"))
     });
 }
 
 /// Register `key` as a handler that arrives at `gate` and never finishes. It ignores its
 /// cancellation on purpose: only the runtime dropping its future stops it.
 pub fn register_hanging(handlers: &mut HandlerRegistry, key: &str, gate: &Gate) {
+    register_arriving(handlers, key, gate, |_, _| async {
+        std::future::pending::<()>().await;
+        Ok(())
+    });
+}
+
+/// Register `key` as a handler that arrives at `gate` as its job starts, then goes on as
+/// `then` says.
+fn register_arriving<R, Then, Fut>(
+    handlers: &mut HandlerRegistry,
+    key: &str,
+    gate: &Gate,
+    then: Then,
+) where
+    R: serde::Serialize + Send + 'static,
+    Then: Fn(JobContext, Gate) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<R, HandlerError>> + Send + 'static,
+{
     let gate = gate.clone();
-    handlers.register(key, move |_: JobContext, _: serde_json::Value| {
+    handlers.register(key, move |ctx: JobContext, _: serde_json::Value| {
+        let rest = then(ctx, gate.clone());
         let gate = gate.clone();
         async move {
             gate.arrive();
-            std::future::pending::<()>().await;
-            Ok(())
+            rest.await
         }
     });
 }
