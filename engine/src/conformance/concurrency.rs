@@ -153,14 +153,7 @@ pub async fn stale_buffered_job_never_runs(f: StoreFactory) {
     assert_eq!(claim(&*store, "first", 1).await, vec![id]);
     assert_eq!(store.release("first", &[id], None).await.unwrap(), 1);
     assert_eq!(claim(&*other, "second", 1).await, vec![id]);
-    assert!(
-        store
-            .mark_processing("first", &[id])
-            .await
-            .unwrap()
-            .is_empty(),
-        "stale copy"
-    );
+    assert!(starts_none(&*store, "first", &[id]).await, "stale copy");
     assert_eq!(
         other.mark_processing("second", &[id]).await.unwrap(),
         vec![id]
@@ -174,13 +167,7 @@ pub async fn stale_buffered_job_never_runs(f: StoreFactory) {
     let_clock_advance().await;
     assert_eq!(rescue(&*store, &zero_timeouts()).await.unwrap().released, 1);
     assert_eq!(claim(&*other, "fast", 1).await, vec![id]);
-    assert!(
-        store
-            .mark_processing("slow", &[id])
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(starts_none(&*store, "slow", &[id]).await);
     assert_eq!(
         other.mark_processing("fast", &[id]).await.unwrap(),
         vec![id]
@@ -190,7 +177,7 @@ pub async fn stale_buffered_job_never_runs(f: StoreFactory) {
     let id = enqueue(&*store, req("q3", "t")).await;
     assert_eq!(claim(&*store, "w", 1).await, vec![id]);
     other.cancel(id).await.unwrap();
-    assert!(store.mark_processing("w", &[id]).await.unwrap().is_empty());
+    assert!(starts_none(&*store, "w", &[id]).await);
     assert_eq!(
         state(&*store, id).await,
         Some(JobState::Dead(FailureReason::Cancelled))

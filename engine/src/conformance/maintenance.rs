@@ -55,13 +55,7 @@ pub async fn rescue_releases_stale_fetched_jobs(f: StoreFactory) {
         );
     }
     // The worker that had buffered them cannot start them any more.
-    assert!(
-        store
-            .mark_processing("gone", &ids)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(starts_none(&*store, "gone", &ids).await);
     assert_eq!(claim(&*store, "alive", 5).await.len(), 3);
     assert_counters_match_rows(&*store).await;
 }

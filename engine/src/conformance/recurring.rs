@@ -13,6 +13,18 @@ use crate::schedule::{
 };
 use crate::store::Store;
 
+/// `def`, created enabled by an operator.
+async fn create_operator_schedule(
+    store: &dyn Store,
+    def: ScheduleDefinition,
+) -> ScheduleDefinition {
+    store
+        .create_schedule(def.clone(), ScheduleOrigin::Operator, true)
+        .await
+        .unwrap();
+    def
+}
+
 /// A whole minute in the past: occurrences are whole seconds, and their jobs are due now.
 fn minute_ago(n: i64) -> Timestamp {
     let t = now_ms() - secs(60 * n);
@@ -136,11 +148,7 @@ pub async fn schedules_round_trip_and_keep_their_state_through_edits(f: StoreFac
 
 pub async fn an_occurrence_enqueues_one_job_and_its_key_refuses_a_second(f: StoreFactory) {
     let store = f.store();
-    let def = report_schedule("hourly");
-    store
-        .create_schedule(def.clone(), ScheduleOrigin::Operator, true)
-        .await
-        .unwrap();
+    let def = create_operator_schedule(&*store, report_schedule("hourly")).await;
     let at = minute_ago(2);
     let ahead = minute_ago(0) + secs(60);
     let outcomes = fire(&*store, fire_of(&def, &[at], Some(ahead))).await;
@@ -198,12 +206,14 @@ pub async fn an_occurrence_enqueues_one_job_and_its_key_refuses_a_second(f: Stor
 
 pub async fn overlap_skips_an_occurrence_while_the_last_job_is_active(f: StoreFactory) {
     let store = f.store();
-    let mut def = report_schedule("one-at-a-time");
-    def.overlap = OverlapPolicy::SkipWhileActive;
-    store
-        .create_schedule(def.clone(), ScheduleOrigin::Operator, true)
-        .await
-        .unwrap();
+    let def = create_operator_schedule(
+        &*store,
+        ScheduleDefinition {
+            overlap: OverlapPolicy::SkipWhileActive,
+            ..report_schedule("one-at-a-time")
+        },
+    )
+    .await;
     let [t1, t2, t3] = [minute_ago(3), minute_ago(2), minute_ago(1)];
     let first = fire(&*store, fire_of(&def, &[t1], Some(t1))).await;
     let [FireOutcome::Enqueued(id)] = first[..] else {
@@ -287,11 +297,7 @@ pub async fn a_paused_schedule_fires_nothing_but_a_manual_run(f: StoreFactory) {
 pub async fn racing_instances_enqueue_each_occurrence_once(f: StoreFactory) {
     const INSTANCES: usize = 8;
     let store = f.store();
-    let def = report_schedule("raced");
-    store
-        .create_schedule(def.clone(), ScheduleOrigin::Operator, true)
-        .await
-        .unwrap();
+    let def = create_operator_schedule(&*store, report_schedule("raced")).await;
     let occurrences: Vec<Timestamp> = (1..=5).rev().map(minute_ago).collect();
     let start_line = Arc::new(tokio::sync::Barrier::new(INSTANCES));
     let mut tasks = Vec::new();
@@ -337,11 +343,7 @@ pub async fn racing_instances_enqueue_each_occurrence_once(f: StoreFactory) {
 
 pub async fn schedule_history_is_pruned_and_the_last_run_stays(f: StoreFactory) {
     let store = f.store();
-    let def = report_schedule("pruned");
-    store
-        .create_schedule(def.clone(), ScheduleOrigin::Operator, true)
-        .await
-        .unwrap();
+    let def = create_operator_schedule(&*store, report_schedule("pruned")).await;
     let at = [minute_ago(2), minute_ago(1)];
     fire(&*store, fire_of(&def, &at, Some(at[1]))).await;
     let keep = PruneStep {

@@ -5,14 +5,7 @@ use crate::model::{ClaimRequest, EnqueueRequest, FailureReason, JobState};
 
 pub async fn future_jobs_are_not_claimable_until_due(f: StoreFactory) {
     let store = f.store();
-    let future = enqueue(
-        &*store,
-        EnqueueRequest {
-            scheduled_at: Some(now_ms() + secs(3600)),
-            ..req("q", "later")
-        },
-    )
-    .await;
+    let future = enqueue(&*store, due_in(3600, "q", "later")).await;
     let delayed = enqueue(
         &*store,
         EnqueueRequest {

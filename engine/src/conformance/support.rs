@@ -333,6 +333,20 @@ pub async fn processing_job(store: &dyn Store, r: EnqueueRequest, worker: &str) 
     id
 }
 
+/// Whether asking `worker` to start `ids` started none of them.
+pub async fn starts_none(store: &dyn Store, worker: &str, ids: &[JobId]) -> bool {
+    let started = store.mark_processing(worker, ids).await.expect("mark");
+    started.is_empty()
+}
+
+/// A job due `seconds` from now.
+pub fn due_in(seconds: i64, queue: &str, job_type: &str) -> EnqueueRequest {
+    EnqueueRequest {
+        scheduled_at: Some(now_ms() + secs(seconds)),
+        ..req(queue, job_type)
+    }
+}
+
 pub async fn complete_one(store: &dyn Store, worker: &str, c: Completion) -> bool {
     let applied = store.complete(worker, vec![c]).await.expect("complete");
     assert_eq!(applied.len(), 1);

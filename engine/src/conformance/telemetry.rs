@@ -18,22 +18,8 @@ pub async fn summary_counts_each_state(f: StoreFactory) {
         "an empty store is all zeros"
     );
     enqueue(&*store, req("q", "due")).await;
-    enqueue(
-        &*store,
-        EnqueueRequest {
-            scheduled_at: Some(now_ms() - secs(60)),
-            ..req("q", "overdue")
-        },
-    )
-    .await;
-    enqueue(
-        &*store,
-        EnqueueRequest {
-            scheduled_at: Some(now_ms() + secs(3600)),
-            ..req("q", "later")
-        },
-    )
-    .await;
+    enqueue(&*store, due_in(-60, "q", "overdue")).await;
+    enqueue(&*store, due_in(3600, "q", "later")).await;
     let fetched = enqueue(&*store, req("fetched", "t")).await;
     assert_eq!(
         claim_jobs(&*store, "w1", 1, Some(vec!["fetched".into()])).await[0].id,
@@ -101,14 +87,7 @@ pub async fn queue_stats_counts_and_lag(f: StoreFactory) {
         )
         .await;
     }
-    enqueue(
-        &*store,
-        EnqueueRequest {
-            scheduled_at: Some(now_ms() + secs(600)),
-            ..req("future", "t")
-        },
-    )
-    .await;
+    enqueue(&*store, due_in(600, "future", "t")).await;
     processing_job(&*store, req("busy", "t"), "w1").await;
     enqueue(&*store, req("busy", "t")).await;
     assert_eq!(

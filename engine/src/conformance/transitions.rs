@@ -357,13 +357,7 @@ pub async fn cancel_of_pending_or_fetched_dead_letters_at_once(f: StoreFactory) 
         );
     }
     // The worker that buffered the cancelled job cannot start it.
-    assert!(
-        store
-            .mark_processing("w1", &[fetched])
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(starts_none(&*store, "w1", &[fetched]).await);
     let s = summary(&*store).await;
     assert_eq!(counts(&s), [0, 0, 0, 0, 0, 2]);
     assert_counters_match_rows(&*store).await;
