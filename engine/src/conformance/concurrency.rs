@@ -18,40 +18,32 @@ pub async fn many_claimers_never_share_a_job(f: StoreFactory) {
     for _ in 0..4 {
         all.extend(enqueue_n(&*store, "hammered", "t", total / 4).await);
     }
-    let mut tasks = Vec::new();
-    // Every claimer opens its connection first, then they all start together.
-    let start_line = Arc::new(tokio::sync::Barrier::new(CLAIMERS));
-    for n in 0..CLAIMERS {
-        let handle = f.connect().await;
-        let start_line = start_line.clone();
-        tasks.push(tokio::spawn(async move {
-            let worker = format!("claimer-{n}");
-            let mut mine = Vec::new();
-            start_line.wait().await;
-            loop {
-                let claim = claim_request(&worker, 25, None);
-                let jobs = retrying(|| handle.claim_batch(claim.clone())).await;
-                if jobs.is_empty() {
-                    return (worker, mine);
-                }
-                let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
-                assert!(jobs.iter().all(|j| j.worker_id.as_deref() == Some(&worker)));
-                let started = retrying(|| handle.mark_processing(&worker, &ids)).await;
-                assert_eq!(started.len(), ids.len(), "{worker} starts what it claimed");
-                let completions = all_succeeded(&ids);
-                let done = retrying(|| handle.complete(&worker, completions.clone())).await;
-                assert!(
-                    done.iter().all(|a| a.is_applied()),
-                    "{worker} owns its jobs"
-                );
-                mine.extend(ids);
+    let claimed = race(&f, CLAIMERS, |n, handle| async move {
+        let worker = format!("claimer-{n}");
+        let mut mine = Vec::new();
+        loop {
+            let claim = claim_request(&worker, 25, None);
+            let jobs = retrying(|| handle.claim_batch(claim.clone())).await;
+            if jobs.is_empty() {
+                return (worker, mine);
             }
-        }));
-    }
+            let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
+            assert!(jobs.iter().all(|j| j.worker_id.as_deref() == Some(&worker)));
+            let started = retrying(|| handle.mark_processing(&worker, &ids)).await;
+            assert_eq!(started.len(), ids.len(), "{worker} starts what it claimed");
+            let completions = all_succeeded(&ids);
+            let done = retrying(|| handle.complete(&worker, completions.clone())).await;
+            assert!(
+                done.iter().all(|a| a.is_applied()),
+                "{worker} owns its jobs"
+            );
+            mine.extend(ids);
+        }
+    })
+    .await;
     let mut owner: HashMap<JobId, String> = HashMap::new();
     let mut busy_claimers = 0;
-    for task in tasks {
-        let (worker, mine) = task.await.unwrap();
+    for (worker, mine) in claimed {
         if !mine.is_empty() {
             busy_claimers += 1;
         }
@@ -396,29 +388,21 @@ pub async fn racing_enqueues_of_one_key_create_one_job(f: StoreFactory) {
     let store = f.store();
     for round in 0..5 {
         let key = format!("order-{round}");
-        let start_line = Arc::new(tokio::sync::Barrier::new(CLAIMERS));
-        let mut tasks = Vec::new();
-        for n in 0..CLAIMERS {
-            let handle = f.connect().await;
-            let start_line = start_line.clone();
-            let key = key.clone();
-            tasks.push(tokio::spawn(async move {
-                let r = crate::model::EnqueueRequest {
-                    idempotency_key: Some(key.clone()),
-                    ..req("keyed", "t")
-                };
-                start_line.wait().await;
+        let r = crate::model::EnqueueRequest {
+            idempotency_key: Some(key),
+            ..req("keyed", "t")
+        };
+        let outcomes = race(&f, CLAIMERS, |n, handle| {
+            let r = r.clone();
+            async move {
                 if n % 2 == 0 {
                     retrying(|| handle.enqueue(r.clone())).await
                 } else {
                     retrying(|| handle.enqueue_batch(vec![r.clone()])).await[0]
                 }
-            }));
-        }
-        let mut outcomes = Vec::new();
-        for t in tasks {
-            outcomes.push(t.await.unwrap());
-        }
+            }
+        })
+        .await;
         let created = outcomes.iter().filter(|o| o.created).count();
         assert_eq!(
             created, 1,
@@ -451,26 +435,18 @@ pub async fn rate_limit_holds_under_concurrent_claimers(f: StoreFactory) {
             .await
             .unwrap();
         enqueue_n(&*store, &queue, "t", 100).await;
-        let start_line = Arc::new(tokio::sync::Barrier::new(CLAIMERS));
-        let mut tasks = Vec::new();
-        for n in 0..CLAIMERS {
-            let handle = f.connect().await;
-            let start_line = start_line.clone();
-            let queue = queue.clone();
-            tasks.push(tokio::spawn(async move {
-                let claim = claim_request(&format!("w{n}"), 5, Some(vec![queue]));
-                start_line.wait().await;
+        let claimed = race(&f, CLAIMERS, |n, handle| {
+            let claim = claim_request(&format!("w{n}"), 5, Some(vec![queue.clone()]));
+            async move {
                 let mut got = 0;
                 for _ in 0..5 {
                     got += retrying(|| handle.claim_batch(claim.clone())).await.len();
                 }
                 got
-            }));
-        }
-        let mut total = 0;
-        for t in tasks {
-            total += t.await.unwrap();
-        }
+            }
+        })
+        .await;
+        let total: usize = claimed.iter().sum();
         if chrono::Utc::now().timestamp().div_euclid(86_400) == day {
             assert_eq!(total, 7, "seven starts across every claimer");
             assert_counters_match_rows(&*store).await;

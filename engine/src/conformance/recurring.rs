@@ -2,7 +2,6 @@
 //! occurrence one job — written with the job, refused the second time, across handles.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use super::support::*;
 use crate::error::StoreError;
@@ -299,29 +298,15 @@ pub async fn racing_instances_enqueue_each_occurrence_once(f: StoreFactory) {
     let store = f.store();
     let def = create_operator_schedule(&*store, report_schedule("raced")).await;
     let occurrences: Vec<Timestamp> = (1..=5).rev().map(minute_ago).collect();
-    let start_line = Arc::new(tokio::sync::Barrier::new(INSTANCES));
-    let mut tasks = Vec::new();
-    for _ in 0..INSTANCES {
-        let handle = f.connect().await;
-        let start_line = start_line.clone();
+    let fired = race(&f, INSTANCES, |_, handle| {
         let fire = fire_of(&def, &occurrences, occurrences.last().copied());
-        tasks.push(tokio::spawn(async move {
-            start_line.wait().await;
-            loop {
-                match handle.fire_schedule(fire.clone()).await {
-                    Ok(o) => break o,
-                    Err(e) if e.is_transient() => tokio::task::yield_now().await,
-                    Err(e) => panic!("fire failed: {e}"),
-                }
-            }
-        }));
-    }
+        async move { retrying(|| handle.fire_schedule(fire.clone())).await }
+    })
+    .await;
     let mut enqueued = Vec::new();
-    for t in tasks {
-        for o in t.await.unwrap() {
-            if let FireOutcome::Enqueued(id) = o {
-                enqueued.push(id);
-            }
+    for o in fired.into_iter().flatten() {
+        if let FireOutcome::Enqueued(id) = o {
+            enqueued.push(id);
         }
     }
     assert_eq!(

@@ -251,6 +251,34 @@ where
     }
 }
 
+/// `racers` tasks, each on its own handle to the database (opened before any starts), set off
+/// together; what each returned, in the order of `n`.
+pub async fn race<T, Racer>(
+    f: &StoreFactory,
+    racers: usize,
+    racer: impl Fn(usize, Arc<dyn Store>) -> Racer,
+) -> Vec<T>
+where
+    T: Send + 'static,
+    Racer: std::future::Future<Output = T> + Send + 'static,
+{
+    let start_line = Arc::new(tokio::sync::Barrier::new(racers));
+    let mut tasks = Vec::with_capacity(racers);
+    for n in 0..racers {
+        let run = racer(n, f.connect().await);
+        let start_line = start_line.clone();
+        tasks.push(tokio::spawn(async move {
+            start_line.wait().await;
+            run.await
+        }));
+    }
+    let mut answers = Vec::with_capacity(racers);
+    for task in tasks {
+        answers.push(task.await.expect("a racer panicked"));
+    }
+    answers
+}
+
 pub async fn enqueue(store: &dyn Store, r: EnqueueRequest) -> JobId {
     let out = store.enqueue(r).await.expect("enqueue");
     assert!(out.created, "a request without a key always creates a job");
