@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::support::*;
+use crate::error::StoreResult;
 use crate::model::{
     EnqueueRequest, FailureReason, InstanceInfo, JobState, Pillar, PruneStep, PruneTarget,
     RescueKind, RescuePolicy, RescueReport, RescueStep, RetentionPolicy,
@@ -89,20 +90,14 @@ pub async fn rescue_steps_move_at_most_their_limit(f: StoreFactory) {
         RescueKind::Zombies,
         RescueKind::Expired,
     ] {
-        let mut moved = Vec::new();
-        for _ in 0..3 {
-            let step = RescueStep {
+        let step = || {
+            store.rescue_step(RescueStep {
                 kind,
                 policy: &policy,
                 limit: 2,
-            };
-            moved.push(store.rescue_step(step).await.unwrap());
-        }
-        assert_eq!(
-            moved,
-            [2, 1, 0],
-            "{kind:?}: each step moves at most its limit"
-        );
+            })
+        };
+        assert_three_steps_take_2_1_0(&format!("{kind:?}"), step).await;
         assert_counters_match_rows(&*store).await;
     }
     for id in stale {
@@ -263,20 +258,14 @@ pub async fn prune_steps_delete_at_most_their_limit(f: StoreFactory) {
     }
     let_clock_advance().await;
     for target in [PruneTarget::Archive, PruneTarget::Dlq] {
-        let mut deleted = Vec::new();
-        for _ in 0..3 {
-            let step = PruneStep {
+        let step = || {
+            store.prune_step(PruneStep {
                 target,
                 older_than: Duration::ZERO,
                 limit: 2,
-            };
-            deleted.push(store.prune_step(step).await.unwrap());
-        }
-        assert_eq!(
-            deleted,
-            [2, 1, 0],
-            "{target:?}: each step deletes at most its limit"
-        );
+            })
+        };
+        assert_three_steps_take_2_1_0(&format!("{target:?}"), step).await;
         assert_counters_match_rows(&*store).await;
     }
     assert_eq!(counts(&summary(&*store).await), [0, 0, 0, 0, 0, 0]);
@@ -354,4 +343,20 @@ pub async fn prune_removes_old_finished_rows(f: StoreFactory) {
     let done = throughput_sum(&*store, 5, None, |b| b.succeeded).await;
     assert_eq!(done, 0);
     assert_counters_match_rows(&*store).await;
+}
+
+/// Three steps of limit 2 over three eligible rows: two, then the one left, then none.
+async fn assert_three_steps_take_2_1_0<Step>(what: &str, mut step: impl FnMut() -> Step)
+where
+    Step: std::future::Future<Output = StoreResult<u64>>,
+{
+    let mut taken = Vec::new();
+    for _ in 0..3 {
+        taken.push(step().await.expect("one step"));
+    }
+    assert_eq!(
+        taken,
+        [2, 1, 0],
+        "{what}: each step takes at most its limit"
+    );
 }

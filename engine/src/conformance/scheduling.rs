@@ -6,35 +6,14 @@ use crate::model::{ClaimRequest, EnqueueRequest, FailureReason, JobState};
 pub async fn future_jobs_are_not_claimable_until_due(f: StoreFactory) {
     let store = f.store();
     let future = enqueue(&*store, due_in(3600, "q", "later")).await;
-    let delayed = enqueue(
-        &*store,
-        EnqueueRequest {
-            delay_ms: Some(3_600_000),
-            ..req("q", "later")
-        },
-    )
-    .await;
+    let delayed = enqueue(&*store, delayed_by(3_600_000, "q", "later")).await;
     let s = summary(&*store).await;
     assert_eq!((s.pending, s.scheduled), (0, 2));
     assert!(claim(&*store, "w1", 10).await.is_empty(), "nothing is due");
 
-    let past = enqueue(
-        &*store,
-        EnqueueRequest {
-            scheduled_at: Some(now_ms() - secs(60)),
-            ..req("q", "now")
-        },
-    )
-    .await;
+    let past = enqueue(&*store, due_in(-60, "q", "now")).await;
     let immediate = enqueue(&*store, req("q", "now")).await;
-    let zero_delay = enqueue(
-        &*store,
-        EnqueueRequest {
-            delay_ms: Some(0),
-            ..req("q", "now")
-        },
-    )
-    .await;
+    let zero_delay = enqueue(&*store, delayed_by(0, "q", "now")).await;
     let claimed = sorted(claim(&*store, "w1", 10).await);
     assert_eq!(claimed, sorted(vec![past, immediate, zero_delay]));
     assert_eq!(state(&*store, future).await, Some(JobState::Pending));

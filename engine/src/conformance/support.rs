@@ -375,6 +375,14 @@ pub fn due_in(seconds: i64, queue: &str, job_type: &str) -> EnqueueRequest {
     }
 }
 
+/// A job asked to wait `delay_ms` after its enqueue.
+pub fn delayed_by(delay_ms: u64, queue: &str, job_type: &str) -> EnqueueRequest {
+    EnqueueRequest {
+        delay_ms: Some(delay_ms),
+        ..req(queue, job_type)
+    }
+}
+
 pub async fn complete_one(store: &dyn Store, worker: &str, c: Completion) -> bool {
     let applied = store.complete(worker, vec![c]).await.expect("complete");
     assert_eq!(applied.len(), 1);

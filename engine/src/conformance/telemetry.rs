@@ -379,17 +379,23 @@ pub async fn ninety_mailbox_failures_are_one_group_until_they_leave(f: StoreFact
     let preview = store.bulk_preview(Pillar::Dlq, &by_group, 5).await.unwrap();
     assert_eq!((preview.matching, preview.sample.len()), (n as u64, 5));
 
+    // One step of the bulk flow over the group's dead letters, from the start.
+    let group_step = |action, limit| {
+        let store = store.clone();
+        let filter = by_group.clone();
+        async move {
+            let step = BulkFilterStep {
+                action,
+                source: Pillar::Dlq,
+                filter: &filter,
+                after: None,
+                limit,
+            };
+            store.bulk_filter_step(step).await.unwrap()
+        }
+    };
     // Resurrect the first 40 through the filter, as the bulk flow does.
-    let step = store
-        .bulk_filter_step(BulkFilterStep {
-            action: BulkAction::Resurrect,
-            source: Pillar::Dlq,
-            filter: &by_group,
-            after: None,
-            limit: 40,
-        })
-        .await
-        .unwrap();
+    let step = group_step(BulkAction::Resurrect, 40).await;
     assert_eq!((step.selected, step.affected), (40, 40));
     let groups = store.top_errors(10).await.unwrap();
     let left = groups
@@ -400,16 +406,7 @@ pub async fn ninety_mailbox_failures_are_one_group_until_they_leave(f: StoreFact
     assert_counters_match_rows(&*store).await;
 
     // Purge the rest through the filter.
-    let step = store
-        .bulk_filter_step(BulkFilterStep {
-            action: BulkAction::Purge,
-            source: Pillar::Dlq,
-            filter: &by_group,
-            after: None,
-            limit: 1000,
-        })
-        .await
-        .unwrap();
+    let step = group_step(BulkAction::Purge, 1000).await;
     assert_eq!((step.selected, step.affected), (50, 50));
     let groups = store.top_errors(10).await.unwrap();
     assert!(

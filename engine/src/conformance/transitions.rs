@@ -862,34 +862,24 @@ pub async fn bulk_by_filter_respects_filter_and_cap(f: StoreFactory) {
     let page = store.list_jobs(&big).await.unwrap();
     assert_eq!(page.items.len(), crate::query::MAX_PAGE_SIZE as usize);
     assert!(page.next.is_some());
-    let cancelled = door(&store)
-        .bulk_by_filter(
-            "op",
-            BulkAction::Cancel,
-            Pillar::Hot,
-            &filter_queue("big"),
-            10_000,
-            |_| {},
-        )
-        .await
-        .unwrap()
-        .done;
+    // An operator's bulk action on every job of `queue` in `pillar`, at most `cap` of them.
+    let bulk_on_queue = |action, pillar, queue: &'static str, cap| {
+        let store = store.clone();
+        async move {
+            let filter = filter_queue(queue);
+            let report = door(&store)
+                .bulk_by_filter("op", action, pillar, &filter, cap, |_| {})
+                .await
+                .unwrap();
+            report.done
+        }
+    };
+    let cancelled = bulk_on_queue(BulkAction::Cancel, Pillar::Hot, "big", 10_000).await;
     assert_eq!(cancelled, 700);
     let s = summary(&*store).await;
     assert_eq!((s.pending, s.dlq), (5, 700));
 
-    let resurrected = door(&store)
-        .bulk_by_filter(
-            "op",
-            BulkAction::Resurrect,
-            Pillar::Dlq,
-            &filter_queue("big"),
-            650,
-            |_| {},
-        )
-        .await
-        .unwrap()
-        .done;
+    let resurrected = bulk_on_queue(BulkAction::Resurrect, Pillar::Dlq, "big", 650).await;
     assert_eq!(resurrected, 650, "the cap holds");
     let s = summary(&*store).await;
     assert_eq!((s.pending, s.dlq), (655, 50));
@@ -900,18 +890,7 @@ pub async fn bulk_by_filter_respects_filter_and_cap(f: StoreFactory) {
         50
     );
 
-    let purged = door(&store)
-        .bulk_by_filter(
-            "op",
-            BulkAction::Purge,
-            Pillar::Hot,
-            &filter_queue("small"),
-            2,
-            |_| {},
-        )
-        .await
-        .unwrap()
-        .done;
+    let purged = bulk_on_queue(BulkAction::Purge, Pillar::Hot, "small", 2).await;
     assert_eq!(purged, 2);
     assert_eq!(
         ids_in(&*store, Pillar::Hot, filter_queue("small"))
@@ -919,18 +898,7 @@ pub async fn bulk_by_filter_respects_filter_and_cap(f: StoreFactory) {
             .len(),
         3
     );
-    let none = door(&store)
-        .bulk_by_filter(
-            "op",
-            BulkAction::Purge,
-            Pillar::Dlq,
-            &filter_queue("nothing"),
-            100,
-            |_| {},
-        )
-        .await
-        .unwrap()
-        .done;
+    let none = bulk_on_queue(BulkAction::Purge, Pillar::Dlq, "nothing", 100).await;
     assert_eq!(none, 0);
     assert_eq!(summary(&*store).await.dlq, 50);
     assert_counters_match_rows(&*store).await;
