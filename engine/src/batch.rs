@@ -262,10 +262,12 @@ pub fn validate_batch_request(req: &BatchRequest) -> Result<(), ValidationError>
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
-    fn batch(total: u32, succeeded: u32, dead: u32) -> Batch {
+    /// A batch with these counts and every callback asked for, none fired yet: the input of
+    /// the due rule, here and in the store that writes it in SQL.
+    pub(crate) fn batch(total: u32, succeeded: u32, dead: u32) -> Batch {
         Batch {
             id: BatchId::new(),
             description: None,

@@ -602,22 +602,7 @@ mod tests {
 
     #[test]
     fn scheduled_jobs_carry_the_template_and_the_schedules_tag() {
-        let def = ScheduleDefinition {
-            name: "nightly".into(),
-            spec: ScheduleSpec::Cron("@daily".into()),
-            time_zone: "UTC".into(),
-            job: ScheduleJob {
-                queue: "reports".into(),
-                job_type: "report.generate".into(),
-                payload: r#"{"kind":"daily"}"#.into(),
-                priority: 3,
-                tags: vec!["finance".into()],
-                max_attempts: Some(2),
-                expires_after_secs: Some(600),
-            },
-            misfire: MisfirePolicy::RunOnce,
-            overlap: OverlapPolicy::Allow,
-        };
+        let def = crate::conformance::support::report_schedule("nightly");
         validate_definition(&def).unwrap();
         let occ = at("2026-12-03T00:00:00Z");
         let req = job_for(&def, occ, occ);
@@ -627,7 +612,7 @@ mod tests {
             vec!["finance".to_string(), "schedule:nightly".into()]
         );
         assert_eq!(req.expires_at, Some(at("2026-12-03T00:10:00Z")));
-        assert_eq!(req.max_attempts, Some(2));
+        assert_eq!(req.max_attempts, Some(3));
         let mut bad = def.clone();
         bad.job.max_attempts = Some(0);
         assert_eq!(

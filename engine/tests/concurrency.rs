@@ -6,24 +6,10 @@
 use std::collections::HashSet;
 use std::sync::Arc;
 
-use deck_engine::{
-    ClaimRequest, Completion, EnqueueRequest, JobId, JobState, Store, StoreOptions,
-    store::SqliteSynchronous,
+use deck_engine::conformance::support::{
+    all_succeeded, claim_jobs, claim_request, enqueue, retrying,
 };
-
-/// A busy database is a transient fault: nothing happened, the caller tries again (as the
-/// runtime does). Anything else fails the test.
-macro_rules! retrying {
-    ($call:expr) => {
-        loop {
-            match $call {
-                Ok(value) => break value,
-                Err(e) if e.is_transient() => tokio::task::yield_now().await,
-                Err(e) => panic!("store call failed: {e}"),
-            }
-        }
-    };
-}
+use deck_engine::{EnqueueRequest, JobId, JobState, Store, StoreOptions, store::SqliteSynchronous};
 
 async fn open(path: &std::path::Path, options: &StoreOptions) -> Arc<dyn Store> {
     deck_engine::store::sqlite::open(path.to_str().unwrap(), options)
@@ -56,7 +42,7 @@ async fn producers_and_consumers_on_separate_connections_lose_nothing() {
                         )
                     })
                     .collect::<Vec<_>>();
-                let outs = retrying!(handle.enqueue_batch(reqs.clone()).await);
+                let outs = retrying(|| handle.enqueue_batch(reqs.clone())).await;
                 ids.extend(outs.into_iter().map(|o| o.id));
             }
             ids
@@ -81,14 +67,8 @@ async fn producers_and_consumers_on_separate_connections_lose_nothing() {
             let mut mine: Vec<JobId> = Vec::new();
             loop {
                 let producing_over = finished_producing.load(std::sync::atomic::Ordering::SeqCst);
-                let claim = ClaimRequest {
-                    worker_id: worker.clone(),
-                    limit: 40,
-                    start: 0,
-                    queues: None,
-                    types: None,
-                };
-                let jobs = retrying!(handle.claim_batch(claim.clone()).await);
+                let claim = claim_request(&worker, 40, None);
+                let jobs = retrying(|| handle.claim_batch(claim.clone())).await;
                 if jobs.is_empty() {
                     if producing_over {
                         return mine;
@@ -98,17 +78,10 @@ async fn producers_and_consumers_on_separate_connections_lose_nothing() {
                     continue;
                 }
                 let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
-                let started = retrying!(handle.mark_processing(&worker, &ids).await);
+                let started = retrying(|| handle.mark_processing(&worker, &ids)).await;
                 assert_eq!(started.len(), ids.len());
-                let completions: Vec<Completion> = ids
-                    .iter()
-                    .map(|id| Completion::Succeeded {
-                        id: *id,
-                        result: None,
-                        duration_ms: 1,
-                    })
-                    .collect();
-                let applied = retrying!(handle.complete(&worker, completions.clone()).await);
+                let completions = all_succeeded(&ids);
+                let applied = retrying(|| handle.complete(&worker, completions.clone())).await;
                 assert!(applied.iter().all(|a| a.is_applied()));
                 mine.extend(ids);
             }
@@ -140,26 +113,9 @@ async fn jobs_survive_closing_and_reopening_the_file() {
     let path = dir.path().join("deck.db");
     let (pending, running) = {
         let store = open(&path, &StoreOptions::default()).await;
-        let pending = store
-            .enqueue(EnqueueRequest::new("q", "t", "{}"))
-            .await
-            .unwrap()
-            .id;
-        let running = store
-            .enqueue(EnqueueRequest::new("r", "t", "{}"))
-            .await
-            .unwrap()
-            .id;
-        let claimed = store
-            .claim_batch(ClaimRequest {
-                worker_id: "w".into(),
-                limit: 1,
-                start: 0,
-                queues: Some(vec!["r".into()]),
-                types: None,
-            })
-            .await
-            .unwrap();
+        let pending = enqueue(&*store, EnqueueRequest::new("q", "t", "{}")).await;
+        let running = enqueue(&*store, EnqueueRequest::new("r", "t", "{}")).await;
+        let claimed = claim_jobs(&*store, "w", 1, Some(vec!["r".into()])).await;
         assert_eq!(claimed[0].id, running);
         store.mark_processing("w", &[running]).await.unwrap();
         (pending, running)

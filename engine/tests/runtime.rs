@@ -8,35 +8,21 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use deck_engine::conformance::support::{
+    claim, claim_request, enqueue, execution_timeout, max_workers, pause,
+};
 use deck_engine::{
     BreakerConfig, CancelOutcome, Engine, EngineConfig, EngineSettings, EnqueueRequest,
     FailureReason, HandlerError, HandlerOutcome, HandlerRegistry, JobContext, JobState, Middleware,
-    Next, QueuePatch, RetrySettings, Store, WaitOutcome,
+    Next, Store, WaitOutcome,
 };
 use runtime_support::{
-    Gate, counting_store, eventually, open_store, register_blocking, register_counting, test_config,
+    Gate, WAIT, assert_all_succeed, enqueue_id, enqueue_ids, eventually, gated_handlers,
+    open_counting_store, open_fast_retrying_store, open_store, producer_config, register_counting,
+    register_echo, register_gated, register_hanging, register_until_cancelled, run_job,
+    single_worker_config, start, start_running_one, states, succeeded_job, test_config,
 };
 use tokio::sync::mpsc;
-
-const WAIT: Duration = Duration::from_secs(30);
-
-async fn start(store: Arc<dyn Store>, handlers: HandlerRegistry, config: EngineConfig) -> Engine {
-    Engine::start(store, handlers, config).await.unwrap()
-}
-
-async fn fast_retries(store: &Arc<dyn Store>) {
-    store
-        .save_settings(&EngineSettings {
-            retry: RetrySettings {
-                base_delay_ms: 10,
-                jitter_ms: 0,
-                ..RetrySettings::default()
-            },
-            ..EngineSettings::default()
-        })
-        .await
-        .unwrap();
-}
 
 fn dead_reason(outcome: &WaitOutcome) -> FailureReason {
     match outcome {
@@ -68,9 +54,7 @@ async fn enqueued_job_runs_and_is_archived_with_its_result() {
     let req = EnqueueRequest::new("default", "echo", r#"{"n":7}"#);
     let (id, outcome) = engine.enqueue_and_wait(req, WAIT).await.unwrap();
 
-    let WaitOutcome::Succeeded { job } = outcome else {
-        panic!("expected success, got {outcome:?}")
-    };
+    let job = succeeded_job(outcome);
     assert_eq!(job.id, id);
     assert_eq!(
         job.result.as_deref(),
@@ -88,31 +72,26 @@ async fn enqueued_job_runs_and_is_archived_with_its_result() {
     engine.shutdown().await;
 }
 
+/// Its first attempt meets a busy downstream; the second gets through.
+async fn busy_the_first_time(
+    ctx: JobContext,
+    _: serde_json::Value,
+) -> Result<&'static str, HandlerError> {
+    if ctx.attempt() < 2 {
+        Err(HandlerError::transient("downstream busy"))
+    } else {
+        Ok("done")
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn transient_failure_is_retried_then_succeeds() {
-    let (_dir, store) = open_store().await;
-    fast_retries(&store).await;
+    let (_dir, store) = open_fast_retrying_store().await;
     let mut handlers = HandlerRegistry::new();
-    handlers.register(
-        "flaky",
-        |ctx: JobContext, _: serde_json::Value| async move {
-            if ctx.attempt() < 2 {
-                Err(HandlerError::transient("downstream busy"))
-            } else {
-                Ok("done")
-            }
-        },
-    );
+    handlers.register("flaky", busy_the_first_time);
     let engine = start(store.clone(), handlers, test_config()).await;
 
-    let (_, outcome) = engine
-        .enqueue_and_wait(EnqueueRequest::new("default", "flaky", ""), WAIT)
-        .await
-        .unwrap();
-
-    let WaitOutcome::Succeeded { job } = outcome else {
-        panic!("expected success, got {outcome:?}")
-    };
+    let job = succeeded_job(run_job(&engine, "default", "flaky", "").await);
     assert_eq!(job.attempt, 2);
     assert_eq!(job.errors.len(), 1);
     assert_eq!(job.errors[0].kind, "transient");
@@ -123,23 +102,13 @@ async fn transient_failure_is_retried_then_succeeds() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_workers_get_jobs_started_by_the_claim_itself() {
-    let (_dir, inner) = open_store().await;
-    let counting = Arc::new(counting_store(inner));
-    let store: Arc<dyn Store> = counting.clone();
+    let (_dir, counting, store) = open_counting_store().await;
     let mut handlers = HandlerRegistry::new();
-    handlers.register("echo", |_: JobContext, p: serde_json::Value| async move {
-        Ok(p)
-    });
+    register_echo(&mut handlers, "echo");
     let engine = start(store.clone(), handlers, test_config()).await;
 
     for n in 0..5 {
-        let (_, outcome) = engine
-            .enqueue_and_wait(EnqueueRequest::new("default", "echo", n.to_string()), WAIT)
-            .await
-            .unwrap();
-        let WaitOutcome::Succeeded { job } = outcome else {
-            panic!("expected success, got {outcome:?}")
-        };
+        let job = succeeded_job(run_job(&engine, "default", "echo", &n.to_string()).await);
         assert_eq!(job.attempt, 1);
     }
     assert_eq!(
@@ -167,23 +136,11 @@ async fn an_open_circuit_defers_jobs_without_spending_an_attempt() {
         ..test_config()
     };
     let engine = start(store.clone(), handlers, config).await;
-    let mut failed = Vec::new();
-    for _ in 0..2 {
-        let id = engine
-            .enqueue(EnqueueRequest::new("default", "down", ""))
-            .await
-            .unwrap()
-            .id;
-        failed.push(id);
-    }
+    enqueue_ids(&engine, "default", "down", 2).await;
     // Both first attempts fail (their retries are due in seconds): the circuit opens.
     eventually(|| engine.snapshot().counters.retried == 2).await;
 
-    let later = engine
-        .enqueue(EnqueueRequest::new("default", "down", ""))
-        .await
-        .unwrap()
-        .id;
+    let later = enqueue_id(&engine, "default", "down").await;
     eventually(|| engine.snapshot().counters.deferred >= 1).await;
     let job = store.get_job(later).await.unwrap().unwrap();
     assert_eq!(job.state, JobState::Pending, "deferred back to pending");
@@ -194,8 +151,7 @@ async fn an_open_circuit_defers_jobs_without_spending_an_attempt() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exhausted_transient_failures_end_as_failed() {
-    let (_dir, store) = open_store().await;
-    fast_retries(&store).await;
+    let (_dir, store) = open_fast_retrying_store().await;
     let runs = Arc::new(AtomicUsize::new(0));
     let mut handlers = HandlerRegistry::new();
     let counted = runs.clone();
@@ -205,10 +161,7 @@ async fn exhausted_transient_failures_end_as_failed() {
     });
     let engine = start(store.clone(), handlers, test_config()).await;
 
-    let (_, outcome) = engine
-        .enqueue_and_wait(EnqueueRequest::new("default", "always-down", ""), WAIT)
-        .await
-        .unwrap();
+    let outcome = run_job(&engine, "default", "always-down", "").await;
 
     assert_eq!(dead_reason(&outcome), FailureReason::Failed);
     assert_eq!(runs.load(Ordering::SeqCst), 3, "three attempts in total");
@@ -238,11 +191,7 @@ async fn fatal_and_panicking_jobs_go_to_the_dlq_as_fatal_and_unknown_types_wait(
         .register("order", |_: JobContext, _: Order| async { Ok(()) });
     let engine = start(store.clone(), handlers, test_config()).await;
 
-    let run = |job_type: &str, payload: &str| {
-        let engine = engine.clone();
-        let req = EnqueueRequest::new("default", job_type, payload);
-        async move { engine.enqueue_and_wait(req, WAIT).await.unwrap().1 }
-    };
+    let run = |job_type, payload| run_job(&engine, "default", job_type, payload);
 
     let poison = run("poison", "").await;
     assert_eq!(dead_reason(&poison), FailureReason::Fatal);
@@ -267,11 +216,7 @@ async fn fatal_and_panicking_jobs_go_to_the_dlq_as_fatal_and_unknown_types_wait(
 
     // A type no handler here takes is left for another worker (an external one): a job
     // enqueued after it ran, so the claim that took that one passed over it.
-    let unknown = engine
-        .enqueue(EnqueueRequest::new("default", "no.such.type", ""))
-        .await
-        .unwrap()
-        .id;
+    let unknown = enqueue_id(&engine, "default", "no.such.type").await;
     let later = run("poison", "").await;
     assert_eq!(dead_reason(&later), FailureReason::Fatal);
     let left = store.get_job(unknown).await.unwrap().unwrap();
@@ -301,14 +246,25 @@ async fn oversized_result_goes_to_the_dlq_with_the_reason() {
     };
     let engine = start(store.clone(), handlers, config).await;
 
-    let (_, outcome) = engine
-        .enqueue_and_wait(EnqueueRequest::new("default", "big", ""), WAIT)
-        .await
-        .unwrap();
+    let outcome = run_job(&engine, "default", "big", "").await;
 
     assert_eq!(dead_reason(&outcome), FailureReason::Fatal);
     assert!(last_error(&outcome).contains("result_max_bytes"));
     engine.shutdown().await;
+}
+
+/// An engine whose queue `slow` times out its jobs after 1 s, watched every 20 ms.
+async fn start_with_a_slow_queue(store: Arc<dyn Store>, handlers: HandlerRegistry) -> Engine {
+    let config = EngineConfig {
+        timeout_check_interval: Duration::from_millis(20),
+        ..test_config()
+    };
+    let engine = start(store, handlers, config).await;
+    engine
+        .update_queue("slow", execution_timeout(1))
+        .await
+        .unwrap();
+    engine
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -319,21 +275,7 @@ async fn execution_timeout_fails_the_attempt_and_names_the_reason_when_last() {
         std::future::pending::<()>().await;
         Ok(())
     });
-    let config = EngineConfig {
-        timeout_check_interval: Duration::from_millis(20),
-        ..test_config()
-    };
-    let engine = start(store.clone(), handlers, config).await;
-    engine
-        .update_queue(
-            "slow",
-            QueuePatch {
-                execution_timeout_secs: Some(Some(1)),
-                ..QueuePatch::default()
-            },
-        )
-        .await
-        .unwrap();
+    let engine = start_with_a_slow_queue(store, handlers).await;
 
     let mut req = EnqueueRequest::new("slow", "hangs", "");
     req.max_attempts = Some(1);
@@ -345,44 +287,22 @@ async fn execution_timeout_fails_the_attempt_and_names_the_reason_when_last() {
     engine.shutdown().await;
 }
 
+/// Hangs in its first attempt, until the execution timeout ends it; the second returns.
+async fn hangs_the_first_time(ctx: JobContext, _: serde_json::Value) -> Result<(), HandlerError> {
+    if ctx.attempt() == 1 {
+        std::future::pending::<()>().await;
+    }
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn timed_out_attempt_is_retried() {
-    let (_dir, store) = open_store().await;
-    fast_retries(&store).await;
+    let (_dir, store) = open_fast_retrying_store().await;
     let mut handlers = HandlerRegistry::new();
-    handlers.register(
-        "slow-once",
-        |ctx: JobContext, _: serde_json::Value| async move {
-            if ctx.attempt() == 1 {
-                std::future::pending::<()>().await;
-            }
-            Ok(())
-        },
-    );
-    let config = EngineConfig {
-        timeout_check_interval: Duration::from_millis(20),
-        ..test_config()
-    };
-    let engine = start(store.clone(), handlers, config).await;
-    engine
-        .update_queue(
-            "slow",
-            QueuePatch {
-                execution_timeout_secs: Some(Some(1)),
-                ..QueuePatch::default()
-            },
-        )
-        .await
-        .unwrap();
+    handlers.register("slow-once", hangs_the_first_time);
+    let engine = start_with_a_slow_queue(store, handlers).await;
 
-    let (_, outcome) = engine
-        .enqueue_and_wait(EnqueueRequest::new("slow", "slow-once", ""), WAIT)
-        .await
-        .unwrap();
-
-    let WaitOutcome::Succeeded { job } = outcome else {
-        panic!("expected success, got {outcome:?}")
-    };
+    let job = succeeded_job(run_job(&engine, "slow", "slow-once", "").await);
     assert_eq!(job.attempt, 2);
     assert_eq!(job.errors[0].kind, "timeout");
     engine.shutdown().await;
@@ -391,29 +311,11 @@ async fn timed_out_attempt_is_retried() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn operator_cancel_from_another_process_stops_the_running_job() {
     let (dir, store) = open_store().await;
-    let gate = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    let started = gate.clone();
-    handlers.register("long", move |ctx: JobContext, _: serde_json::Value| {
-        let started = started.clone();
-        async move {
-            started.arrive();
-            // Ignores its token on purpose: the runtime drops the future when it fires.
-            std::future::pending::<()>().await;
-            Ok(ctx.attempt())
-        }
-    });
     let config = EngineConfig {
         heartbeat_interval: Duration::from_millis(100),
         ..test_config()
     };
-    let engine = start(store.clone(), handlers, config).await;
-    let id = engine
-        .enqueue(EnqueueRequest::new("default", "long", ""))
-        .await
-        .unwrap()
-        .id;
-    gate.wait_arrivals(1).await;
+    let (engine, _, id) = start_running_one(&store, config, "long", register_hanging).await;
 
     // Another "process": its own store handle on the same file.
     let other = runtime_support::reopen(&dir).await;
@@ -429,29 +331,12 @@ async fn operator_cancel_from_another_process_stops_the_running_job() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn local_operator_cancel_stops_the_job_at_once() {
     let (_dir, store) = open_store().await;
-    let gate = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    let started = gate.clone();
-    handlers.register("long", move |ctx: JobContext, _: serde_json::Value| {
-        let started = started.clone();
-        async move {
-            started.arrive();
-            ctx.cancellation().cancelled().await;
-            Err::<(), _>(HandlerError::transient("saw the cancel"))
-        }
-    });
     // Heartbeats far apart: only the local path can stop the job within the test.
     let config = EngineConfig {
         heartbeat_interval: Duration::from_secs(100),
         ..test_config()
     };
-    let engine = start(store.clone(), handlers, config).await;
-    let id = engine
-        .enqueue(EnqueueRequest::new("default", "long", ""))
-        .await
-        .unwrap()
-        .id;
-    gate.wait_arrivals(1).await;
+    let (engine, _, id) = start_running_one(&store, config, "long", register_until_cancelled).await;
 
     assert_eq!(engine.cancel(id).await.unwrap(), CancelOutcome::Requested);
     let outcome = engine.wait(id, WAIT).await.unwrap();
@@ -459,29 +344,28 @@ async fn local_operator_cancel_stops_the_job_at_once() {
     engine.shutdown().await;
 }
 
+/// A single-worker engine whose only worker runs a `block` job (in the queue given) until the
+/// returned gate opens, so jobs enqueued meanwhile wait in the buffer; with that job's id, and
+/// the count of runs of the `counted` type it also handles.
+async fn start_with_the_worker_busy(
+    store: &Arc<dyn Store>,
+    queue: &str,
+    counted: &str,
+) -> (Engine, Gate, deck_engine::JobId, Arc<AtomicUsize>) {
+    let (mut handlers, blocker) = gated_handlers("block");
+    let ran = register_counting(&mut handlers, counted);
+    let engine = start(store.clone(), handlers, single_worker_config()).await;
+    let blocking = enqueue_id(&engine, queue, "block").await;
+    blocker.wait_arrivals(1).await;
+    (engine, blocker, blocking, ran)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stale_buffered_job_is_dropped_unrun() {
     let (dir, store) = open_store().await;
-    let blocker = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    register_blocking(&mut handlers, "block", &blocker);
-    let ran = register_counting(&mut handlers, "victim");
-    let config = EngineConfig {
-        worker_count: Some(1),
-        ..test_config()
-    };
-    let engine = start(store.clone(), handlers, config).await;
-    let blocking = engine
-        .enqueue(EnqueueRequest::new("default", "block", ""))
-        .await
-        .unwrap()
-        .id;
-    blocker.wait_arrivals(1).await;
-    let victim = engine
-        .enqueue(EnqueueRequest::new("default", "victim", ""))
-        .await
-        .unwrap()
-        .id;
+    let (engine, blocker, blocking, ran) =
+        start_with_the_worker_busy(&store, "default", "victim").await;
+    let victim = enqueue_id(&engine, "default", "victim").await;
     // The only worker is busy, so the victim sits in the buffer as fetched.
     eventually(|| engine.snapshot().buffered == 1).await;
     let other = runtime_support::reopen(&dir).await;
@@ -491,8 +375,7 @@ async fn stale_buffered_job_is_dropped_unrun() {
     );
 
     blocker.open();
-    let done = engine.wait(blocking, WAIT).await.unwrap();
-    assert!(matches!(done, WaitOutcome::Succeeded { .. }));
+    assert_all_succeed(&engine, &[blocking]).await;
     eventually(|| engine.snapshot().counters.stale_dropped == 1).await;
 
     assert_eq!(ran.load(Ordering::SeqCst), 0, "the stale copy never ran");
@@ -504,43 +387,12 @@ async fn stale_buffered_job_is_dropped_unrun() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pausing_a_queue_releases_its_buffered_jobs() {
     let (_dir, store) = open_store().await;
-    let blocker = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    register_blocking(&mut handlers, "block", &blocker);
-    let ran = register_counting(&mut handlers, "work");
-    let config = EngineConfig {
-        worker_count: Some(1),
-        ..test_config()
-    };
-    let engine = start(store.clone(), handlers, config).await;
-    let blocking = engine
-        .enqueue(EnqueueRequest::new("other", "block", ""))
-        .await
-        .unwrap()
-        .id;
-    blocker.wait_arrivals(1).await;
-    let mut ids = Vec::new();
-    for _ in 0..3 {
-        ids.push(
-            engine
-                .enqueue(EnqueueRequest::new("paused", "work", ""))
-                .await
-                .unwrap()
-                .id,
-        );
-    }
+    let (engine, blocker, blocking, ran) =
+        start_with_the_worker_busy(&store, "other", "work").await;
+    let ids = enqueue_ids(&engine, "paused", "work", 3).await;
     eventually(|| engine.snapshot().buffered == 3).await;
 
-    engine
-        .update_queue(
-            "paused",
-            QueuePatch {
-                paused: Some(true),
-                ..QueuePatch::default()
-            },
-        )
-        .await
-        .unwrap();
+    engine.update_queue("paused", pause(true)).await.unwrap();
 
     assert_eq!(engine.snapshot().buffered, 0);
     for id in &ids {
@@ -552,63 +404,24 @@ async fn pausing_a_queue_releases_its_buffered_jobs() {
     engine.wait(blocking, WAIT).await.unwrap();
     assert_eq!(ran.load(Ordering::SeqCst), 0, "a paused queue does not run");
 
-    engine
-        .update_queue(
-            "paused",
-            QueuePatch {
-                paused: Some(false),
-                ..QueuePatch::default()
-            },
-        )
-        .await
-        .unwrap();
-    for id in &ids {
-        assert!(matches!(
-            engine.wait(*id, WAIT).await.unwrap(),
-            WaitOutcome::Succeeded { .. }
-        ));
-    }
+    engine.update_queue("paused", pause(false)).await.unwrap();
+    assert_all_succeed(&engine, &ids).await;
     assert_eq!(ran.load(Ordering::SeqCst), 3);
     engine.shutdown().await;
 }
 
 /// Wait for the job to succeed and answer which instance ran it.
 async fn ran_on(engine: &Engine, id: deck_engine::JobId) -> String {
-    match engine.wait(id, WAIT).await.unwrap() {
-        WaitOutcome::Succeeded { job } => job.worker_id.unwrap_or_default(),
-        other => panic!("expected success, got {other:?}"),
-    }
+    let job = succeeded_job(engine.wait(id, WAIT).await.unwrap());
+    job.worker_id.unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_quiet_instance_claims_nothing_new_and_a_resumed_one_drains() {
     let (dir, store) = open_store().await;
-    let blocker = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    register_blocking(&mut handlers, "block", &blocker);
-    let ran = register_counting(&mut handlers, "work");
-    let config = EngineConfig {
-        worker_count: Some(1),
-        ..test_config()
-    };
-    let quiet = start(store.clone(), handlers, config).await;
+    let (quiet, blocker, blocking, ran) = start_with_the_worker_busy(&store, "q", "work").await;
     let mut events = quiet.subscribe_events();
-    let blocking = quiet
-        .enqueue(EnqueueRequest::new("q", "block", ""))
-        .await
-        .unwrap()
-        .id;
-    blocker.wait_arrivals(1).await;
-    let mut buffered = Vec::new();
-    for _ in 0..2 {
-        buffered.push(
-            quiet
-                .enqueue(EnqueueRequest::new("q", "work", ""))
-                .await
-                .unwrap()
-                .id,
-        );
-    }
+    let buffered = enqueue_ids(&quiet, "q", "work", 2).await;
     eventually(|| quiet.snapshot().buffered == 2).await;
 
     // Quieted from another process's console: this instance learns it at its heartbeat.
@@ -637,16 +450,7 @@ async fn a_quiet_instance_claims_nothing_new_and_a_resumed_one_drains() {
 
     // Enqueued here, so this instance's fetcher is woken at once; it must leave them to
     // the other instance, started only now.
-    let mut later = Vec::new();
-    for _ in 0..3 {
-        later.push(
-            quiet
-                .enqueue(EnqueueRequest::new("q", "work", ""))
-                .await
-                .unwrap()
-                .id,
-        );
-    }
+    let later = enqueue_ids(&quiet, "q", "work", 3).await;
     let mut other_handlers = HandlerRegistry::new();
     let other_ran = register_counting(&mut other_handlers, "work");
     let other = start(
@@ -679,11 +483,7 @@ async fn a_quiet_instance_claims_nothing_new_and_a_resumed_one_drains() {
         .set_instance_quiet("ops", quiet.instance_id(), false)
         .await
         .unwrap();
-    let resumed = quiet
-        .enqueue(EnqueueRequest::new("q", "work", ""))
-        .await
-        .unwrap()
-        .id;
+    let resumed = enqueue_id(&quiet, "q", "work").await;
     assert_eq!(ran_on(&quiet, resumed).await, quiet.instance_id());
     let listed = store.list_instances(Duration::from_secs(60)).await.unwrap();
     let row = listed.iter().find(|i| i.id == quiet.instance_id()).unwrap();
@@ -694,50 +494,21 @@ async fn a_quiet_instance_claims_nothing_new_and_a_resumed_one_drains() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queue_bulkhead_caps_concurrent_jobs() {
     let (_dir, store) = open_store().await;
-    let gate = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    let g = gate.clone();
-    handlers.register("capped", move |_: JobContext, _: serde_json::Value| {
-        let g = g.clone();
-        async move {
-            g.arrive();
-            g.wait_open().await;
-            g.leave();
-            Ok(())
-        }
-    });
+    let (handlers, gate) = gated_handlers("capped");
     let config = EngineConfig {
         worker_count: Some(10),
         ..test_config()
     };
     let engine = start(store.clone(), handlers, config).await;
-    engine
-        .update_queue(
-            "capped",
-            QueuePatch {
-                max_workers: Some(Some(2)),
-                ..QueuePatch::default()
-            },
-        )
-        .await
-        .unwrap();
-    let reqs = (0..6)
-        .map(|_| EnqueueRequest::new("capped", "capped", ""))
-        .collect();
-    let ids: Vec<_> = engine
-        .enqueue_batch(reqs)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.id)
-        .collect();
+    engine.update_queue("capped", max_workers(2)).await.unwrap();
+    // One batch: all six are there before the first claim.
+    let reqs = vec![EnqueueRequest::new("capped", "capped", ""); 6];
+    let outcomes = engine.enqueue_batch(reqs).await.unwrap();
+    let ids: Vec<_> = outcomes.into_iter().map(|o| o.id).collect();
 
     gate.wait_arrivals(2).await;
     // Two run; the claim left the other four pending although eight workers are idle.
-    let mut states = Vec::new();
-    for id in &ids {
-        states.push(store.get_job(*id).await.unwrap().unwrap().state);
-    }
+    let states = states(&store, &ids).await;
     assert_eq!(
         states.iter().filter(|s| **s == JobState::Pending).count(),
         4,
@@ -746,12 +517,7 @@ async fn queue_bulkhead_caps_concurrent_jobs() {
     assert_eq!(gate.max_inside(), 2);
 
     gate.open();
-    for id in &ids {
-        assert!(matches!(
-            engine.wait(*id, WAIT).await.unwrap(),
-            WaitOutcome::Succeeded { .. }
-        ));
-    }
+    assert_all_succeed(&engine, &ids).await;
     assert!(
         gate.max_inside() <= 2,
         "max concurrent {}",
@@ -763,32 +529,9 @@ async fn queue_bulkhead_caps_concurrent_jobs() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_lets_running_jobs_finish_and_releases_the_buffer() {
     let (_dir, store) = open_store().await;
-    let gate = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    let g = gate.clone();
-    handlers.register("step", move |_: JobContext, _: serde_json::Value| {
-        let g = g.clone();
-        async move {
-            g.arrive();
-            g.wait_open().await;
-            Ok(())
-        }
-    });
-    let config = EngineConfig {
-        worker_count: Some(1),
-        ..test_config()
-    };
-    let engine = start(store.clone(), handlers, config).await;
-    let mut ids = Vec::new();
-    for _ in 0..3 {
-        ids.push(
-            engine
-                .enqueue(EnqueueRequest::new("default", "step", ""))
-                .await
-                .unwrap()
-                .id,
-        );
-    }
+    let (handlers, gate) = gated_handlers("step");
+    let engine = start(store.clone(), handlers, single_worker_config()).await;
+    let ids = enqueue_ids(&engine, "default", "step", 3).await;
     gate.wait_arrivals(1).await;
     eventually(|| engine.snapshot().buffered == 2).await;
 
@@ -802,10 +545,7 @@ async fn shutdown_lets_running_jobs_finish_and_releases_the_buffer() {
     assert!(report.is_clean(), "{report:?}");
     assert!(report.deregistered);
 
-    let mut states = Vec::new();
-    for id in &ids {
-        states.push(store.get_job(*id).await.unwrap().unwrap().state);
-    }
+    let states = states(&store, &ids).await;
     assert_eq!(
         states.iter().filter(|s| **s == JobState::Succeeded).count(),
         1
@@ -828,28 +568,11 @@ async fn shutdown_lets_running_jobs_finish_and_releases_the_buffer() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_cancels_jobs_that_outlive_the_grace_period_and_retries_them() {
     let (_dir, store) = open_store().await;
-    let gate = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    let g = gate.clone();
-    handlers.register("stuck", move |_: JobContext, _: serde_json::Value| {
-        let g = g.clone();
-        async move {
-            g.arrive();
-            std::future::pending::<()>().await;
-            Ok(())
-        }
-    });
     let config = EngineConfig {
         shutdown_grace: Duration::from_millis(200),
         ..test_config()
     };
-    let engine = start(store.clone(), handlers, config).await;
-    let id = engine
-        .enqueue(EnqueueRequest::new("default", "stuck", ""))
-        .await
-        .unwrap()
-        .id;
-    gate.wait_arrivals(1).await;
+    let (engine, _, id) = start_running_one(&store, config, "stuck", register_hanging).await;
 
     let report = engine.shutdown().await;
     assert!(
@@ -868,13 +591,9 @@ async fn shutdown_cancels_jobs_that_outlive_the_grace_period_and_retries_them() 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn same_process_wait_is_woken_without_polling() {
-    let (_dir, inner) = open_store().await;
-    let counting = Arc::new(counting_store(inner));
-    let store: Arc<dyn Store> = counting.clone();
+    let (_dir, counting, store) = open_counting_store().await;
     let mut handlers = HandlerRegistry::new();
-    handlers.register("echo", |_: JobContext, p: serde_json::Value| async move {
-        Ok(p)
-    });
+    register_echo(&mut handlers, "echo");
     // The sweep would only run after an hour: a result can only come from the completer.
     let config = EngineConfig {
         wait_poll_interval: Duration::from_secs(3600),
@@ -882,14 +601,7 @@ async fn same_process_wait_is_woken_without_polling() {
     };
     let engine = start(store, handlers, config).await;
 
-    let (_, outcome) = engine
-        .enqueue_and_wait(EnqueueRequest::new("default", "echo", "[1,2]"), WAIT)
-        .await
-        .unwrap();
-
-    let WaitOutcome::Succeeded { job } = outcome else {
-        panic!("expected success, got {outcome:?}")
-    };
+    let job = succeeded_job(run_job(&engine, "default", "echo", "[1,2]").await);
     assert_eq!(job.result.as_deref(), Some("[1,2]"));
     assert_eq!(
         counting.finished_jobs_calls(),
@@ -901,50 +613,28 @@ async fn same_process_wait_is_woken_without_polling() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn wait_for_a_job_finished_by_another_process_resolves_via_the_sweep() {
-    let (dir, inner) = open_store().await;
-    let counting = Arc::new(counting_store(inner));
-    let producer_store: Arc<dyn Store> = counting.clone();
-    let producer = start(
-        producer_store,
-        HandlerRegistry::new(),
-        EngineConfig {
-            run_workers: false,
-            wait_poll_interval: Duration::from_millis(20),
-            ..test_config()
-        },
-    )
-    .await;
+    let (dir, counting, producer_store) = open_counting_store().await;
+    let config = EngineConfig {
+        wait_poll_interval: Duration::from_millis(20),
+        ..producer_config()
+    };
+    let producer = start(producer_store, HandlerRegistry::new(), config).await;
     // The job may finish only after the producer's wait has looked and found it running:
     // otherwise that first look would answer the wait, and no sweep would be needed.
     let gate = Gate::new();
     let mut handlers = HandlerRegistry::new();
-    let g = gate.clone();
-    handlers.register("echo", move |_: JobContext, p: serde_json::Value| {
-        let g = g.clone();
-        async move {
-            g.arrive();
-            g.wait_open().await;
-            Ok(p)
-        }
-    });
+    register_gated(&mut handlers, "greet", &gate, "hi");
     let worker = start(runtime_support::reopen(&dir).await, handlers, test_config()).await;
 
     let waiting = {
         let producer = producer.clone();
-        tokio::spawn(async move {
-            producer
-                .enqueue_and_wait(EnqueueRequest::new("default", "echo", "\"hi\""), WAIT)
-                .await
-        })
+        tokio::spawn(async move { run_job(&producer, "default", "greet", "").await })
     };
     gate.wait_arrivals(1).await;
     counting.jobs_read(1).await;
     gate.open();
 
-    let (_, outcome) = waiting.await.unwrap().unwrap();
-    let WaitOutcome::Succeeded { job } = outcome else {
-        panic!("expected success, got {outcome:?}")
-    };
+    let job = succeeded_job(waiting.await.unwrap());
     assert_eq!(job.result.as_deref(), Some("\"hi\""));
     assert!(counting.finished_jobs_calls() >= 1);
     worker.shutdown().await;
@@ -954,24 +644,10 @@ async fn wait_for_a_job_finished_by_another_process_resolves_via_the_sweep() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn many_waiters_on_one_job_all_resolve() {
     let (_dir, store) = open_store().await;
-    let gate = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    let g = gate.clone();
-    handlers.register("slow", move |_: JobContext, _: serde_json::Value| {
-        let g = g.clone();
-        async move {
-            g.arrive();
-            g.wait_open().await;
-            Ok(42)
-        }
-    });
-    let engine = start(store.clone(), handlers, test_config()).await;
-    let id = engine
-        .enqueue(EnqueueRequest::new("default", "slow", ""))
-        .await
-        .unwrap()
-        .id;
-    gate.wait_arrivals(1).await;
+    let (engine, gate, id) = start_running_one(&store, test_config(), "slow", |h, key, gate| {
+        register_gated(h, key, gate, 42)
+    })
+    .await;
 
     let (tx, mut rx) = mpsc::unbounded_channel();
     let mut waiting = Vec::new();
@@ -989,10 +665,7 @@ async fn many_waiters_on_one_job_all_resolve() {
     }
     gate.open();
     for w in waiting {
-        let outcome = w.await.unwrap();
-        let WaitOutcome::Succeeded { job } = outcome else {
-            panic!("expected success, got {outcome:?}")
-        };
+        let job = succeeded_job(w.await.unwrap());
         assert_eq!(job.result.as_deref(), Some("42"));
     }
     engine.shutdown().await;
@@ -1006,15 +679,7 @@ async fn wait_answers_finished_unknown_and_still_running_jobs() {
     handlers.register("quick", |_: JobContext, _: serde_json::Value| async {
         Ok(1)
     });
-    let g = gate.clone();
-    handlers.register("slow", move |_: JobContext, _: serde_json::Value| {
-        let g = g.clone();
-        async move {
-            g.arrive();
-            g.wait_open().await;
-            Ok(2)
-        }
-    });
+    register_gated(&mut handlers, "slow", &gate, 2);
     let engine = start(store.clone(), handlers, test_config()).await;
 
     let (id, first) = engine
@@ -1031,11 +696,7 @@ async fn wait_answers_finished_unknown_and_still_running_jobs() {
     let unknown = engine.wait(deck_engine::JobId::new(), WAIT).await.unwrap();
     assert_eq!(unknown, WaitOutcome::NotFound);
 
-    let slow = engine
-        .enqueue(EnqueueRequest::new("default", "slow", ""))
-        .await
-        .unwrap()
-        .id;
+    let slow = enqueue_id(&engine, "default", "slow").await;
     gate.wait_arrivals(1).await;
     let pending = engine.wait(slow, Duration::from_millis(50)).await.unwrap();
     assert_eq!(
@@ -1078,11 +739,7 @@ async fn middleware_wraps_every_handler_and_progress_shows_in_the_snapshot() {
         .middleware(Tag);
     let engine = start(store.clone(), handlers, test_config()).await;
     let mut events = engine.subscribe_events();
-    let id = engine
-        .enqueue(EnqueueRequest::new("default", "report", ""))
-        .await
-        .unwrap()
-        .id;
+    let id = enqueue_id(&engine, "default", "report").await;
     gate.wait_arrivals(1).await;
 
     let snapshot = engine.snapshot();
@@ -1176,22 +833,8 @@ async fn invalid_configuration_is_rejected_with_every_problem() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rescuer_iteration_returns_stale_claims_to_pending() {
     let (_dir, store) = open_store().await;
-    let id = store
-        .enqueue(EnqueueRequest::new("default", "t", ""))
-        .await
-        .unwrap()
-        .id;
-    let claimed = store
-        .claim_batch(deck_engine::ClaimRequest {
-            worker_id: "gone".into(),
-            limit: 10,
-            start: 0,
-            queues: None,
-            types: None,
-        })
-        .await
-        .unwrap();
-    assert_eq!(claimed.len(), 1);
+    let id = enqueue(&*store, EnqueueRequest::new("default", "t", "")).await;
+    assert_eq!(claim(&*store, "gone", 10).await, [id]);
     let rescuer = deck_engine::runtime::Rescuer::new(
         store.clone(),
         deck_engine::runtime::RescuerConfig {
@@ -1220,10 +863,7 @@ async fn pruner_iteration_and_prune_now_use_the_saved_retention() {
         Ok(())
     });
     let engine = start(store.clone(), handlers, test_config()).await;
-    let (id, _) = engine
-        .enqueue_and_wait(EnqueueRequest::new("default", "quick", ""), WAIT)
-        .await
-        .unwrap();
+    let id = succeeded_job(run_job(&engine, "default", "quick", "").await).id;
     let pruner = deck_engine::runtime::Pruner::new(
         store.clone(),
         deck_engine::runtime::PrunerConfig::default(),
@@ -1406,13 +1046,7 @@ async fn bench_store_hot_path_calls() {
     for _ in 0..3 {
         let t = std::time::Instant::now();
         let claimed = store
-            .claim_batch(deck_engine::ClaimRequest {
-                worker_id: "w".into(),
-                limit: batch,
-                start: 0,
-                queues: None,
-                types: None,
-            })
+            .claim_batch(claim_request("w", batch, None))
             .await
             .unwrap();
         let claim = t.elapsed();
@@ -1453,13 +1087,7 @@ async fn bench_store_single_job_round_trips() {
         times[0].push(t.elapsed().as_secs_f64() * 1e3);
         let t = std::time::Instant::now();
         store
-            .claim_batch(deck_engine::ClaimRequest {
-                worker_id: "w".into(),
-                limit: 100,
-                start: 0,
-                queues: None,
-                types: None,
-            })
+            .claim_batch(claim_request("w", 100, None))
             .await
             .unwrap();
         times[1].push(t.elapsed().as_secs_f64() * 1e3);

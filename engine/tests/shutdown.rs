@@ -6,12 +6,13 @@ mod runtime_support;
 use std::sync::Arc;
 use std::time::Duration;
 
+use deck_engine::conformance::support::long_timeouts;
 use deck_engine::maintenance::rescue;
-use deck_engine::{
-    Engine, EngineConfig, EnqueueRequest, FailureReason, HandlerError, HandlerRegistry, JobContext,
-    JobState, RescuePolicy,
+use deck_engine::{EngineConfig, FailureReason, JobState, Store};
+use runtime_support::{
+    Gate, counting_store, enqueue_id, gated_handlers, open_store, register_blocking,
+    register_until_cancelled, single_worker_config, start, start_running_one, test_config,
 };
-use runtime_support::{Gate, counting_store, open_store, register_blocking, test_config};
 
 /// Far more than shutdown needs here (grace 300 ms + flush 200 ms + loops stopping): reached
 /// only when shutdown hangs, as it did when the completer retried forever.
@@ -21,39 +22,19 @@ const HANG: Duration = Duration::from_secs(60);
 async fn shutdown_gives_up_on_commits_the_store_refuses_and_names_the_jobs() {
     let (_dir, real) = open_store().await;
     let store = Arc::new(counting_store(real.clone()));
-    let finishing = Gate::new();
+    let (mut handlers, finishing) = gated_handlers("finish");
     let holding = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    register_blocking(&mut handlers, "finish", &finishing);
-    let h = holding.clone();
-    // Runs until shutdown cancels it, then fails its attempt like a well-behaved handler.
-    handlers.register("hold", move |ctx: JobContext, _: serde_json::Value| {
-        let h = h.clone();
-        async move {
-            h.arrive();
-            ctx.cancellation().cancelled().await;
-            Err::<(), _>(HandlerError::transient("stopped by shutdown"))
-        }
-    });
+    // Runs until shutdown cancels it.
+    register_until_cancelled(&mut handlers, "hold", &holding);
     let config = EngineConfig {
         worker_count: Some(2),
         shutdown_grace: Duration::from_millis(300),
         shutdown_flush_timeout: Duration::from_millis(200),
         ..test_config()
     };
-    let engine = Engine::start(store.clone(), handlers, config)
-        .await
-        .unwrap();
-    let finished = engine
-        .enqueue(EnqueueRequest::new("q", "finish", ""))
-        .await
-        .unwrap()
-        .id;
-    let cancelled = engine
-        .enqueue(EnqueueRequest::new("q", "hold", ""))
-        .await
-        .unwrap()
-        .id;
+    let engine = start(store.clone(), handlers, config).await;
+    let finished = enqueue_id(&engine, "q", "finish").await;
+    let cancelled = enqueue_id(&engine, "q", "hold").await;
     finishing.wait_arrivals(1).await;
     holding.wait_arrivals(1).await;
 
@@ -87,16 +68,7 @@ async fn shutdown_gives_up_on_commits_the_store_refuses_and_names_the_jobs() {
         assert_eq!(job.state, JobState::Processing, "{id}");
         assert_eq!(job.worker_id.as_deref(), Some(engine.instance_id()));
     }
-    let report = rescue(
-        &*real,
-        &RescuePolicy {
-            fetched_timeout: Duration::from_secs(3600),
-            default_zombie_timeout: Duration::from_secs(3600),
-            dead_instance_timeout: Duration::from_secs(3600),
-        },
-    )
-    .await
-    .unwrap();
+    let report = rescue(&*real, &long_timeouts()).await.unwrap();
     assert_eq!(report.zombies, 2, "{report:?}");
     for id in &expected {
         let job = real.get_job(*id).await.unwrap().unwrap();
@@ -108,24 +80,13 @@ async fn shutdown_gives_up_on_commits_the_store_refuses_and_names_the_jobs() {
 async fn shutdown_waits_out_a_store_that_recovers_within_the_flush_timeout() {
     let (_dir, real) = open_store().await;
     let store = Arc::new(counting_store(real.clone()));
-    let gate = Gate::new();
-    let mut handlers = HandlerRegistry::new();
-    register_blocking(&mut handlers, "finish", &gate);
     let config = EngineConfig {
-        worker_count: Some(1),
         // Long enough for the completer's retry after the store recovers.
         shutdown_flush_timeout: Duration::from_secs(30),
-        ..test_config()
+        ..single_worker_config()
     };
-    let engine = Engine::start(store.clone(), handlers, config)
-        .await
-        .unwrap();
-    let id = engine
-        .enqueue(EnqueueRequest::new("q", "finish", ""))
-        .await
-        .unwrap()
-        .id;
-    gate.wait_arrivals(1).await;
+    let counted: Arc<dyn Store> = store.clone();
+    let (engine, gate, id) = start_running_one(&counted, config, "finish", register_blocking).await;
     store.refuse_completions(true);
     gate.open();
     store.next_refusal().await;

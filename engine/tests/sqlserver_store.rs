@@ -13,6 +13,19 @@ use deck_engine::conformance::{Connector, FaultInjector, FaultTable, StoreFactor
 use deck_engine::store::sqlserver;
 use deck_engine::{Store, StoreError, StoreOptions, StoreResult};
 
+/// What a test needs from SQL Server, or without a server configured, a notice and a pass.
+macro_rules! or_skip {
+    ($needed:expr) => {
+        match $needed {
+            Some(needed) => needed,
+            None => {
+                println!("skipped: DECK_TEST_MSSQL not set");
+                return;
+            }
+        }
+    };
+}
+
 fn connection_string() -> Option<String> {
     std::env::var("DECK_TEST_MSSQL")
         .ok()
@@ -101,10 +114,7 @@ deck_engine::store_conformance_tests!(mssql_factory);
 
 #[tokio::test]
 async fn bootstrap_is_idempotent_and_safe_under_concurrency() {
-    let Some(connection) = connection_string() else {
-        println!("skipped: DECK_TEST_MSSQL not set");
-        return;
-    };
+    let connection = or_skip!(connection_string());
     let schema = scratch_schema();
 
     // Four instances start at once against an empty schema: the application lock makes them
@@ -138,10 +148,7 @@ async fn bootstrap_is_idempotent_and_safe_under_concurrency() {
 
 #[tokio::test]
 async fn without_auto_create_a_missing_schema_names_the_fix() {
-    let Some(connection) = connection_string() else {
-        println!("skipped: DECK_TEST_MSSQL not set");
-        return;
-    };
+    let connection = or_skip!(connection_string());
     let schema = scratch_schema();
     let err = match sqlserver::open(&connection, &options(&schema, false)).await {
         Ok(_) => panic!("an empty schema must be refused when auto-create is off"),
@@ -193,9 +200,10 @@ fn the_printed_script_is_for_the_configured_schema() {
 // ------------------------------------------------------------------ SQL Server only: issue 12
 
 use deck_engine::conformance::support::{
-    assert_counters_match_rows, claim, enqueue, req, secs, succeeded, summary,
+    all_succeeded, assert_counters_match_rows, claim, claim_request, enqueue, max_workers,
+    report_schedule, req, secs, succeeded, summary,
 };
-use deck_engine::{Completion, EnqueueRequest, Pillar};
+use deck_engine::{EnqueueRequest, Pillar};
 
 type Client = bb8_tiberius::rt::Client;
 
@@ -217,6 +225,25 @@ async fn app_connection(connection: &str) -> Client {
     bb8::ManageConnection::connect(&manager).await.unwrap()
 }
 
+async fn first_row(client: &mut Client, sql: &str) -> Option<tiberius::Row> {
+    let stream = client.simple_query(sql).await.unwrap();
+    stream.into_row().await.unwrap()
+}
+
+async fn has_queue_row(store: &dyn Store, queue: &str) -> bool {
+    let queues = store.list_queues().await.unwrap();
+    queues.iter().any(|q| q.name == queue)
+}
+
+/// A scratch store, and an application connection with a transaction open on it: the
+/// setting of the enqueue-in-the-caller's-transaction tests.
+async fn scratch_store_and_app_transaction() -> Option<(Arc<dyn Store>, Client, String)> {
+    let (store, connection, schema) = scratch_store().await?;
+    let mut app = app_connection(&connection).await;
+    batch(&mut app, "BEGIN TRANSACTION").await;
+    Some((store, app, schema))
+}
+
 async fn batch(client: &mut Client, sql: &str) {
     client
         .simple_query(sql)
@@ -231,12 +258,7 @@ async fn batch(client: &mut Client, sql: &str) {
 /// the job, the queue's settings row and the counters.
 #[tokio::test]
 async fn enqueue_in_then_rollback_leaves_nothing() {
-    let Some((store, connection, schema)) = scratch_store().await else {
-        println!("skipped: DECK_TEST_MSSQL not set");
-        return;
-    };
-    let mut app = app_connection(&connection).await;
-    batch(&mut app, "BEGIN TRANSACTION").await;
+    let (store, mut app, schema) = or_skip!(scratch_store_and_app_transaction().await);
     let outcome = sqlserver::enqueue_in(&mut app, &schema, req("tx-rollback", "t"))
         .await
         .unwrap();
@@ -248,14 +270,7 @@ async fn enqueue_in_then_rollback_leaves_nothing() {
     assert_eq!(store.get_job(outcome.id).await.unwrap(), None);
     let s = summary(&*store).await;
     assert_eq!((s.pending, s.scheduled), (0, 0));
-    assert!(
-        store
-            .list_queues()
-            .await
-            .unwrap()
-            .iter()
-            .all(|q| q.name != "tx-rollback")
-    );
+    assert!(!has_queue_row(&*store, "tx-rollback").await);
     assert_counters_match_rows(&*store).await;
 }
 
@@ -263,12 +278,7 @@ async fn enqueue_in_then_rollback_leaves_nothing() {
 /// T-SQL and every option kept.
 #[tokio::test]
 async fn enqueue_in_then_commit_runs_the_job() {
-    let Some((store, connection, schema)) = scratch_store().await else {
-        println!("skipped: DECK_TEST_MSSQL not set");
-        return;
-    };
-    let mut app = app_connection(&connection).await;
-    batch(&mut app, "BEGIN TRANSACTION").await;
+    let (store, mut app, schema) = or_skip!(scratch_store_and_app_transaction().await);
     let r = EnqueueRequest {
         tags: vec!["order".into(), "eu".into()],
         priority: 3,
@@ -299,13 +309,7 @@ async fn enqueue_in_then_commit_runs_the_job() {
     assert_eq!(claimed.len(), 4);
     assert_eq!(claimed[0], first.id, "the higher priority first");
     store.mark_processing("w1", &claimed).await.unwrap();
-    let applied = store
-        .complete(
-            "w1",
-            claimed.iter().map(|id| succeeded(*id, None)).collect(),
-        )
-        .await
-        .unwrap();
+    let applied = store.complete("w1", all_succeeded(&claimed)).await.unwrap();
     assert!(applied.iter().all(|a| a.is_applied()));
     assert_eq!(
         store.get_job(first.id).await.unwrap().map(|j| j.state),
@@ -318,12 +322,7 @@ async fn enqueue_in_then_commit_runs_the_job() {
 /// rejected call leaves the caller's transaction open and usable.
 #[tokio::test]
 async fn the_procedure_rejects_what_the_api_rejects() {
-    let Some((store, connection, schema)) = scratch_store().await else {
-        println!("skipped: DECK_TEST_MSSQL not set");
-        return;
-    };
-    let mut app = app_connection(&connection).await;
-    batch(&mut app, "BEGIN TRANSACTION").await;
+    let (store, mut app, schema) = or_skip!(scratch_store_and_app_transaction().await);
     let cases = [
         (
             "@queue = N'', @job_type = N't'",
@@ -369,14 +368,12 @@ async fn the_procedure_rejects_what_the_api_rejects() {
         );
     }
     // Still the caller's transaction, still committable.
-    let state = app
-        .simple_query("SELECT XACT_STATE() AS state, @@TRANCOUNT AS depth")
-        .await
-        .unwrap()
-        .into_row()
-        .await
-        .unwrap()
-        .unwrap();
+    let state = first_row(
+        &mut app,
+        "SELECT XACT_STATE() AS state, @@TRANCOUNT AS depth",
+    )
+    .await
+    .unwrap();
     assert_eq!(state.get::<i16, _>("state"), Some(1));
     assert_eq!(state.get::<i32, _>("depth"), Some(1));
     batch(&mut app, "ROLLBACK TRANSACTION").await;
@@ -401,10 +398,7 @@ async fn the_procedure_rejects_what_the_api_rejects() {
 /// at once.
 #[tokio::test]
 async fn striped_counters_stay_exact_under_concurrent_completers() {
-    let Some((store, connection, schema)) = scratch_store().await else {
-        println!("skipped: DECK_TEST_MSSQL not set");
-        return;
-    };
+    let (store, connection, schema) = or_skip!(scratch_store().await);
     let opts = options(&schema, false);
     let ids: Vec<_> = store
         .enqueue_batch(vec![req("hot-queue", "t"); 400])
@@ -425,8 +419,7 @@ async fn striped_counters_stay_exact_under_concurrent_completers() {
                 }
                 handle.mark_processing(&worker, &jobs).await.unwrap();
                 let (done, failed) = jobs.split_at(jobs.len() / 2);
-                let mut completions: Vec<Completion> =
-                    done.iter().map(|id| succeeded(*id, None)).collect();
+                let mut completions = all_succeeded(done);
                 completions.extend(failed.iter().map(|id| {
                     deck_engine::conformance::support::dead(
                         *id,
@@ -451,10 +444,7 @@ async fn striped_counters_stay_exact_under_concurrent_completers() {
 /// never hide due work of a lower one; bands are taken in priority order.
 #[tokio::test]
 async fn a_claim_takes_due_work_past_future_high_priority_jobs() {
-    let Some((store, _, _)) = scratch_store().await else {
-        println!("skipped: DECK_TEST_MSSQL not set");
-        return;
-    };
+    let (store, _, _) = or_skip!(scratch_store().await);
     let later = chrono::Utc::now() + secs(3600);
     let future: Vec<EnqueueRequest> = (0..2_000)
         .map(|_| EnqueueRequest {
@@ -481,10 +471,7 @@ async fn a_claim_takes_due_work_past_future_high_priority_jobs() {
 /// Part 2: the schema carries the load design (checked by the startup verification too).
 #[tokio::test]
 async fn the_catalog_has_the_load_design() {
-    let Some((_store, connection, schema)) = scratch_store().await else {
-        println!("skipped: DECK_TEST_MSSQL not set");
-        return;
-    };
+    let (_store, connection, schema) = or_skip!(scratch_store().await);
     let mut app = app_connection(&connection).await;
     let sql = format!(
         "SELECT t.lock_escalation_desc AS escalation,
@@ -498,24 +485,15 @@ async fn the_catalog_has_the_load_design() {
          FROM sys.tables AS t
          WHERE t.schema_id = SCHEMA_ID(N'{schema}') AND t.name = N'jobs_hot'"
     );
-    let row = app
-        .simple_query(sql.as_str())
-        .await
-        .unwrap()
-        .into_row()
-        .await
-        .unwrap()
-        .unwrap();
+    let row = first_row(&mut app, &sql).await.unwrap();
     // Babelfish reports TABLE whatever the DDL said (README, SQL Server: a tolerated
     // catalog difference; PostgreSQL does not escalate row locks).
-    let babelfish = app
-        .simple_query("SELECT CAST(SERVERPROPERTY('BabelfishVersion') AS NVARCHAR(128)) AS v")
-        .await
-        .unwrap()
-        .into_row()
-        .await
-        .unwrap()
-        .and_then(|r| r.get::<&str, _>("v").map(str::to_string));
+    let babelfish = first_row(
+        &mut app,
+        "SELECT CAST(SERVERPROPERTY('BabelfishVersion') AS NVARCHAR(128)) AS v",
+    )
+    .await
+    .and_then(|r| r.get::<&str, _>("v").map(str::to_string));
     if babelfish.is_none() {
         assert_eq!(row.get::<&str, _>("escalation"), Some("DISABLE"));
     }
@@ -528,10 +506,7 @@ async fn the_catalog_has_the_load_design() {
 /// match the rows, and the store works on the result.
 #[tokio::test]
 async fn upgrading_from_version_1_seeds_exact_counters() {
-    let Some(connection) = connection_string() else {
-        println!("skipped: DECK_TEST_MSSQL not set");
-        return;
-    };
+    let connection = or_skip!(connection_string());
     let schema = scratch_schema();
     let mut app = app_connection(&connection).await;
     batch(
@@ -589,14 +564,7 @@ async fn upgrading_from_version_1_seeds_exact_counters() {
         (2, 1, 0, 1)
     );
     // The continuation's queue got its settings row before any completion needs it.
-    assert!(
-        store
-            .list_queues()
-            .await
-            .unwrap()
-            .iter()
-            .any(|q| q.name == "followups")
-    );
+    assert!(has_queue_row(&*store, "followups").await);
     assert_counters_match_rows(&*store).await;
     assert_eq!(claim(&*store, "w1", 10).await.len(), 2);
     assert!(
@@ -658,10 +626,7 @@ impl RowLock {
 /// abandoned attempt took comes back with the fetch lease, and every job is claimed once.
 #[tokio::test]
 async fn a_timed_out_claim_is_not_resent_and_its_jobs_come_back() {
-    let Some((store, connection, schema)) = scratch_store().await else {
-        println!("skipped: DECK_TEST_MSSQL not set");
-        return;
-    };
+    let (store, connection, schema) = or_skip!(scratch_store().await);
     let ids: Vec<_> = {
         let mut ids = Vec::new();
         for _ in 0..3 {
@@ -671,13 +636,7 @@ async fn a_timed_out_claim_is_not_resent_and_its_jobs_come_back() {
     };
     // A bulkheaded queue: the claim takes its settings row with UPDLOCK, and waits for it.
     store
-        .update_queue(
-            "slow-claim",
-            deck_engine::QueuePatch {
-                max_workers: Some(Some(10)),
-                ..Default::default()
-            },
-        )
+        .update_queue("slow-claim", max_workers(10))
         .await
         .unwrap();
     // The job rows too: Babelfish ignores UPDLOCK, and there the claim waits at its UPDATE of
@@ -692,13 +651,7 @@ async fn a_timed_out_claim_is_not_resent_and_its_jobs_come_back() {
     .await;
     let impatient = impatient_store(&connection, &schema).await;
     let err = impatient
-        .claim_batch(deck_engine::ClaimRequest {
-            worker_id: "w-impatient".into(),
-            limit: 3,
-            start: 0,
-            queues: None,
-            types: None,
-        })
+        .claim_batch(claim_request("w-impatient", 3, None))
         .await
         .expect_err("the claim waits on the lock past its timeout");
     assert!(err.to_string().contains("timed out"), "{err}");
@@ -728,10 +681,7 @@ async fn a_timed_out_claim_is_not_resent_and_its_jobs_come_back() {
 /// it applies at most once, and the job ends finished exactly once.
 #[tokio::test]
 async fn a_timed_out_completion_applies_once_when_resent() {
-    let Some((store, connection, schema)) = scratch_store().await else {
-        println!("skipped: DECK_TEST_MSSQL not set");
-        return;
-    };
+    let (store, connection, schema) = or_skip!(scratch_store().await);
     let id = enqueue(&*store, req("slow-complete", "t")).await;
     assert_eq!(claim(&*store, "w1", 1).await, [id]);
     assert_eq!(store.mark_processing("w1", &[id]).await.unwrap(), [id]);
@@ -767,26 +717,8 @@ async fn a_timed_out_completion_applies_once_when_resent() {
 /// enqueues one job.
 #[tokio::test]
 async fn a_timed_out_schedule_fire_enqueues_the_occurrence_once() {
-    let Some((store, connection, schema)) = scratch_store().await else {
-        println!("skipped: DECK_TEST_MSSQL not set");
-        return;
-    };
-    let def = deck_engine::ScheduleDefinition {
-        name: "slow-fire".into(),
-        spec: deck_engine::ScheduleSpec::Cron("*/5 * * * *".into()),
-        time_zone: "UTC".into(),
-        job: deck_engine::ScheduleJob {
-            queue: "reports".into(),
-            job_type: "report.generate".into(),
-            payload: r#"{"kind":"slow"}"#.into(),
-            priority: 0,
-            tags: vec![],
-            max_attempts: None,
-            expires_after_secs: None,
-        },
-        misfire: deck_engine::MisfirePolicy::RunAll { cap: 10 },
-        overlap: deck_engine::OverlapPolicy::Allow,
-    };
+    let (store, connection, schema) = or_skip!(scratch_store().await);
+    let def = report_schedule("slow-fire");
     store
         .create_schedule(def.clone(), deck_engine::ScheduleOrigin::Operator, true)
         .await

@@ -7,24 +7,20 @@
 mod runtime_support;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use deck_engine::store::interposed::{Interpose, InterposedStore, StoreCall};
-use deck_engine::{
-    Engine, EngineConfig, EnqueueRequest, HandlerRegistry, JobContext, StoreReads, WaitOutcome,
-    trace,
-};
+use deck_engine::{EnqueueRequest, HandlerRegistry, JobContext, StoreReads, trace};
 use opentelemetry::trace::{SpanContext, SpanKind, Status, TraceContextExt, TracerProvider as _};
 use opentelemetry::{Key, Value};
 use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
-use runtime_support::{open_store, reopen, test_config};
+use runtime_support::{
+    AwaitedCount, WAIT, open_fast_retrying_store, open_store, producer_config, register_echo,
+    reopen, start, succeeded_job, test_config,
+};
 use tracing::Instrument;
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 use tracing_subscriber::layer::SubscriberExt;
-
-const WAIT: Duration = Duration::from_secs(30);
 
 /// Spans finished while the returned guard lives, on this thread (the tests run on a
 /// current-thread runtime, so every engine task is on it too).
@@ -76,40 +72,21 @@ fn linked(span: &SpanData) -> Vec<&SpanContext> {
 /// Counts the claims a store answered, so a test can let a worker poll in vain first.
 #[derive(Default)]
 struct Claims {
-    answered: AtomicUsize,
-    changed: tokio::sync::Notify,
-}
-
-impl Claims {
-    async fn answered(&self, n: usize) {
-        loop {
-            let changed = self.changed.notified();
-            tokio::pin!(changed);
-            changed.as_mut().enable();
-            if self.answered.load(Ordering::SeqCst) >= n {
-                return;
-            }
-            changed.await;
-        }
-    }
+    answered: AwaitedCount,
 }
 
 #[async_trait]
 impl Interpose for Claims {
     fn after(&self, call: StoreCall) {
         if call == StoreCall::ClaimBatch {
-            self.answered.fetch_add(1, Ordering::SeqCst);
-            self.changed.notify_waiters();
+            self.answered.add_one();
         }
     }
 }
 
 fn echo_handlers() -> HandlerRegistry {
     let mut handlers = HandlerRegistry::new();
-    handlers.register(
-        "mail.send",
-        |_: JobContext, p: serde_json::Value| async move { Ok(p) },
-    );
+    register_echo(&mut handlers, "mail.send");
     handlers
 }
 
@@ -124,22 +101,11 @@ async fn the_run_span_links_to_the_enqueuing_span_across_a_store_round_trip() {
     let (exporter, _guard) = record_spans();
     let (dir, producer_store) = open_store().await;
     // The producer runs no workers: nothing it holds in memory can reach the worker.
-    let producer = Engine::start(
-        producer_store,
-        HandlerRegistry::new(),
-        EngineConfig {
-            run_workers: false,
-            ..test_config()
-        },
-    )
-    .await
-    .unwrap();
+    let producer = start(producer_store, HandlerRegistry::new(), producer_config()).await;
     let worker_store = Arc::new(InterposedStore::new(reopen(&dir).await, Claims::default()));
-    let worker = Engine::start(worker_store.clone(), echo_handlers(), test_config())
-        .await
-        .unwrap();
+    let worker = start(worker_store.clone(), echo_handlers(), test_config()).await;
     // An empty claim first: the queue is still empty.
-    worker_store.answered(1).await;
+    worker_store.answered.reached(1).await;
 
     let request = tracing::info_span!("POST /orders", otel.kind = "server");
     let request_cx = request.context().span().span_context().clone();
@@ -157,11 +123,7 @@ async fn the_run_span_links_to_the_enqueuing_span_across_a_store_round_trip() {
         .await
         .unwrap();
     drop(request);
-    let finished = worker.wait(outcome.id, WAIT).await.unwrap();
-    assert!(
-        matches!(finished, WaitOutcome::Succeeded { .. }),
-        "{finished:?}"
-    );
+    succeeded_job(worker.wait(outcome.id, WAIT).await.unwrap());
 
     // What went through the database: the enqueuing span's context, on the job's row.
     let stored = worker_store
@@ -243,7 +205,7 @@ async fn the_run_span_links_to_the_enqueuing_span_across_a_store_round_trip() {
 async fn a_failed_attempt_is_an_error_span_and_each_attempt_links_to_the_same_context() {
     let _serial = ONE_AT_A_TIME.lock().await;
     let (exporter, _guard) = record_spans();
-    let (_dir, store) = open_store().await;
+    let (_dir, store) = open_fast_retrying_store().await;
     let mut handlers = HandlerRegistry::new();
     handlers.register(
         "flaky",
@@ -255,28 +217,14 @@ async fn a_failed_attempt_is_an_error_span_and_each_attempt_links_to_the_same_co
             }
         },
     );
-    store
-        .save_settings(&deck_engine::EngineSettings {
-            retry: deck_engine::RetrySettings {
-                base_delay_ms: 10,
-                jitter_ms: 0,
-                ..deck_engine::RetrySettings::default()
-            },
-            ..deck_engine::EngineSettings::default()
-        })
-        .await
-        .unwrap();
-    let engine = Engine::start(store, handlers, test_config()).await.unwrap();
+    let engine = start(store, handlers, test_config()).await;
     let request = tracing::info_span!("request");
     let (id, finished) = engine
         .enqueue_and_wait(EnqueueRequest::new("q", "flaky", "{}"), WAIT)
         .instrument(request.clone())
         .await
         .unwrap();
-    assert!(
-        matches!(finished, WaitOutcome::Succeeded { .. }),
-        "{finished:?}"
-    );
+    succeeded_job(finished);
     engine.shutdown().await;
     let spans = exporter.get_finished_spans().unwrap();
     let enqueue = one(&spans, "enqueue q");
@@ -304,18 +252,13 @@ async fn a_failed_attempt_is_an_error_span_and_each_attempt_links_to_the_same_co
 async fn without_an_opentelemetry_layer_no_trace_context_is_stored() {
     let _serial = ONE_AT_A_TIME.lock().await;
     let (_dir, store) = open_store().await;
-    let engine = Engine::start(store.clone(), echo_handlers(), test_config())
-        .await
-        .unwrap();
+    let engine = start(store.clone(), echo_handlers(), test_config()).await;
     let (id, finished) = engine
         .enqueue_and_wait(EnqueueRequest::new("emails", "mail.send", "{}"), WAIT)
         .instrument(tracing::info_span!("request"))
         .await
         .unwrap();
-    assert!(
-        matches!(finished, WaitOutcome::Succeeded { .. }),
-        "{finished:?}"
-    );
+    succeeded_job(finished);
     engine.shutdown().await;
     assert_eq!(
         store.get_job(id).await.unwrap().unwrap().trace_context,
@@ -328,16 +271,7 @@ async fn a_trace_context_the_producer_gives_is_kept_and_a_bad_one_refused() {
     let _serial = ONE_AT_A_TIME.lock().await;
     let (_exporter, _guard) = record_spans();
     let (_dir, store) = open_store().await;
-    let engine = Engine::start(
-        store.clone(),
-        HandlerRegistry::new(),
-        EngineConfig {
-            run_workers: false,
-            ..test_config()
-        },
-    )
-    .await
-    .unwrap();
+    let engine = start(store.clone(), HandlerRegistry::new(), producer_config()).await;
     let given = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01;vendor=abc";
     let outcome = engine
         .enqueue(EnqueueRequest {

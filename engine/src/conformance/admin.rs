@@ -271,34 +271,25 @@ pub async fn audit_appends_and_pages_newest_first(f: StoreFactory) {
             .collect()
     };
     let written = norm(written);
-    let page1 = norm(
-        store
-            .list_audit(&Default::default(), None, 2)
-            .await
-            .unwrap(),
-    );
+    // Two entries a page, newest first, each page after the last entry of the one before.
+    let page_after = |last| {
+        let store = store.clone();
+        async move {
+            norm(
+                store
+                    .list_audit(&Default::default(), last, 2)
+                    .await
+                    .unwrap(),
+            )
+        }
+    };
+    let page1 = page_after(None).await;
     assert_eq!(page1, vec![written[4].clone(), written[3].clone()]);
-    let page2 = norm(
-        store
-            .list_audit(&Default::default(), Some(page1[1].id), 2)
-            .await
-            .unwrap(),
-    );
+    let page2 = page_after(Some(page1[1].id)).await;
     assert_eq!(page2, vec![written[2].clone(), written[1].clone()]);
-    let page3 = norm(
-        store
-            .list_audit(&Default::default(), Some(page2[1].id), 2)
-            .await
-            .unwrap(),
-    );
+    let page3 = page_after(Some(page2[1].id)).await;
     assert_eq!(page3, vec![written[0].clone()]);
-    assert!(
-        store
-            .list_audit(&Default::default(), Some(written[0].id), 2)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(page_after(Some(written[0].id)).await.is_empty());
     assert!(
         store
             .list_audit(&Default::default(), None, 0)

@@ -296,10 +296,7 @@ pub async fn members_finishing_together_on_two_handles_fire_each_callback_once(f
         let start_line = start_line.clone();
         tasks.push(tokio::spawn(async move {
             // Two members per transaction, so the last two moves can meet.
-            let completions: Vec<Vec<Completion>> = ids
-                .chunks(2)
-                .map(|c| c.iter().map(|id| succeeded(*id, None)).collect())
-                .collect();
+            let completions: Vec<Vec<Completion>> = ids.chunks(2).map(all_succeeded).collect();
             start_line.wait().await;
             for batch in completions {
                 loop {

@@ -7,24 +7,9 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicI64, Ordering};
 
 use super::support::*;
-use crate::model::{Applied, ClaimRequest, Completion, FailureReason, JobId, JobState, QueuePatch};
+use crate::model::{Applied, Completion, FailureReason, JobId, JobState, QueuePatch};
 
 const CLAIMERS: usize = 8;
-
-/// Run a store call the way the runtime does under contention: a transient fault (busy
-/// database, deadlock, throttling) changed nothing and is tried again; anything else fails
-/// the test.
-macro_rules! retrying {
-    ($call:expr) => {
-        loop {
-            match $call {
-                Ok(value) => break value,
-                Err(e) if e.is_transient() => tokio::task::yield_now().await,
-                Err(e) => panic!("store call failed: {e}"),
-            }
-        }
-    };
-}
 
 pub async fn many_claimers_never_share_a_job(f: StoreFactory) {
     let store = f.store();
@@ -33,47 +18,32 @@ pub async fn many_claimers_never_share_a_job(f: StoreFactory) {
     for _ in 0..4 {
         all.extend(enqueue_n(&*store, "hammered", "t", total / 4).await);
     }
-    let mut tasks = Vec::new();
-    // Every claimer opens its connection first, then they all start together.
-    let start_line = Arc::new(tokio::sync::Barrier::new(CLAIMERS));
-    for n in 0..CLAIMERS {
-        let handle = f.connect().await;
-        let start_line = start_line.clone();
-        tasks.push(tokio::spawn(async move {
-            let worker = format!("claimer-{n}");
-            let mut mine = Vec::new();
-            start_line.wait().await;
-            loop {
-                let claim = ClaimRequest {
-                    worker_id: worker.clone(),
-                    limit: 25,
-                    start: 0,
-                    queues: None,
-                    types: None,
-                };
-                let jobs = retrying!(handle.claim_batch(claim.clone()).await);
-                if jobs.is_empty() {
-                    return (worker, mine);
-                }
-                let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
-                assert!(jobs.iter().all(|j| j.worker_id.as_deref() == Some(&worker)));
-                let started = retrying!(handle.mark_processing(&worker, &ids).await);
-                assert_eq!(started.len(), ids.len(), "{worker} starts what it claimed");
-                let completions: Vec<Completion> =
-                    ids.iter().map(|id| succeeded(*id, None)).collect();
-                let done = retrying!(handle.complete(&worker, completions.clone()).await);
-                assert!(
-                    done.iter().all(|a| a.is_applied()),
-                    "{worker} owns its jobs"
-                );
-                mine.extend(ids);
+    let claimed = race(&f, CLAIMERS, |n, handle| async move {
+        let worker = format!("claimer-{n}");
+        let mut mine = Vec::new();
+        loop {
+            let claim = claim_request(&worker, 25, None);
+            let jobs = retrying(|| handle.claim_batch(claim.clone())).await;
+            if jobs.is_empty() {
+                return (worker, mine);
             }
-        }));
-    }
+            let ids: Vec<JobId> = jobs.iter().map(|j| j.id).collect();
+            assert!(jobs.iter().all(|j| j.worker_id.as_deref() == Some(&worker)));
+            let started = retrying(|| handle.mark_processing(&worker, &ids)).await;
+            assert_eq!(started.len(), ids.len(), "{worker} starts what it claimed");
+            let completions = all_succeeded(&ids);
+            let done = retrying(|| handle.complete(&worker, completions.clone())).await;
+            assert!(
+                done.iter().all(|a| a.is_applied()),
+                "{worker} owns its jobs"
+            );
+            mine.extend(ids);
+        }
+    })
+    .await;
     let mut owner: HashMap<JobId, String> = HashMap::new();
     let mut busy_claimers = 0;
-    for task in tasks {
-        let (worker, mine) = task.await.unwrap();
+    for (worker, mine) in claimed {
         if !mine.is_empty() {
             busy_claimers += 1;
         }
@@ -122,7 +92,7 @@ pub async fn racing_completions_apply_once(f: StoreFactory) {
                         retry_at: now_ms() + secs(3600),
                     },
                 };
-                let applied = retrying!(handle.complete("w1", vec![c.clone()]).await);
+                let applied = retrying(|| handle.complete("w1", vec![c.clone()])).await;
                 (c, applied[0])
             }));
         }
@@ -175,14 +145,7 @@ pub async fn stale_buffered_job_never_runs(f: StoreFactory) {
     assert_eq!(claim(&*store, "first", 1).await, vec![id]);
     assert_eq!(store.release("first", &[id], None).await.unwrap(), 1);
     assert_eq!(claim(&*other, "second", 1).await, vec![id]);
-    assert!(
-        store
-            .mark_processing("first", &[id])
-            .await
-            .unwrap()
-            .is_empty(),
-        "stale copy"
-    );
+    assert!(starts_none(&*store, "first", &[id]).await, "stale copy");
     assert_eq!(
         other.mark_processing("second", &[id]).await.unwrap(),
         vec![id]
@@ -196,13 +159,7 @@ pub async fn stale_buffered_job_never_runs(f: StoreFactory) {
     let_clock_advance().await;
     assert_eq!(rescue(&*store, &zero_timeouts()).await.unwrap().released, 1);
     assert_eq!(claim(&*other, "fast", 1).await, vec![id]);
-    assert!(
-        store
-            .mark_processing("slow", &[id])
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(starts_none(&*store, "slow", &[id]).await);
     assert_eq!(
         other.mark_processing("fast", &[id]).await.unwrap(),
         vec![id]
@@ -212,7 +169,7 @@ pub async fn stale_buffered_job_never_runs(f: StoreFactory) {
     let id = enqueue(&*store, req("q3", "t")).await;
     assert_eq!(claim(&*store, "w", 1).await, vec![id]);
     other.cancel(id).await.unwrap();
-    assert!(store.mark_processing("w", &[id]).await.unwrap().is_empty());
+    assert!(starts_none(&*store, "w", &[id]).await);
     assert_eq!(
         state(&*store, id).await,
         Some(JobState::Dead(FailureReason::Cancelled))
@@ -226,7 +183,10 @@ pub async fn stale_buffered_job_never_runs(f: StoreFactory) {
         let handle = f.connect().await;
         let worker = if n == 0 { "owner" } else { "impostor" };
         tasks.push(tokio::spawn(async move {
-            retrying!(handle.mark_processing(worker, &[id]).await).len()
+            let ids = [id];
+            retrying(|| handle.mark_processing(worker, &ids))
+                .await
+                .len()
         }));
     }
     let mut started = 0;
@@ -289,13 +249,7 @@ pub async fn bulkhead_holds_under_concurrent_claimers(f: StoreFactory) {
     let store = f.store();
     let limit = 3;
     store
-        .update_queue(
-            "narrow",
-            QueuePatch {
-                max_workers: Some(Some(limit)),
-                ..Default::default()
-            },
-        )
+        .update_queue("narrow", max_workers(limit))
         .await
         .unwrap();
     let total = 300;
@@ -314,14 +268,9 @@ pub async fn bulkhead_holds_under_concurrent_claimers(f: StoreFactory) {
             let mut done = 0usize;
             let mut idle = 0;
             while idle < 50 {
-                let claim = ClaimRequest {
-                    worker_id: worker.clone(),
-                    limit: 10,
-                    start: 0,
-                    queues: None,
-                    types: None,
-                };
-                let ids: Vec<JobId> = retrying!(handle.claim_batch(claim.clone()).await)
+                let claim = claim_request(&worker, 10, None);
+                let ids: Vec<JobId> = retrying(|| handle.claim_batch(claim.clone()))
+                    .await
                     .into_iter()
                     .map(|j| j.id)
                     .collect();
@@ -335,11 +284,10 @@ pub async fn bulkhead_holds_under_concurrent_claimers(f: StoreFactory) {
                     in_flight.fetch_add(ids.len() as i64, Ordering::SeqCst) + ids.len() as i64;
                 peak.fetch_max(now, Ordering::SeqCst);
                 assert!(now <= i64::from(limit), "{now} jobs of the queue in flight");
-                retrying!(handle.mark_processing(&worker, &ids).await);
+                retrying(|| handle.mark_processing(&worker, &ids)).await;
                 in_flight.fetch_sub(ids.len() as i64, Ordering::SeqCst);
-                let completions: Vec<Completion> =
-                    ids.iter().map(|id| succeeded(*id, None)).collect();
-                let applied = retrying!(handle.complete(&worker, completions.clone()).await);
+                let completions = all_succeeded(&ids);
+                let applied = retrying(|| handle.complete(&worker, completions.clone())).await;
                 done += applied.iter().filter(|a| a.is_applied()).count();
             }
             done
@@ -440,29 +388,21 @@ pub async fn racing_enqueues_of_one_key_create_one_job(f: StoreFactory) {
     let store = f.store();
     for round in 0..5 {
         let key = format!("order-{round}");
-        let start_line = Arc::new(tokio::sync::Barrier::new(CLAIMERS));
-        let mut tasks = Vec::new();
-        for n in 0..CLAIMERS {
-            let handle = f.connect().await;
-            let start_line = start_line.clone();
-            let key = key.clone();
-            tasks.push(tokio::spawn(async move {
-                let r = crate::model::EnqueueRequest {
-                    idempotency_key: Some(key.clone()),
-                    ..req("keyed", "t")
-                };
-                start_line.wait().await;
+        let r = crate::model::EnqueueRequest {
+            idempotency_key: Some(key),
+            ..req("keyed", "t")
+        };
+        let outcomes = race(&f, CLAIMERS, |n, handle| {
+            let r = r.clone();
+            async move {
                 if n % 2 == 0 {
-                    retrying!(handle.enqueue(r.clone()).await)
+                    retrying(|| handle.enqueue(r.clone())).await
                 } else {
-                    retrying!(handle.enqueue_batch(vec![r.clone()]).await)[0]
+                    retrying(|| handle.enqueue_batch(vec![r.clone()])).await[0]
                 }
-            }));
-        }
-        let mut outcomes = Vec::new();
-        for t in tasks {
-            outcomes.push(t.await.unwrap());
-        }
+            }
+        })
+        .await;
         let created = outcomes.iter().filter(|o| o.created).count();
         assert_eq!(
             created, 1,
@@ -495,32 +435,18 @@ pub async fn rate_limit_holds_under_concurrent_claimers(f: StoreFactory) {
             .await
             .unwrap();
         enqueue_n(&*store, &queue, "t", 100).await;
-        let start_line = Arc::new(tokio::sync::Barrier::new(CLAIMERS));
-        let mut tasks = Vec::new();
-        for n in 0..CLAIMERS {
-            let handle = f.connect().await;
-            let start_line = start_line.clone();
-            let queue = queue.clone();
-            tasks.push(tokio::spawn(async move {
-                let claim = ClaimRequest {
-                    worker_id: format!("w{n}"),
-                    limit: 5,
-                    start: 0,
-                    queues: Some(vec![queue]),
-                    types: None,
-                };
-                start_line.wait().await;
+        let claimed = race(&f, CLAIMERS, |n, handle| {
+            let claim = claim_request(&format!("w{n}"), 5, Some(vec![queue.clone()]));
+            async move {
                 let mut got = 0;
                 for _ in 0..5 {
-                    got += retrying!(handle.claim_batch(claim.clone()).await).len();
+                    got += retrying(|| handle.claim_batch(claim.clone())).await.len();
                 }
                 got
-            }));
-        }
-        let mut total = 0;
-        for t in tasks {
-            total += t.await.unwrap();
-        }
+            }
+        })
+        .await;
+        let total: usize = claimed.iter().sum();
         if chrono::Utc::now().timestamp().div_euclid(86_400) == day {
             assert_eq!(total, 7, "seven starts across every claimer");
             assert_counters_match_rows(&*store).await;

@@ -83,14 +83,7 @@ pub async fn enqueue_round_trips_every_field(f: StoreFactory) {
     assert!(plain.scheduled_at <= plain.created_at + secs(1));
 
     // delay_ms is relative to the enqueue.
-    let delayed = enqueue(
-        &*store,
-        EnqueueRequest {
-            delay_ms: Some(3_600_000),
-            ..req("billing", "delayed")
-        },
-    )
-    .await;
+    let delayed = enqueue(&*store, delayed_by(3_600_000, "billing", "delayed")).await;
     let delayed = job(&*store, delayed).await;
     let delay = delayed.scheduled_at - delayed.created_at;
     assert!(
@@ -285,23 +278,13 @@ pub async fn duplicate_idempotency_key_inside_one_batch(f: StoreFactory) {
         ])
         .await
         .unwrap();
+    // A later request with a key already in the batch gets the earlier one's job.
+    let existing = |id| EnqueueOutcome { id, created: false };
     assert!(outs[0].created);
-    assert_eq!(
-        outs[1],
-        EnqueueOutcome {
-            id: outs[0].id,
-            created: false
-        }
-    );
+    assert_eq!(outs[1], existing(outs[0].id));
     assert!(outs[2].created);
     assert!(outs[3].created);
-    assert_eq!(
-        outs[4],
-        EnqueueOutcome {
-            id: outs[2].id,
-            created: false
-        }
-    );
+    assert_eq!(outs[4], existing(outs[2].id));
     assert_eq!(job(&*store, outs[0].id).await.payload, r#"{"n":1}"#);
     assert_eq!(summary(&*store).await.pending, 3);
     assert_counters_match_rows(&*store).await;
@@ -399,13 +382,7 @@ pub async fn the_largest_batch_goes_through_every_path(f: StoreFactory) {
         store.heartbeat("w1", &claimed).await.unwrap().alive.len(),
         5_000
     );
-    let applied = store
-        .complete(
-            "w1",
-            claimed.iter().map(|id| succeeded(*id, None)).collect(),
-        )
-        .await
-        .unwrap();
+    let applied = store.complete("w1", all_succeeded(&claimed)).await.unwrap();
     assert!(applied.iter().all(|a| a.is_applied()));
     assert_eq!(store.finished_jobs(&ids).await.unwrap().len(), 5_000);
     assert_eq!(

@@ -3,10 +3,11 @@
 use std::time::Duration;
 
 use super::support::*;
+use crate::error::StoreResult;
 use crate::maintenance::prune;
 use crate::model::{
     EnqueueRequest, FailureReason, InstanceInfo, JobState, Pillar, PruneStep, PruneTarget,
-    QueuePatch, RescueKind, RescuePolicy, RescueReport, RescueStep, RetentionPolicy,
+    RescueKind, RescuePolicy, RescueReport, RescueStep, RetentionPolicy,
 };
 use crate::query::JobFilter;
 
@@ -55,13 +56,7 @@ pub async fn rescue_releases_stale_fetched_jobs(f: StoreFactory) {
         );
     }
     // The worker that had buffered them cannot start them any more.
-    assert!(
-        store
-            .mark_processing("gone", &ids)
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(starts_none(&*store, "gone", &ids).await);
     assert_eq!(claim(&*store, "alive", 5).await.len(), 3);
     assert_counters_match_rows(&*store).await;
 }
@@ -95,20 +90,14 @@ pub async fn rescue_steps_move_at_most_their_limit(f: StoreFactory) {
         RescueKind::Zombies,
         RescueKind::Expired,
     ] {
-        let mut moved = Vec::new();
-        for _ in 0..3 {
-            let step = RescueStep {
+        let step = || {
+            store.rescue_step(RescueStep {
                 kind,
                 policy: &policy,
                 limit: 2,
-            };
-            moved.push(store.rescue_step(step).await.unwrap());
-        }
-        assert_eq!(
-            moved,
-            [2, 1, 0],
-            "{kind:?}: each step moves at most its limit"
-        );
+            })
+        };
+        assert_three_steps_take_2_1_0(&format!("{kind:?}"), step).await;
         assert_counters_match_rows(&*store).await;
     }
     for id in stale {
@@ -153,13 +142,7 @@ pub async fn rescue_dead_letters_zombies(f: StoreFactory) {
 pub async fn rescue_honours_the_queue_zombie_timeout(f: StoreFactory) {
     let store = f.store();
     store
-        .update_queue(
-            "patient",
-            QueuePatch {
-                zombie_timeout_secs: Some(Some(3600)),
-                ..Default::default()
-            },
-        )
+        .update_queue("patient", zombie_timeout(3600))
         .await
         .unwrap();
     let patient = processing_job(&*store, req("patient", "t"), "w1").await;
@@ -175,13 +158,7 @@ pub async fn rescue_honours_the_queue_zombie_timeout(f: StoreFactory) {
 
     // A queue override shorter than the default applies too.
     store
-        .update_queue(
-            "strict",
-            QueuePatch {
-                zombie_timeout_secs: Some(Some(1)),
-                ..Default::default()
-            },
-        )
+        .update_queue("strict", zombie_timeout(1))
         .await
         .unwrap();
     let strict = processing_job(&*store, req("strict", "t"), "w1").await;
@@ -281,20 +258,14 @@ pub async fn prune_steps_delete_at_most_their_limit(f: StoreFactory) {
     }
     let_clock_advance().await;
     for target in [PruneTarget::Archive, PruneTarget::Dlq] {
-        let mut deleted = Vec::new();
-        for _ in 0..3 {
-            let step = PruneStep {
+        let step = || {
+            store.prune_step(PruneStep {
                 target,
                 older_than: Duration::ZERO,
                 limit: 2,
-            };
-            deleted.push(store.prune_step(step).await.unwrap());
-        }
-        assert_eq!(
-            deleted,
-            [2, 1, 0],
-            "{target:?}: each step deletes at most its limit"
-        );
+            })
+        };
+        assert_three_steps_take_2_1_0(&format!("{target:?}"), step).await;
         assert_counters_match_rows(&*store).await;
     }
     assert_eq!(counts(&summary(&*store).await), [0, 0, 0, 0, 0, 0]);
@@ -354,22 +325,9 @@ pub async fn prune_removes_old_finished_rows(f: StoreFactory) {
             .await
             .is_empty()
     );
-    assert!(
-        store
-            .top_errors(10)
-            .await
-            .unwrap()
-            .iter()
-            .all(|g| g.count == 0)
-    );
+    assert!(every_error_group_is_empty(&*store).await);
     // Metric buckets younger than a day stay: the history survives the rows.
-    let done: u64 = store
-        .throughput(5, None)
-        .await
-        .unwrap()
-        .iter()
-        .map(|b| b.succeeded)
-        .sum();
+    let done = throughput_sum(&*store, 5, None, |b| b.succeeded).await;
     assert_eq!(done, 5);
 
     let report = prune(
@@ -382,13 +340,23 @@ pub async fn prune_removes_old_finished_rows(f: StoreFactory) {
     .await
     .unwrap();
     assert!(report.metric_buckets >= 1, "{report:?}");
-    let done: u64 = store
-        .throughput(5, None)
-        .await
-        .unwrap()
-        .iter()
-        .map(|b| b.succeeded)
-        .sum();
+    let done = throughput_sum(&*store, 5, None, |b| b.succeeded).await;
     assert_eq!(done, 0);
     assert_counters_match_rows(&*store).await;
+}
+
+/// Three steps of limit 2 over three eligible rows: two, then the one left, then none.
+async fn assert_three_steps_take_2_1_0<Step>(what: &str, mut step: impl FnMut() -> Step)
+where
+    Step: std::future::Future<Output = StoreResult<u64>>,
+{
+    let mut taken = Vec::new();
+    for _ in 0..3 {
+        taken.push(step().await.expect("one step"));
+    }
+    assert_eq!(
+        taken,
+        [2, 1, 0],
+        "{what}: each step takes at most its limit"
+    );
 }

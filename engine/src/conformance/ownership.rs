@@ -10,13 +10,7 @@ pub async fn wrong_worker_changes_nothing(f: StoreFactory) {
     let before = job(&*store, id).await;
     let s0 = summary(&*store).await;
 
-    assert!(
-        store
-            .mark_processing("thief", &[id])
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(starts_none(&*store, "thief", &[id]).await);
     assert_eq!(store.release("thief", &[id], None).await.unwrap(), 0);
     assert_eq!(
         job(&*store, id).await,
@@ -53,13 +47,7 @@ pub async fn wrong_worker_changes_nothing(f: StoreFactory) {
         .unwrap();
     assert_eq!(applied, vec![Applied::NotApplied; 3]);
     // Not twice either, even by the owner.
-    assert!(
-        store
-            .mark_processing("owner", &[id])
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(starts_none(&*store, "owner", &[id]).await);
     let after = job(&*store, id).await;
     assert_eq!(after, running);
     assert_eq!(after.worker_id.as_deref(), Some("owner"));
@@ -80,13 +68,7 @@ pub async fn wrong_worker_changes_nothing(f: StoreFactory) {
 
     // Unknown ids are simply not applied.
     let ghost = crate::model::JobId::new();
-    assert!(
-        store
-            .mark_processing("owner", &[ghost])
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(starts_none(&*store, "owner", &[ghost]).await);
     assert_eq!(store.release("owner", &[ghost], None).await.unwrap(), 0);
     assert_eq!(
         store.heartbeat("owner", &[ghost]).await.unwrap().lost,

@@ -3,20 +3,6 @@
 use super::support::*;
 use crate::model::{EnqueueRequest, JobState, QueueConfig, QueuePatch, RateLimit};
 
-fn pause(paused: bool) -> QueuePatch {
-    QueuePatch {
-        paused: Some(paused),
-        ..Default::default()
-    }
-}
-
-fn max_workers(n: u32) -> QueuePatch {
-    QueuePatch {
-        max_workers: Some(Some(n)),
-        ..Default::default()
-    }
-}
-
 pub async fn paused_queue_is_not_claimed_until_resumed(f: StoreFactory) {
     let store = f.store();
     let held = enqueue(&*store, req("held", "t")).await;
@@ -148,10 +134,7 @@ pub async fn invalid_queue_patch_changes_nothing(f: StoreFactory) {
             zombie_timeout_secs: Some(Some(0)),
             ..Default::default()
         },
-        QueuePatch {
-            execution_timeout_secs: Some(Some(0)),
-            ..Default::default()
-        },
+        execution_timeout(0),
     ];
     for patch in bad {
         assert!(

@@ -8,7 +8,7 @@ use crate::model::{
     Completion, EnqueueRequest, FailureReason, HotStatus, JobId, Pillar, Timestamp,
 };
 use crate::query::{
-    Cursor, JobCount, JobFilter, JobQuery, JobSort, JobSummary, PagePosition, SortColumn,
+    Cursor, JobCount, JobFilter, JobQuery, JobSort, JobSummary, Page, PagePosition, SortColumn,
     SortDirection,
 };
 use crate::store::Store;
@@ -95,17 +95,14 @@ async fn check_paging(
 
     for size in [3u32, 5] {
         // Forward.
+        let mut forward = Walk::from(
+            store,
+            query(source, filter, sort, PagePosition::First, size),
+        );
         let mut seen = Vec::new();
-        let mut position = PagePosition::First;
-        let mut pages = 0;
         loop {
-            let page = store
-                .list_jobs(&query(source, filter, sort, position, size))
-                .await
-                .unwrap();
-            pages += 1;
-            assert!(pages <= 20, "{what}: paging forward ends");
-            assert!(page.items.len() <= size as usize);
+            let page = forward.page(&format!("{what}: paging forward")).await;
+            let pages = forward.pages;
             if pages == 1 {
                 assert_eq!(page.prev, None, "{what}: nothing before the first page");
             } else {
@@ -127,7 +124,7 @@ async fn check_paging(
                         page.items.last().unwrap().id,
                         "{what}: next cursor is the last row"
                     );
-                    position = PagePosition::After(c);
+                    forward.query.position = PagePosition::After(c);
                 }
                 None => break,
             }
@@ -135,18 +132,11 @@ async fn check_paging(
         assert_eq!(seen, full_ids, "{what}: forward paging by {size}");
 
         // Backward from the end.
+        let mut backward = Walk::from(store, query(source, filter, sort, PagePosition::Last, size));
         let mut seen: Vec<JobId> = Vec::new();
-        let mut position = PagePosition::Last;
-        let mut pages = 0;
         loop {
-            let page = store
-                .list_jobs(&query(source, filter, sort, position, size))
-                .await
-                .unwrap();
-            pages += 1;
-            assert!(pages <= 20, "{what}: paging backward ends");
-            assert!(page.items.len() <= size as usize);
-            if pages == 1 {
+            let page = backward.page(&format!("{what}: paging backward")).await;
+            if backward.pages == 1 {
                 assert_eq!(page.next, None, "{what}: nothing after the last page");
                 let expected_len = full_ids.len().min(size as usize);
                 assert_eq!(
@@ -166,12 +156,39 @@ async fn check_paging(
                         c.id, page.items[0].id,
                         "{what}: prev cursor is the first row"
                     );
-                    position = PagePosition::Before(c);
+                    backward.query.position = PagePosition::Before(c);
                 }
                 None => break,
             }
         }
         assert_eq!(seen, full_ids, "{what}: backward paging by {size}");
+    }
+}
+
+/// A list read one page at a time, each page's cursor telling where the next read starts.
+struct Walk<'a> {
+    store: &'a dyn Store,
+    query: JobQuery,
+    pages: u32,
+}
+
+impl<'a> Walk<'a> {
+    fn from(store: &'a dyn Store, query: JobQuery) -> Self {
+        Walk {
+            store,
+            query,
+            pages: 0,
+        }
+    }
+
+    /// The page at the walk's position, holding at most the page size. No list here needs
+    /// 20 pages: a walk that takes more does not end.
+    async fn page(&mut self, walk: &str) -> Page<JobSummary> {
+        self.pages += 1;
+        assert!(self.pages <= 20, "{walk} ends");
+        let page = self.store.list_jobs(&self.query).await.unwrap();
+        assert!(page.items.len() <= self.query.page_size as usize);
+        page
     }
 }
 
@@ -190,13 +207,7 @@ async fn hot_dataset(store: &dyn Store) -> Vec<JobId> {
             )
         });
     }
-    let all: Vec<JobId> = store
-        .enqueue_batch(reqs)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.id)
-        .collect();
+    let all: Vec<JobId> = enqueue_all(store, reqs).await;
     // Give some of them attempts: run and retry (due at once) a few, one of them twice.
     for round in 0..2 {
         let n = if round == 0 { 4 } else { 1 };
@@ -310,13 +321,7 @@ pub async fn list_jobs_ties_keep_one_order_both_ways(f: StoreFactory) {
             ..req("same", "same")
         })
         .collect();
-    let all: HashSet<JobId> = store
-        .enqueue_batch(reqs)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.id)
-        .collect();
+    let all: HashSet<JobId> = enqueue_all(&*store, reqs).await.into_iter().collect();
     for column in [
         SortColumn::Priority,
         SortColumn::ScheduledAt,
@@ -344,10 +349,7 @@ pub async fn list_jobs_pages_jobs_finished_together(f: StoreFactory) {
     let running = start(&*store, "w-batch", 9).await;
     assert_eq!(running.len(), 9);
     let outcomes = store
-        .complete(
-            "w-batch",
-            running.iter().map(|id| succeeded(*id, None)).collect(),
-        )
+        .complete("w-batch", all_succeeded(&running))
         .await
         .unwrap();
     assert_eq!(outcomes.len(), 9);
@@ -411,22 +413,24 @@ pub async fn a_page_after_a_vanished_row_skips_nothing(f: StoreFactory) {
     assert_counters_match_rows(&*store).await;
 }
 
+/// A page of every hot job.
+async fn hot_page(
+    store: &dyn Store,
+    sort: JobSort,
+    position: PagePosition,
+    size: u32,
+) -> Page<JobSummary> {
+    let query = query(Pillar::Hot, &JobFilter::default(), sort, position, size);
+    store.list_jobs(&query).await.unwrap()
+}
+
 async fn list_all_sorted(
     store: &dyn Store,
     column: SortColumn,
     direction: SortDirection,
 ) -> Vec<JobId> {
     let sort = JobSort { column, direction };
-    let page = store
-        .list_jobs(&query(
-            Pillar::Hot,
-            &JobFilter::default(),
-            sort,
-            PagePosition::First,
-            500,
-        ))
-        .await
-        .unwrap();
+    let page = hot_page(store, sort, PagePosition::First, 500).await;
     ids(&page.items)
 }
 
@@ -438,52 +442,16 @@ pub async fn cursors_round_trip_through_text(f: StoreFactory) {
             column,
             direction: SortDirection::Asc,
         };
-        let first = store
-            .list_jobs(&query(
-                Pillar::Hot,
-                &JobFilter::default(),
-                sort,
-                PagePosition::First,
-                4,
-            ))
-            .await
-            .unwrap();
+        let first = hot_page(&*store, sort, PagePosition::First, 4).await;
         let next = first.next.clone().expect("more than one page");
         let text = next.to_string();
         let parsed: Cursor = text.parse().unwrap();
         assert_eq!(parsed, next, "{column}: cursor {text:?} parses back");
-        let direct = store
-            .list_jobs(&query(
-                Pillar::Hot,
-                &JobFilter::default(),
-                sort,
-                PagePosition::After(next),
-                4,
-            ))
-            .await
-            .unwrap();
-        let via_text = store
-            .list_jobs(&query(
-                Pillar::Hot,
-                &JobFilter::default(),
-                sort,
-                PagePosition::After(parsed),
-                4,
-            ))
-            .await
-            .unwrap();
+        let direct = hot_page(&*store, sort, PagePosition::After(next), 4).await;
+        let via_text = hot_page(&*store, sort, PagePosition::After(parsed), 4).await;
         assert_eq!(direct, via_text);
         let prev: Cursor = direct.prev.clone().unwrap().to_string().parse().unwrap();
-        let back = store
-            .list_jobs(&query(
-                Pillar::Hot,
-                &JobFilter::default(),
-                sort,
-                PagePosition::Before(prev),
-                4,
-            ))
-            .await
-            .unwrap();
+        let back = hot_page(&*store, sort, PagePosition::Before(prev), 4).await;
         assert_eq!(
             ids(&back.items),
             ids(&first.items),
@@ -496,7 +464,6 @@ pub async fn cursors_round_trip_through_text(f: StoreFactory) {
     for name in ["a~b", "a~c", "ä~ü"] {
         enqueue(&*store, req(name, "t")).await;
     }
-    let tilde = JobFilter::default();
     let sort = JobSort {
         column: SortColumn::Queue,
         direction: SortDirection::Desc,
@@ -504,10 +471,7 @@ pub async fn cursors_round_trip_through_text(f: StoreFactory) {
     let mut position = PagePosition::First;
     let mut seen = Vec::new();
     loop {
-        let page = store
-            .list_jobs(&query(Pillar::Hot, &tilde, sort, position, 1))
-            .await
-            .unwrap();
+        let page = hot_page(&*store, sort, position, 1).await;
         seen.extend(page.items.iter().map(|r| r.queue.clone()));
         match page.next {
             Some(c) => position = PagePosition::After(c.to_string().parse().unwrap()),
@@ -553,87 +517,9 @@ pub async fn list_jobs_filters_each_pillar(f: StoreFactory) {
         async move { ids_in(&*store, Pillar::Hot, filter).await }
     };
     assert_eq!(hot(JobFilter::default()).await.len(), 6);
-    assert_eq!(hot(filter_queue("alpha")).await, sorted(vec![report, mail]));
-    assert_eq!(
-        hot(JobFilter {
-            job_type: Some("send_mail".into()),
-            ..Default::default()
-        })
-        .await,
-        sorted(vec![mail, other, fetched, running])
-    );
-    assert_eq!(
-        hot(JobFilter {
-            queue: Some("beta".into()),
-            job_type: Some("send_mail".into()),
-            ..Default::default()
-        })
-        .await,
-        vec![other],
-        "all given fields must match"
-    );
-    assert_eq!(
-        hot(JobFilter {
-            status: Some(HotStatus::Pending),
-            ..Default::default()
-        })
-        .await,
-        sorted(vec![report, mail, other, late])
-    );
-    assert_eq!(
-        hot(JobFilter {
-            status: Some(HotStatus::Fetched),
-            ..Default::default()
-        })
-        .await,
-        vec![fetched]
-    );
-    assert_eq!(
-        hot(JobFilter {
-            status: Some(HotStatus::Processing),
-            ..Default::default()
-        })
-        .await,
-        vec![running]
-    );
-    assert_eq!(
-        hot(JobFilter {
-            tag: Some("eu".into()),
-            ..Default::default()
-        })
-        .await,
-        sorted(vec![report, mail]),
-        "a tag matches exactly, not as a prefix of europe"
-    );
-    let text = |t: &str| JobFilter {
-        text: Some(t.into()),
-        ..Default::default()
-    };
-    assert_eq!(
-        hot(text("REPORT")).await,
-        sorted(vec![report, late]),
-        "type, any case"
-    );
-    assert_eq!(hot(text("Acme")).await, vec![report], "tags");
-    let id_part = mail.to_string()[24..].to_uppercase();
-    assert_eq!(hot(text(&id_part)).await, vec![mail], "id");
-    assert!(hot(text("no such thing")).await.is_empty());
-    // Wildcards of the underlying LIKE are plain characters here.
-    assert_eq!(
-        hot(text("y_r")).await,
-        sorted(vec![report, late]),
-        "_ matches an underscore"
-    );
-    assert!(
-        hot(text("Dail__Report")).await.is_empty(),
-        "_ matches only an underscore"
-    );
-    assert!(
-        hot(text("%")).await.is_empty(),
-        "% matches only a percent sign"
-    );
-    assert!(hot(text("Daily%Report")).await.is_empty());
-
+    let text = |t: &str| filter_where(|f| f.text = Some(t.into()));
+    let tag = |t: &str| filter_where(|f| f.tag = Some(t.into()));
+    let of_type = |t: &str| filter_where(|f| f.job_type = Some(t.into()));
     let created = |id: JobId| {
         let store = store.clone();
         async move { job(&*store, id).await.created_at }
@@ -644,32 +530,80 @@ pub async fn list_jobs_filters_each_pillar(f: StoreFactory) {
         "the clock moved between the generations"
     );
     let mid = early_max + (late_min - early_max) / 2;
-    assert_eq!(
-        hot(JobFilter {
-            created_from: Some(mid),
-            ..Default::default()
-        })
-        .await,
-        sorted(vec![late, fetched, running])
-    );
-    assert_eq!(
-        hot(JobFilter {
-            created_to: Some(mid),
-            ..Default::default()
-        })
-        .await,
-        sorted(vec![report, mail, other])
-    );
-    assert_eq!(
-        hot(JobFilter {
-            created_from: Some(mid),
-            created_to: Some(mid + secs(3600)),
-            queue: Some("beta".into()),
-            ..Default::default()
-        })
-        .await,
-        vec![late]
-    );
+    let id_part = mail.to_string()[24..].to_uppercase();
+    let hot_cases = [
+        ("one queue", filter_queue("alpha"), vec![report, mail]),
+        (
+            "one type",
+            of_type("send_mail"),
+            vec![mail, other, fetched, running],
+        ),
+        (
+            "all given fields must match",
+            JobFilter {
+                queue: Some("beta".into()),
+                job_type: Some("send_mail".into()),
+                ..Default::default()
+            },
+            vec![other],
+        ),
+        (
+            "pending",
+            filter_where(|f| f.status = Some(HotStatus::Pending)),
+            vec![report, mail, other, late],
+        ),
+        (
+            "fetched",
+            filter_where(|f| f.status = Some(HotStatus::Fetched)),
+            vec![fetched],
+        ),
+        (
+            "processing",
+            filter_where(|f| f.status = Some(HotStatus::Processing)),
+            vec![running],
+        ),
+        (
+            "a tag matches exactly, not as a prefix of europe",
+            tag("eu"),
+            vec![report, mail],
+        ),
+        ("text: type, any case", text("REPORT"), vec![report, late]),
+        ("text: tags", text("Acme"), vec![report]),
+        ("text: id", text(&id_part), vec![mail]),
+        ("text: no such thing", text("no such thing"), vec![]),
+        // Wildcards of the underlying LIKE are plain characters here.
+        ("_ matches an underscore", text("y_r"), vec![report, late]),
+        ("_ matches only an underscore", text("Dail__Report"), vec![]),
+        ("% matches only a percent sign", text("%"), vec![]),
+        (
+            "% matches only a percent sign, inside",
+            text("Daily%Report"),
+            vec![],
+        ),
+        (
+            "created from",
+            filter_where(|f| f.created_from = Some(mid)),
+            vec![late, fetched, running],
+        ),
+        (
+            "created to",
+            filter_where(|f| f.created_to = Some(mid)),
+            vec![report, mail, other],
+        ),
+        (
+            "created in a window, in one queue",
+            JobFilter {
+                created_from: Some(mid),
+                created_to: Some(mid + secs(3600)),
+                queue: Some("beta".into()),
+                ..Default::default()
+            },
+            vec![late],
+        ),
+    ];
+    for (case, filter, expected) in hot_cases {
+        assert_eq!(hot(filter).await, sorted(expected), "hot: {case}");
+    }
 
     // Archive and DLQ: reasons, errors, finish times.
     let a1 = archived_job(&*store, tagged("arch", "export", &["eu"])).await;
@@ -697,97 +631,68 @@ pub async fn list_jobs_filters_each_pillar(f: StoreFactory) {
         let store = store.clone();
         async move { ids_in(&*store, Pillar::Dlq, filter).await }
     };
-    let archive = |filter: JobFilter| {
-        let store = store.clone();
-        async move { ids_in(&*store, Pillar::Archive, filter).await }
-    };
-    assert_eq!(archive(JobFilter::default()).await, sorted(vec![a1, a2]));
-    assert_eq!(dlq(JobFilter::default()).await, sorted(vec![d1, d2, d3]));
-    assert_eq!(
-        dlq(JobFilter {
-            reason: Some(FailureReason::Fatal),
-            ..Default::default()
-        })
-        .await,
-        vec![d1]
-    );
-    assert_eq!(
-        dlq(JobFilter {
-            reason: Some(FailureReason::Cancelled),
-            ..Default::default()
-        })
-        .await,
-        vec![d3]
-    );
-    assert_eq!(dlq(text("refused")).await, vec![d1], "last error, any case");
-    assert_eq!(
-        dlq(JobFilter {
-            tag: Some("eu".into()),
-            ..Default::default()
-        })
-        .await,
-        vec![d2]
-    );
-    assert_eq!(
-        archive(JobFilter {
-            tag: Some("eu".into()),
-            ..Default::default()
-        })
-        .await,
-        vec![a1]
-    );
-    assert_eq!(
-        archive(JobFilter {
-            job_type: Some("import".into()),
-            ..Default::default()
-        })
-        .await,
-        vec![a2]
-    );
-    assert_eq!(archive(filter_queue("dl")).await, Vec::<JobId>::new());
-
     let finished = |id: JobId| {
         let store = store.clone();
         async move { job(&*store, id).await.finished_at.unwrap() }
     };
     let (fa1, fa2) = (finished(a1).await, finished(a2).await);
     assert!(fa1 < fa2);
-    let mid = fa1 + (fa2 - fa1) / 2;
-    assert_eq!(
-        archive(JobFilter {
-            finished_from: Some(mid),
-            ..Default::default()
-        })
-        .await,
-        vec![a2]
-    );
-    assert_eq!(
-        archive(JobFilter {
-            finished_to: Some(mid),
-            ..Default::default()
-        })
-        .await,
-        vec![a1]
-    );
+    let archived_mid = fa1 + (fa2 - fa1) / 2;
     let (fd1, fd2) = (finished(d1).await, finished(d2).await);
     assert!(fd1 < fd2);
-    let mid = fd1 + (fd2 - fd1) / 2;
-    assert_eq!(
-        dlq(JobFilter {
-            finished_to: Some(mid),
-            ..Default::default()
-        })
-        .await,
-        vec![d1]
-    );
-    assert_eq!(
-        dlq(JobFilter {
-            finished_from: Some(mid),
-            ..Default::default()
-        })
-        .await,
-        sorted(vec![d2, d3])
-    );
+    let dead_mid = fd1 + (fd2 - fd1) / 2;
+    let reason = |r: FailureReason| filter_where(|f| f.reason = Some(r));
+    let finished_from = |t: Timestamp| filter_where(|f| f.finished_from = Some(t));
+    let finished_to = |t: Timestamp| filter_where(|f| f.finished_to = Some(t));
+    let finished_cases = [
+        ("all", Pillar::Archive, JobFilter::default(), vec![a1, a2]),
+        ("all", Pillar::Dlq, JobFilter::default(), vec![d1, d2, d3]),
+        ("fatal", Pillar::Dlq, reason(FailureReason::Fatal), vec![d1]),
+        (
+            "cancelled",
+            Pillar::Dlq,
+            reason(FailureReason::Cancelled),
+            vec![d3],
+        ),
+        (
+            "last error, any case",
+            Pillar::Dlq,
+            text("refused"),
+            vec![d1],
+        ),
+        ("tag", Pillar::Dlq, tag("eu"), vec![d2]),
+        ("tag", Pillar::Archive, tag("eu"), vec![a1]),
+        ("type", Pillar::Archive, of_type("import"), vec![a2]),
+        (
+            "a queue only the DLQ has",
+            Pillar::Archive,
+            filter_queue("dl"),
+            vec![],
+        ),
+        (
+            "finished from",
+            Pillar::Archive,
+            finished_from(archived_mid),
+            vec![a2],
+        ),
+        (
+            "finished to",
+            Pillar::Archive,
+            finished_to(archived_mid),
+            vec![a1],
+        ),
+        ("finished to", Pillar::Dlq, finished_to(dead_mid), vec![d1]),
+        (
+            "finished from",
+            Pillar::Dlq,
+            finished_from(dead_mid),
+            vec![d2, d3],
+        ),
+    ];
+    for (case, pillar, filter, expected) in finished_cases {
+        let listed = ids_in(&*store, pillar, filter).await;
+        assert_eq!(listed, sorted(expected), "{pillar}: {case}");
+    }
 
     // Quotes and escapes in a search are just characters.
     for odd in [

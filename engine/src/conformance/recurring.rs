@@ -2,34 +2,26 @@
 //! occurrence one job — written with the job, refused the second time, across handles.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 
 use super::support::*;
 use crate::error::StoreError;
 use crate::model::{Applied, JobId, JobState, Pillar, PruneStep, PruneTarget, Timestamp};
 use crate::schedule::{
     FireOutcome, MisfirePolicy, Occurrence, OverlapPolicy, ScheduleDefinition, ScheduleFire,
-    ScheduleJob, ScheduleOrigin, ScheduleSpec, job_for,
+    ScheduleOrigin, ScheduleSpec, job_for,
 };
 use crate::store::Store;
 
-fn definition(name: &str) -> ScheduleDefinition {
-    ScheduleDefinition {
-        name: name.into(),
-        spec: ScheduleSpec::Cron("*/5 * * * *".into()),
-        time_zone: "Europe/Berlin".into(),
-        job: ScheduleJob {
-            queue: "reports".into(),
-            job_type: "report.generate".into(),
-            payload: r#"{"kind":"hourly"}"#.into(),
-            priority: 4,
-            tags: vec!["finance".into()],
-            max_attempts: Some(3),
-            expires_after_secs: Some(600),
-        },
-        misfire: MisfirePolicy::RunAll { cap: 10 },
-        overlap: OverlapPolicy::Allow,
-    }
+/// `def`, created enabled by an operator.
+async fn create_operator_schedule(
+    store: &dyn Store,
+    def: ScheduleDefinition,
+) -> ScheduleDefinition {
+    store
+        .create_schedule(def.clone(), ScheduleOrigin::Operator, true)
+        .await
+        .unwrap();
+    def
 }
 
 /// A whole minute in the past: occurrences are whole seconds, and their jobs are due now.
@@ -72,7 +64,7 @@ async fn stored(store: &dyn Store, name: &str) -> crate::schedule::Schedule {
 pub async fn schedules_round_trip_and_keep_their_state_through_edits(f: StoreFactory) {
     let store = f.store();
     let before = now_ms() - secs(1);
-    let def = definition("nightly");
+    let def = report_schedule("nightly");
     let created = store
         .create_schedule(def.clone(), ScheduleOrigin::Declared, true)
         .await
@@ -155,11 +147,7 @@ pub async fn schedules_round_trip_and_keep_their_state_through_edits(f: StoreFac
 
 pub async fn an_occurrence_enqueues_one_job_and_its_key_refuses_a_second(f: StoreFactory) {
     let store = f.store();
-    let def = definition("hourly");
-    store
-        .create_schedule(def.clone(), ScheduleOrigin::Operator, true)
-        .await
-        .unwrap();
+    let def = create_operator_schedule(&*store, report_schedule("hourly")).await;
     let at = minute_ago(2);
     let ahead = minute_ago(0) + secs(60);
     let outcomes = fire(&*store, fire_of(&def, &[at], Some(ahead))).await;
@@ -217,12 +205,14 @@ pub async fn an_occurrence_enqueues_one_job_and_its_key_refuses_a_second(f: Stor
 
 pub async fn overlap_skips_an_occurrence_while_the_last_job_is_active(f: StoreFactory) {
     let store = f.store();
-    let mut def = definition("one-at-a-time");
-    def.overlap = OverlapPolicy::SkipWhileActive;
-    store
-        .create_schedule(def.clone(), ScheduleOrigin::Operator, true)
-        .await
-        .unwrap();
+    let def = create_operator_schedule(
+        &*store,
+        ScheduleDefinition {
+            overlap: OverlapPolicy::SkipWhileActive,
+            ..report_schedule("one-at-a-time")
+        },
+    )
+    .await;
     let [t1, t2, t3] = [minute_ago(3), minute_ago(2), minute_ago(1)];
     let first = fire(&*store, fire_of(&def, &[t1], Some(t1))).await;
     let [FireOutcome::Enqueued(id)] = first[..] else {
@@ -258,7 +248,7 @@ pub async fn overlap_skips_an_occurrence_while_the_last_job_is_active(f: StoreFa
 
 pub async fn a_paused_schedule_fires_nothing_but_a_manual_run(f: StoreFactory) {
     let store = f.store();
-    let def = definition("paused");
+    let def = report_schedule("paused");
     let created = store
         .create_schedule(def.clone(), ScheduleOrigin::Operator, false)
         .await
@@ -296,7 +286,7 @@ pub async fn a_paused_schedule_fires_nothing_but_a_manual_run(f: StoreFactory) {
     );
     assert!(matches!(
         store
-            .fire_schedule(fire_of(&definition("gone"), &[at], Some(at)))
+            .fire_schedule(fire_of(&report_schedule("gone"), &[at], Some(at)))
             .await,
         Err(StoreError::ScheduleNotFound(_))
     ));
@@ -306,35 +296,17 @@ pub async fn a_paused_schedule_fires_nothing_but_a_manual_run(f: StoreFactory) {
 pub async fn racing_instances_enqueue_each_occurrence_once(f: StoreFactory) {
     const INSTANCES: usize = 8;
     let store = f.store();
-    let def = definition("raced");
-    store
-        .create_schedule(def.clone(), ScheduleOrigin::Operator, true)
-        .await
-        .unwrap();
+    let def = create_operator_schedule(&*store, report_schedule("raced")).await;
     let occurrences: Vec<Timestamp> = (1..=5).rev().map(minute_ago).collect();
-    let start_line = Arc::new(tokio::sync::Barrier::new(INSTANCES));
-    let mut tasks = Vec::new();
-    for _ in 0..INSTANCES {
-        let handle = f.connect().await;
-        let start_line = start_line.clone();
+    let fired = race(&f, INSTANCES, |_, handle| {
         let fire = fire_of(&def, &occurrences, occurrences.last().copied());
-        tasks.push(tokio::spawn(async move {
-            start_line.wait().await;
-            loop {
-                match handle.fire_schedule(fire.clone()).await {
-                    Ok(o) => break o,
-                    Err(e) if e.is_transient() => tokio::task::yield_now().await,
-                    Err(e) => panic!("fire failed: {e}"),
-                }
-            }
-        }));
-    }
+        async move { retrying(|| handle.fire_schedule(fire.clone())).await }
+    })
+    .await;
     let mut enqueued = Vec::new();
-    for t in tasks {
-        for o in t.await.unwrap() {
-            if let FireOutcome::Enqueued(id) = o {
-                enqueued.push(id);
-            }
+    for o in fired.into_iter().flatten() {
+        if let FireOutcome::Enqueued(id) = o {
+            enqueued.push(id);
         }
     }
     assert_eq!(
@@ -356,11 +328,7 @@ pub async fn racing_instances_enqueue_each_occurrence_once(f: StoreFactory) {
 
 pub async fn schedule_history_is_pruned_and_the_last_run_stays(f: StoreFactory) {
     let store = f.store();
-    let def = definition("pruned");
-    store
-        .create_schedule(def.clone(), ScheduleOrigin::Operator, true)
-        .await
-        .unwrap();
+    let def = create_operator_schedule(&*store, report_schedule("pruned")).await;
     let at = [minute_ago(2), minute_ago(1)];
     fire(&*store, fire_of(&def, &at, Some(at[1]))).await;
     let keep = PruneStep {

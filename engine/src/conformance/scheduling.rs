@@ -5,43 +5,15 @@ use crate::model::{ClaimRequest, EnqueueRequest, FailureReason, JobState};
 
 pub async fn future_jobs_are_not_claimable_until_due(f: StoreFactory) {
     let store = f.store();
-    let future = enqueue(
-        &*store,
-        EnqueueRequest {
-            scheduled_at: Some(now_ms() + secs(3600)),
-            ..req("q", "later")
-        },
-    )
-    .await;
-    let delayed = enqueue(
-        &*store,
-        EnqueueRequest {
-            delay_ms: Some(3_600_000),
-            ..req("q", "later")
-        },
-    )
-    .await;
+    let future = enqueue(&*store, due_in(3600, "q", "later")).await;
+    let delayed = enqueue(&*store, delayed_by(3_600_000, "q", "later")).await;
     let s = summary(&*store).await;
     assert_eq!((s.pending, s.scheduled), (0, 2));
     assert!(claim(&*store, "w1", 10).await.is_empty(), "nothing is due");
 
-    let past = enqueue(
-        &*store,
-        EnqueueRequest {
-            scheduled_at: Some(now_ms() - secs(60)),
-            ..req("q", "now")
-        },
-    )
-    .await;
+    let past = enqueue(&*store, due_in(-60, "q", "now")).await;
     let immediate = enqueue(&*store, req("q", "now")).await;
-    let zero_delay = enqueue(
-        &*store,
-        EnqueueRequest {
-            delay_ms: Some(0),
-            ..req("q", "now")
-        },
-    )
-    .await;
+    let zero_delay = enqueue(&*store, delayed_by(0, "q", "now")).await;
     let claimed = sorted(claim(&*store, "w1", 10).await);
     assert_eq!(claimed, sorted(vec![past, immediate, zero_delay]));
     assert_eq!(state(&*store, future).await, Some(JobState::Pending));
@@ -81,20 +53,8 @@ pub async fn claim_order_is_priority_then_due_time_then_id(f: StoreFactory) {
     let store2 = f.connect().await;
     let lows: Vec<_> = (0..5).map(|_| at(1, 0, "low")).collect();
     let highs: Vec<_> = (0..3).map(|_| at(2, 30, "high")).collect();
-    let low_ids: Vec<_> = store2
-        .enqueue_batch(lows)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.id)
-        .collect();
-    let high_ids: Vec<_> = store2
-        .enqueue_batch(highs)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|o| o.id)
-        .collect();
+    let low_ids: Vec<_> = enqueue_all(&*store2, lows).await;
+    let high_ids: Vec<_> = enqueue_all(&*store2, highs).await;
     let batch = sorted(claim(&*store2, "w2", 4).await);
     let mut expected_batch = high_ids.clone();
     expected_batch.push(low_ids[0]);
@@ -153,11 +113,8 @@ pub async fn claim_honours_the_type_filter(f: StoreFactory) {
     let a2 = enqueue(&*store, req("q", "wanted.a")).await;
     let b = enqueue(&*store, req("q2", "wanted.b")).await;
     let by_types = |types: Vec<&str>, queues: Option<Vec<String>>| ClaimRequest {
-        worker_id: "ext".into(),
-        limit: 10,
-        start: 0,
-        queues,
         types: Some(types.into_iter().map(String::from).collect()),
+        ..claim_request("ext", 10, queues)
     };
     let got = store
         .claim_batch(by_types(

@@ -9,11 +9,14 @@ use chrono::{DurationRound, TimeDelta, Utc};
 use crate::error::{StoreError, StoreResult};
 use crate::model::{
     AttemptError, ClaimRequest, Completion, EnqueueRequest, FailureReason, Job, JobId, JobState,
-    Pillar, RescuePolicy, Timestamp,
+    Pillar, QueuePatch, RescuePolicy, Timestamp,
 };
 use crate::query::{JobFilter, JobQuery, JobSummary, MAX_PAGE_SIZE};
+use crate::schedule::{
+    MisfirePolicy, OverlapPolicy, ScheduleDefinition, ScheduleJob, ScheduleSpec,
+};
 use crate::store::Store;
-use crate::telemetry::Summary;
+use crate::telemetry::{Summary, ThroughputBucket};
 
 /// The rescue sweep the runtime runs, over the store's steps.
 pub use crate::maintenance::rescue;
@@ -126,6 +129,11 @@ pub fn succeeded(id: JobId, result: Option<&str>) -> Completion {
     }
 }
 
+/// Each of `ids` succeeded, without a result.
+pub fn all_succeeded(ids: &[JobId]) -> Vec<Completion> {
+    ids.iter().map(|id| succeeded(*id, None)).collect()
+}
+
 /// A failed attempt retried an hour from now.
 pub fn retry_in_an_hour(id: JobId, message: &str) -> Completion {
     Completion::Retry {
@@ -141,6 +149,27 @@ pub fn dead(id: JobId, reason: FailureReason, message: &str) -> Completion {
         reason,
         error: error(1, message),
         duration_ms: 5,
+    }
+}
+
+/// A schedule every five minutes, Berlin time, whose jobs carry every option of a job
+/// template; past occurrences all run.
+pub fn report_schedule(name: &str) -> ScheduleDefinition {
+    ScheduleDefinition {
+        name: name.into(),
+        spec: ScheduleSpec::Cron("*/5 * * * *".into()),
+        time_zone: "Europe/Berlin".into(),
+        job: ScheduleJob {
+            queue: "reports".into(),
+            job_type: "report.generate".into(),
+            payload: r#"{"kind":"hourly"}"#.into(),
+            priority: 4,
+            tags: vec!["finance".into()],
+            max_attempts: Some(3),
+            expires_after_secs: Some(600),
+        },
+        misfire: MisfirePolicy::RunAll { cap: 10 },
+        overlap: OverlapPolicy::Allow,
     }
 }
 
@@ -160,7 +189,95 @@ pub fn long_timeouts() -> RescuePolicy {
     }
 }
 
+/// Every type of `queues` (`None`: of every queue), none of the claimed jobs started by the
+/// claim.
+pub fn claim_request(worker: &str, limit: u32, queues: Option<Vec<String>>) -> ClaimRequest {
+    ClaimRequest {
+        worker_id: worker.into(),
+        limit,
+        start: 0,
+        queues,
+        types: None,
+    }
+}
+
+// ------------------------------------------------------------------------- queue settings
+//
+// One field each, the rest left as it is: what a test changes is the one setting it is about.
+
+pub fn pause(paused: bool) -> QueuePatch {
+    QueuePatch {
+        paused: Some(paused),
+        ..Default::default()
+    }
+}
+
+pub fn max_workers(n: u32) -> QueuePatch {
+    QueuePatch {
+        max_workers: Some(Some(n)),
+        ..Default::default()
+    }
+}
+
+pub fn zombie_timeout(secs: u32) -> QueuePatch {
+    QueuePatch {
+        zombie_timeout_secs: Some(Some(secs)),
+        ..Default::default()
+    }
+}
+
+pub fn execution_timeout(secs: u32) -> QueuePatch {
+    QueuePatch {
+        execution_timeout_secs: Some(Some(secs)),
+        ..Default::default()
+    }
+}
+
 // ---------------------------------------------------------------------------------- actions
+
+/// Run a store call the way the runtime does under contention: a transient fault (busy
+/// database, deadlock, throttling) changed nothing and is tried again; anything else fails
+/// the test.
+pub async fn retrying<T, Call>(mut call: impl FnMut() -> Call) -> T
+where
+    Call: std::future::Future<Output = StoreResult<T>>,
+{
+    loop {
+        match call().await {
+            Ok(value) => return value,
+            Err(e) if e.is_transient() => tokio::task::yield_now().await,
+            Err(e) => panic!("store call failed: {e}"),
+        }
+    }
+}
+
+/// `racers` tasks, each on its own handle to the database (opened before any starts), set off
+/// together; what each returned, in the order of `n`.
+pub async fn race<T, Racer>(
+    f: &StoreFactory,
+    racers: usize,
+    racer: impl Fn(usize, Arc<dyn Store>) -> Racer,
+) -> Vec<T>
+where
+    T: Send + 'static,
+    Racer: std::future::Future<Output = T> + Send + 'static,
+{
+    let start_line = Arc::new(tokio::sync::Barrier::new(racers));
+    let mut tasks = Vec::with_capacity(racers);
+    for n in 0..racers {
+        let run = racer(n, f.connect().await);
+        let start_line = start_line.clone();
+        tasks.push(tokio::spawn(async move {
+            start_line.wait().await;
+            run.await
+        }));
+    }
+    let mut answers = Vec::with_capacity(racers);
+    for task in tasks {
+        answers.push(task.await.expect("a racer panicked"));
+    }
+    answers
+}
 
 pub async fn enqueue(store: &dyn Store, r: EnqueueRequest) -> JobId {
     let out = store.enqueue(r).await.expect("enqueue");
@@ -172,13 +289,13 @@ pub async fn enqueue_n(store: &dyn Store, queue: &str, job_type: &str, n: usize)
     let reqs = (0..n)
         .map(|i| EnqueueRequest::new(queue, job_type, format!(r#"{{"i":{i}}}"#)))
         .collect();
-    store
-        .enqueue_batch(reqs)
-        .await
-        .expect("enqueue batch")
-        .into_iter()
-        .map(|o| o.id)
-        .collect()
+    enqueue_all(store, reqs).await
+}
+
+/// One batch; the ids in request order.
+pub async fn enqueue_all(store: &dyn Store, reqs: Vec<EnqueueRequest>) -> Vec<JobId> {
+    let outcomes = store.enqueue_batch(reqs).await.expect("enqueue batch");
+    outcomes.into_iter().map(|o| o.id).collect()
 }
 
 pub async fn claim(store: &dyn Store, worker: &str, limit: u32) -> Vec<JobId> {
@@ -196,13 +313,7 @@ pub async fn claim_jobs(
     queues: Option<Vec<String>>,
 ) -> Vec<Job> {
     store
-        .claim_batch(ClaimRequest {
-            worker_id: worker.into(),
-            limit,
-            start: 0,
-            queues,
-            types: None,
-        })
+        .claim_batch(claim_request(worker, limit, queues))
         .await
         .expect("claim batch")
 }
@@ -212,11 +323,8 @@ pub async fn claim_jobs(
 pub async fn claim_starting(store: &dyn Store, worker: &str, limit: u32, start: u32) -> Vec<Job> {
     store
         .claim_batch(ClaimRequest {
-            worker_id: worker.into(),
-            limit,
             start,
-            queues: None,
-            types: None,
+            ..claim_request(worker, limit, None)
         })
         .await
         .expect("claim batch")
@@ -251,6 +359,28 @@ pub async fn processing_job(store: &dyn Store, r: EnqueueRequest, worker: &str) 
     let started = store.mark_processing(worker, &[id]).await.expect("mark");
     assert_eq!(started, vec![id]);
     id
+}
+
+/// Whether asking `worker` to start `ids` started none of them.
+pub async fn starts_none(store: &dyn Store, worker: &str, ids: &[JobId]) -> bool {
+    let started = store.mark_processing(worker, ids).await.expect("mark");
+    started.is_empty()
+}
+
+/// A job due `seconds` from now.
+pub fn due_in(seconds: i64, queue: &str, job_type: &str) -> EnqueueRequest {
+    EnqueueRequest {
+        scheduled_at: Some(now_ms() + secs(seconds)),
+        ..req(queue, job_type)
+    }
+}
+
+/// A job asked to wait `delay_ms` after its enqueue.
+pub fn delayed_by(delay_ms: u64, queue: &str, job_type: &str) -> EnqueueRequest {
+    EnqueueRequest {
+        delay_ms: Some(delay_ms),
+        ..req(queue, job_type)
+    }
 }
 
 pub async fn complete_one(store: &dyn Store, worker: &str, c: Completion) -> bool {
@@ -296,6 +426,28 @@ pub async fn summary(store: &dyn Store) -> Summary {
     store.summary().await.expect("summary")
 }
 
+/// Whether the DLQ error groups count nothing (an emptied group may stay behind at zero).
+pub async fn every_error_group_is_empty(store: &dyn Store) -> bool {
+    let groups = store.top_errors(10).await.expect("top errors");
+    groups.iter().all(|g| g.count == 0)
+}
+
+/// One measure of the throughput buckets of the last `minutes`, summed over them.
+pub async fn throughput_sum(
+    store: &dyn Store,
+    minutes: u32,
+    queue: Option<&str>,
+    measure: impl Fn(&ThroughputBucket) -> u64,
+) -> u64 {
+    store
+        .throughput(minutes, queue)
+        .await
+        .expect("throughput")
+        .iter()
+        .map(measure)
+        .sum()
+}
+
 /// Every row of a pillar matching `filter`, following the pages.
 pub async fn list_all(store: &dyn Store, source: Pillar, filter: JobFilter) -> Vec<JobSummary> {
     let mut query = JobQuery::new(source);
@@ -325,6 +477,13 @@ pub async fn ids_in(store: &dyn Store, source: Pillar, filter: JobFilter) -> Vec
 pub fn sorted(mut ids: Vec<JobId>) -> Vec<JobId> {
     ids.sort();
     ids
+}
+
+/// A filter with only what `set` sets: the one condition a case is about.
+pub fn filter_where(set: impl FnOnce(&mut JobFilter)) -> JobFilter {
+    let mut filter = JobFilter::default();
+    set(&mut filter);
+    filter
 }
 
 pub fn filter_queue(queue: &str) -> JobFilter {

@@ -18,22 +18,8 @@ pub async fn summary_counts_each_state(f: StoreFactory) {
         "an empty store is all zeros"
     );
     enqueue(&*store, req("q", "due")).await;
-    enqueue(
-        &*store,
-        EnqueueRequest {
-            scheduled_at: Some(now_ms() - secs(60)),
-            ..req("q", "overdue")
-        },
-    )
-    .await;
-    enqueue(
-        &*store,
-        EnqueueRequest {
-            scheduled_at: Some(now_ms() + secs(3600)),
-            ..req("q", "later")
-        },
-    )
-    .await;
+    enqueue(&*store, due_in(-60, "q", "overdue")).await;
+    enqueue(&*store, due_in(3600, "q", "later")).await;
     let fetched = enqueue(&*store, req("fetched", "t")).await;
     assert_eq!(
         claim_jobs(&*store, "w1", 1, Some(vec!["fetched".into()])).await[0].id,
@@ -101,14 +87,7 @@ pub async fn queue_stats_counts_and_lag(f: StoreFactory) {
         )
         .await;
     }
-    enqueue(
-        &*store,
-        EnqueueRequest {
-            scheduled_at: Some(now_ms() + secs(600)),
-            ..req("future", "t")
-        },
-    )
-    .await;
+    enqueue(&*store, due_in(600, "future", "t")).await;
     processing_job(&*store, req("busy", "t"), "w1").await;
     enqueue(&*store, req("busy", "t")).await;
     assert_eq!(
@@ -400,17 +379,23 @@ pub async fn ninety_mailbox_failures_are_one_group_until_they_leave(f: StoreFact
     let preview = store.bulk_preview(Pillar::Dlq, &by_group, 5).await.unwrap();
     assert_eq!((preview.matching, preview.sample.len()), (n as u64, 5));
 
+    // One step of the bulk flow over the group's dead letters, from the start.
+    let group_step = |action, limit| {
+        let store = store.clone();
+        let filter = by_group.clone();
+        async move {
+            let step = BulkFilterStep {
+                action,
+                source: Pillar::Dlq,
+                filter: &filter,
+                after: None,
+                limit,
+            };
+            store.bulk_filter_step(step).await.unwrap()
+        }
+    };
     // Resurrect the first 40 through the filter, as the bulk flow does.
-    let step = store
-        .bulk_filter_step(BulkFilterStep {
-            action: BulkAction::Resurrect,
-            source: Pillar::Dlq,
-            filter: &by_group,
-            after: None,
-            limit: 40,
-        })
-        .await
-        .unwrap();
+    let step = group_step(BulkAction::Resurrect, 40).await;
     assert_eq!((step.selected, step.affected), (40, 40));
     let groups = store.top_errors(10).await.unwrap();
     let left = groups
@@ -421,16 +406,7 @@ pub async fn ninety_mailbox_failures_are_one_group_until_they_leave(f: StoreFact
     assert_counters_match_rows(&*store).await;
 
     // Purge the rest through the filter.
-    let step = store
-        .bulk_filter_step(BulkFilterStep {
-            action: BulkAction::Purge,
-            source: Pillar::Dlq,
-            filter: &by_group,
-            after: None,
-            limit: 1000,
-        })
-        .await
-        .unwrap();
+    let step = group_step(BulkAction::Purge, 1000).await;
     assert_eq!((step.selected, step.affected), (50, 50));
     let groups = store.top_errors(10).await.unwrap();
     assert!(

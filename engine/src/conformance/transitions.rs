@@ -142,13 +142,7 @@ pub async fn retry_puts_the_job_back_with_its_error(f: StoreFactory) {
     let s = summary(&*store).await;
     assert_eq!(counts(&s), [0, 1, 0, 0, 0, 0]);
     assert_eq!(s.retried_5m, 1);
-    let retried: u64 = store
-        .throughput(5, None)
-        .await
-        .unwrap()
-        .iter()
-        .map(|b| b.retried)
-        .sum();
+    let retried = throughput_sum(&*store, 5, None, |b| b.retried).await;
     assert_eq!(retried, 1);
 
     // A second attempt: retry due now, then it dies; both errors are kept.
@@ -363,13 +357,7 @@ pub async fn cancel_of_pending_or_fetched_dead_letters_at_once(f: StoreFactory) 
         );
     }
     // The worker that buffered the cancelled job cannot start it.
-    assert!(
-        store
-            .mark_processing("w1", &[fetched])
-            .await
-            .unwrap()
-            .is_empty()
-    );
+    assert!(starts_none(&*store, "w1", &[fetched]).await);
     let s = summary(&*store).await;
     assert_eq!(counts(&s), [0, 0, 0, 0, 0, 2]);
     assert_counters_match_rows(&*store).await;
@@ -740,14 +728,7 @@ pub async fn purge_deletes_from_each_pillar(f: StoreFactory) {
     let q = store.queue_stats().await.unwrap();
     let q = q.iter().find(|q| q.queue == "q").unwrap();
     assert_eq!((q.succeeded, q.failed), (0, 0));
-    assert!(
-        store
-            .top_errors(10)
-            .await
-            .unwrap()
-            .iter()
-            .all(|g| g.count == 0)
-    );
+    assert!(every_error_group_is_empty(&*store).await);
     assert_counters_match_rows(&*store).await;
 }
 
@@ -881,34 +862,24 @@ pub async fn bulk_by_filter_respects_filter_and_cap(f: StoreFactory) {
     let page = store.list_jobs(&big).await.unwrap();
     assert_eq!(page.items.len(), crate::query::MAX_PAGE_SIZE as usize);
     assert!(page.next.is_some());
-    let cancelled = door(&store)
-        .bulk_by_filter(
-            "op",
-            BulkAction::Cancel,
-            Pillar::Hot,
-            &filter_queue("big"),
-            10_000,
-            |_| {},
-        )
-        .await
-        .unwrap()
-        .done;
+    // An operator's bulk action on every job of `queue` in `pillar`, at most `cap` of them.
+    let bulk_on_queue = |action, pillar, queue: &'static str, cap| {
+        let store = store.clone();
+        async move {
+            let filter = filter_queue(queue);
+            let report = door(&store)
+                .bulk_by_filter("op", action, pillar, &filter, cap, |_| {})
+                .await
+                .unwrap();
+            report.done
+        }
+    };
+    let cancelled = bulk_on_queue(BulkAction::Cancel, Pillar::Hot, "big", 10_000).await;
     assert_eq!(cancelled, 700);
     let s = summary(&*store).await;
     assert_eq!((s.pending, s.dlq), (5, 700));
 
-    let resurrected = door(&store)
-        .bulk_by_filter(
-            "op",
-            BulkAction::Resurrect,
-            Pillar::Dlq,
-            &filter_queue("big"),
-            650,
-            |_| {},
-        )
-        .await
-        .unwrap()
-        .done;
+    let resurrected = bulk_on_queue(BulkAction::Resurrect, Pillar::Dlq, "big", 650).await;
     assert_eq!(resurrected, 650, "the cap holds");
     let s = summary(&*store).await;
     assert_eq!((s.pending, s.dlq), (655, 50));
@@ -919,18 +890,7 @@ pub async fn bulk_by_filter_respects_filter_and_cap(f: StoreFactory) {
         50
     );
 
-    let purged = door(&store)
-        .bulk_by_filter(
-            "op",
-            BulkAction::Purge,
-            Pillar::Hot,
-            &filter_queue("small"),
-            2,
-            |_| {},
-        )
-        .await
-        .unwrap()
-        .done;
+    let purged = bulk_on_queue(BulkAction::Purge, Pillar::Hot, "small", 2).await;
     assert_eq!(purged, 2);
     assert_eq!(
         ids_in(&*store, Pillar::Hot, filter_queue("small"))
@@ -938,18 +898,7 @@ pub async fn bulk_by_filter_respects_filter_and_cap(f: StoreFactory) {
             .len(),
         3
     );
-    let none = door(&store)
-        .bulk_by_filter(
-            "op",
-            BulkAction::Purge,
-            Pillar::Dlq,
-            &filter_queue("nothing"),
-            100,
-            |_| {},
-        )
-        .await
-        .unwrap()
-        .done;
+    let none = bulk_on_queue(BulkAction::Purge, Pillar::Dlq, "nothing", 100).await;
     assert_eq!(none, 0);
     assert_eq!(summary(&*store).await.dlq, 50);
     assert_counters_match_rows(&*store).await;

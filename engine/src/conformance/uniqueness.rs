@@ -2,7 +2,6 @@
 //! finished (in the states the window counts), through retention and across handles.
 
 use std::collections::HashSet;
-use std::sync::Arc;
 use std::time::Duration;
 
 use super::support::*;
@@ -208,35 +207,19 @@ pub async fn racing_enqueues_of_one_unique_key_create_one_job(f: StoreFactory) {
     let r = unique("race-1", HOUR_MS, &[UniqueState::Succeeded]);
     let mut holder = None;
     for round in 0..2 {
-        let start_line = Arc::new(tokio::sync::Barrier::new(PRODUCERS));
-        let mut tasks = Vec::new();
-        for n in 0..PRODUCERS {
-            let handle = f.connect().await;
-            let start_line = start_line.clone();
+        let outcomes = race(&f, PRODUCERS, |n, handle| {
             let r = r.clone();
-            tasks.push(tokio::spawn(async move {
-                start_line.wait().await;
-                loop {
-                    let outcome = if n % 2 == 0 {
-                        handle.enqueue(r.clone()).await
-                    } else {
-                        handle
-                            .enqueue_batch(vec![r.clone()])
-                            .await
-                            .map(|mut o| o.remove(0))
-                    };
-                    match outcome {
-                        Ok(o) => break o,
-                        Err(e) if e.is_transient() => tokio::task::yield_now().await,
-                        Err(e) => panic!("enqueue failed: {e}"),
-                    }
+            async move {
+                if n % 2 == 0 {
+                    retrying(|| handle.enqueue(r.clone())).await
+                } else {
+                    retrying(|| handle.enqueue_batch(vec![r.clone()]))
+                        .await
+                        .remove(0)
                 }
-            }));
-        }
-        let mut outcomes = Vec::new();
-        for t in tasks {
-            outcomes.push(t.await.unwrap());
-        }
+            }
+        })
+        .await;
         let ids: HashSet<JobId> = outcomes.iter().map(|o| o.id).collect();
         assert_eq!(ids.len(), 1, "round {round}: everyone got the same id");
         let created = outcomes.iter().filter(|o| o.created).count();

@@ -7,12 +7,10 @@ use std::time::{Duration, Instant};
 use tokio::sync::Notify;
 
 use crate::config::EngineConfig;
+use crate::conformance::support::{claim, complete_one, execution_timeout, succeeded};
 use crate::engine::Engine;
 use crate::handler::{HandlerRegistry, JobContext};
-use crate::model::{
-    CancelOutcome, ClaimRequest, Completion, EngineSettings, EnqueueRequest, FailureReason,
-    JobState, QueuePatch,
-};
+use crate::model::{CancelOutcome, EngineSettings, EnqueueRequest, FailureReason, JobState};
 use crate::runtime::heartbeat::{JobHeartbeat, JobHeartbeatConfig};
 use crate::runtime::instance::{InstanceHeartbeat, InstanceHeartbeatConfig};
 use crate::runtime::periodic::Periodic;
@@ -43,18 +41,27 @@ fn quiet_config() -> EngineConfig {
     }
 }
 
-/// A handler that signals its start and then never finishes on its own.
-fn blocking_handlers(started: Arc<Notify>) -> HandlerRegistry {
+async fn start_quiet(store: Arc<dyn Store>, handlers: HandlerRegistry) -> Engine {
+    Engine::start(store, handlers, quiet_config())
+        .await
+        .unwrap()
+}
+
+/// A quiet engine on the file in `dir` whose `block` jobs signal their start on the returned
+/// notify and then never finish on their own.
+async fn start_blocking(dir: &tempfile::TempDir) -> (Engine, Arc<Notify>) {
+    let started = Arc::new(Notify::new());
+    let signal = started.clone();
     let mut handlers = HandlerRegistry::new();
     handlers.register("block", move |_: JobContext, _: serde_json::Value| {
-        let started = started.clone();
+        let signal = signal.clone();
         async move {
-            started.notify_one();
+            signal.notify_one();
             std::future::pending::<()>().await;
             Ok(())
         }
     });
-    handlers
+    (start_quiet(open(dir).await, handlers).await, started)
 }
 
 fn reason(outcome: &WaitOutcome) -> Option<FailureReason> {
@@ -67,19 +74,9 @@ fn reason(outcome: &WaitOutcome) -> Option<FailureReason> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn job_heartbeat_iteration_carries_a_cancel_from_another_process() {
     let dir = tempfile::tempdir().unwrap();
-    let started = Arc::new(Notify::new());
-    let engine = Engine::start(
-        open(&dir).await,
-        blocking_handlers(started.clone()),
-        quiet_config(),
-    )
-    .await
-    .unwrap();
-    let id = engine
-        .enqueue(EnqueueRequest::new("q", "block", ""))
-        .await
-        .unwrap()
-        .id;
+    let (engine, started) = start_blocking(&dir).await;
+    let req = EnqueueRequest::new("q", "block", "");
+    let id = engine.enqueue(req).await.unwrap().id;
     started.notified().await;
     let other = open(&dir).await;
     assert_eq!(other.cancel(id).await.unwrap(), CancelOutcome::Requested);
@@ -96,9 +93,7 @@ async fn job_heartbeat_iteration_carries_a_cancel_from_another_process() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn job_heartbeat_jitter_stays_within_twenty_percent() {
     let dir = tempfile::tempdir().unwrap();
-    let engine = Engine::start(open(&dir).await, HandlerRegistry::new(), quiet_config())
-        .await
-        .unwrap();
+    let engine = start_quiet(open(&dir).await, HandlerRegistry::new()).await;
     let beat = job_heartbeat(&engine);
     for _ in 0..1_000 {
         let d = beat.next_wait();
@@ -113,9 +108,7 @@ async fn job_heartbeat_jitter_stays_within_twenty_percent() {
 async fn instance_heartbeat_iteration_registers_and_follows_stored_settings() {
     let dir = tempfile::tempdir().unwrap();
     let store = open(&dir).await;
-    let engine = Engine::start(store.clone(), HandlerRegistry::new(), quiet_config())
-        .await
-        .unwrap();
+    let engine = start_quiet(store.clone(), HandlerRegistry::new()).await;
     let other = open(&dir).await;
     other
         .save_settings(&EngineSettings {
@@ -124,16 +117,7 @@ async fn instance_heartbeat_iteration_registers_and_follows_stored_settings() {
         })
         .await
         .unwrap();
-    other
-        .update_queue(
-            "q",
-            QueuePatch {
-                execution_timeout_secs: Some(Some(7)),
-                ..QueuePatch::default()
-            },
-        )
-        .await
-        .unwrap();
+    other.update_queue("q", execution_timeout(7)).await.unwrap();
 
     let beat = InstanceHeartbeat::new(engine.shared().clone(), InstanceHeartbeatConfig::default());
     beat.run_once().await.unwrap();
@@ -159,14 +143,7 @@ async fn instance_heartbeat_iteration_registers_and_follows_stored_settings() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn watchdog_iteration_times_out_an_overdue_job() {
     let dir = tempfile::tempdir().unwrap();
-    let started = Arc::new(Notify::new());
-    let engine = Engine::start(
-        open(&dir).await,
-        blocking_handlers(started.clone()),
-        quiet_config(),
-    )
-    .await
-    .unwrap();
+    let (engine, started) = start_blocking(&dir).await;
     let mut req = EnqueueRequest::new("q", "block", "");
     req.max_attempts = Some(1);
     let id = engine.enqueue(req).await.unwrap().id;
@@ -208,29 +185,10 @@ async fn sweeper_iteration_wakes_waiters_of_jobs_finished_elsewhere() {
     let (_waiter, resolved) = shared.waiters.register(id);
     // Another process runs the job by hand.
     let other = open(&dir).await;
-    let claimed = other
-        .claim_batch(ClaimRequest {
-            worker_id: "elsewhere".into(),
-            limit: 1,
-            start: 0,
-            queues: None,
-            types: None,
-        })
-        .await
-        .unwrap();
-    assert_eq!(claimed.len(), 1);
+    assert_eq!(claim(&*other, "elsewhere", 1).await, [id]);
     other.mark_processing("elsewhere", &[id]).await.unwrap();
-    other
-        .complete(
-            "elsewhere",
-            vec![Completion::Succeeded {
-                id,
-                result: Some("7".into()),
-                duration_ms: 1,
-            }],
-        )
-        .await
-        .unwrap();
+    let finished = succeeded(id, Some("7"));
+    assert!(complete_one(&*other, "elsewhere", finished).await);
 
     let sweeper = ResultSweeper::new(store, shared.waiters.clone(), SweeperConfig::default());
     assert_eq!(sweeper.run_once().await.unwrap(), 1);

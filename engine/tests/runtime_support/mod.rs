@@ -1,6 +1,6 @@
-//! Helpers shared by the runtime integration tests: temp SQLite stores, gates that handlers
-//! block on, a condition wait, and a `Store` wrapper that counts result-sweep calls and can
-//! refuse to commit completions.
+//! Helpers shared by the runtime integration tests: temp SQLite stores, engines started on
+//! them, gates that handlers block on, a condition wait, and a `Store` wrapper that counts
+//! result-sweep calls and can refuse to commit completions.
 
 #![allow(dead_code)]
 
@@ -20,6 +20,30 @@ pub async fn open_store() -> (TempDir, Arc<dyn Store>) {
     let dir = tempfile::tempdir().unwrap();
     let store = reopen(&dir).await;
     (dir, store)
+}
+
+/// A fresh store whose retries fall due 10 ms after a failure, so retry tests wait out no
+/// backoff.
+pub async fn open_fast_retrying_store() -> (TempDir, Arc<dyn Store>) {
+    let (dir, store) = open_store().await;
+    let settings = EngineSettings {
+        retry: RetrySettings {
+            base_delay_ms: 10,
+            jitter_ms: 0,
+            ..RetrySettings::default()
+        },
+        ..EngineSettings::default()
+    };
+    store.save_settings(&settings).await.unwrap();
+    (dir, store)
+}
+
+/// A fresh store behind fresh counts: the counts, and the same store as an engine takes it.
+pub async fn open_counting_store() -> (TempDir, Arc<CountingStore>, Arc<dyn Store>) {
+    let (dir, inner) = open_store().await;
+    let counting = Arc::new(counting_store(inner));
+    let store: Arc<dyn Store> = counting.clone();
+    (dir, counting, store)
 }
 
 /// Another handle on the same file: what a second process would have.
@@ -46,6 +70,105 @@ pub fn test_config() -> EngineConfig {
         shutdown_grace: Duration::from_secs(10),
         ..EngineConfig::default()
     }
+}
+
+/// How long a test waits for a job that should finish: far more than any needs, so reaching
+/// it means the job is stuck.
+pub const WAIT: Duration = Duration::from_secs(30);
+
+pub async fn start(
+    store: Arc<dyn Store>,
+    handlers: HandlerRegistry,
+    config: EngineConfig,
+) -> Engine {
+    Engine::start(store, handlers, config).await.unwrap()
+}
+
+/// An instance that only enqueues and waits: nothing it holds in memory can run a job, so
+/// whatever runs one went through the database.
+pub fn producer_config() -> EngineConfig {
+    EngineConfig {
+        run_workers: false,
+        ..test_config()
+    }
+}
+
+/// One worker: a job that blocks it keeps every later job in the buffer.
+pub fn single_worker_config() -> EngineConfig {
+    EngineConfig {
+        worker_count: Some(1),
+        ..test_config()
+    }
+}
+
+pub async fn enqueue_id(engine: &Engine, queue: &str, job_type: &str) -> JobId {
+    let outcome = engine
+        .enqueue(EnqueueRequest::new(queue, job_type, ""))
+        .await
+        .unwrap();
+    outcome.id
+}
+
+/// `n` jobs enqueued one at a time, each waking the fetcher as a caller's enqueue does.
+pub async fn enqueue_ids(engine: &Engine, queue: &str, job_type: &str, n: usize) -> Vec<JobId> {
+    let mut ids = Vec::with_capacity(n);
+    for _ in 0..n {
+        ids.push(enqueue_id(engine, queue, job_type).await);
+    }
+    ids
+}
+
+/// Handlers with only `key`, registered to block on the returned gate.
+pub fn gated_handlers(key: &str) -> (HandlerRegistry, Gate) {
+    let gate = Gate::new();
+    let mut handlers = HandlerRegistry::new();
+    register_blocking(&mut handlers, key, &gate);
+    (handlers, gate)
+}
+
+/// An engine on `store` with one job of `job_type` running: its handler, registered on the
+/// returned gate by `register`, has arrived there.
+pub async fn start_running_one(
+    store: &Arc<dyn Store>,
+    config: EngineConfig,
+    job_type: &str,
+    register: impl FnOnce(&mut HandlerRegistry, &str, &Gate),
+) -> (Engine, Gate, JobId) {
+    let gate = Gate::new();
+    let mut handlers = HandlerRegistry::new();
+    register(&mut handlers, job_type, &gate);
+    let engine = start(store.clone(), handlers, config).await;
+    let id = enqueue_id(&engine, "default", job_type).await;
+    gate.wait_arrivals(1).await;
+    (engine, gate, id)
+}
+
+/// Enqueue one job and wait for its end.
+pub async fn run_job(engine: &Engine, queue: &str, job_type: &str, payload: &str) -> WaitOutcome {
+    let req = EnqueueRequest::new(queue, job_type, payload);
+    engine.enqueue_and_wait(req, WAIT).await.unwrap().1
+}
+
+pub fn succeeded_job(outcome: WaitOutcome) -> Job {
+    match outcome {
+        WaitOutcome::Succeeded { job } => job,
+        other => panic!("expected success, got {other:?}"),
+    }
+}
+
+/// Wait for each job to end, and fail unless each succeeded.
+pub async fn assert_all_succeed(engine: &Engine, ids: &[JobId]) {
+    for id in ids {
+        succeeded_job(engine.wait(*id, WAIT).await.unwrap());
+    }
+}
+
+pub async fn states(store: &Arc<dyn Store>, ids: &[JobId]) -> Vec<JobState> {
+    let mut states = Vec::with_capacity(ids.len());
+    for id in ids {
+        states.push(store.get_job(*id).await.unwrap().unwrap().state);
+    }
+    states
 }
 
 /// Wait until `cond` holds, for conditions no signal announces (a job sitting in the
@@ -132,6 +255,33 @@ impl Gate {
     }
 }
 
+/// A count a test can wait on: `reached(n)` resolves once `n` have been added.
+#[derive(Default)]
+pub struct AwaitedCount {
+    value: AtomicUsize,
+    changed: Notify,
+}
+
+impl AwaitedCount {
+    pub fn add_one(&self) {
+        self.value.fetch_add(1, Ordering::SeqCst);
+        self.changed.notify_waiters();
+    }
+
+    pub async fn reached(&self, n: usize) {
+        loop {
+            // Registered before the check, so an addition between the two still wakes us.
+            let changed = self.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if self.value.load(Ordering::SeqCst) >= n {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
 /// Delegates to a real store and counts `finished_jobs` calls (only the result sweep makes
 /// them) and `mark_processing` calls (only buffered jobs need them). While
 /// `refuse_completions` is on, `complete` fails the way a full disk makes it fail.
@@ -142,9 +292,8 @@ pub struct Counts {
     mark_processing: AtomicUsize,
     refuse_completions: AtomicBool,
     refused: Notify,
-    /// `get_job` calls that have returned, and a signal for each.
-    jobs_read: AtomicUsize,
-    job_read: Notify,
+    /// `get_job` calls that have returned.
+    jobs_read: AwaitedCount,
 }
 
 /// A real store wrapped in fresh counts.
@@ -156,8 +305,7 @@ pub fn counting_store(inner: Arc<dyn Store>) -> CountingStore {
             mark_processing: AtomicUsize::new(0),
             refuse_completions: AtomicBool::new(false),
             refused: Notify::new(),
-            jobs_read: AtomicUsize::new(0),
-            job_read: Notify::new(),
+            jobs_read: AwaitedCount::default(),
         },
     )
 }
@@ -165,15 +313,7 @@ pub fn counting_store(inner: Arc<dyn Store>) -> CountingStore {
 impl Counts {
     /// Resolves once `n` `get_job` calls have returned their answer.
     pub async fn jobs_read(&self, n: usize) {
-        loop {
-            let read = self.job_read.notified();
-            tokio::pin!(read);
-            read.as_mut().enable();
-            if self.jobs_read.load(Ordering::SeqCst) >= n {
-                return;
-            }
-            read.await;
-        }
+        self.jobs_read.reached(n).await;
     }
 
     pub fn refuse_completions(&self, refuse: bool) {
@@ -219,8 +359,7 @@ impl Interpose for Counts {
 
     fn after(&self, call: StoreCall) {
         if call == StoreCall::GetJob {
-            self.jobs_read.fetch_add(1, Ordering::SeqCst);
-            self.job_read.notify_waiters();
+            self.jobs_read.add_one();
         }
     }
 }
@@ -228,15 +367,71 @@ impl Interpose for Counts {
 /// Register `key` as a handler that arrives at `gate` and holds its worker until the gate
 /// opens: the way these tests keep the only worker busy.
 pub fn register_blocking(handlers: &mut HandlerRegistry, key: &str, gate: &Gate) {
+    register_gated(handlers, key, gate, ());
+}
+
+/// Like [`register_blocking`], and the job's result is `result`.
+pub fn register_gated<R>(handlers: &mut HandlerRegistry, key: &str, gate: &Gate, result: R)
+where
+    R: serde::Serialize + Clone + Send + Sync + 'static,
+{
+    register_arriving(handlers, key, gate, move |_, gate| {
+        let result = result.clone();
+        async move {
+            gate.wait_open().await;
+            gate.leave();
+            Ok(result)
+        }
+    });
+}
+
+/// Register `key` as a handler that arrives at `gate` and runs until its job is cancelled,
+/// then fails its attempt, as a well-behaved handler does.
+pub fn register_until_cancelled(handlers: &mut HandlerRegistry, key: &str, gate: &Gate) {
+    register_arriving(handlers, key, gate, |ctx, _| async move {
+        ctx.cancellation().cancelled().await;
+        Err::<(), _>(HandlerError::transient("stopped by its cancellation"))
+    });
+}
+
+/// Register `key` as a handler that arrives at `gate` and never finishes. It ignores its
+/// cancellation on purpose: only the runtime dropping its future stops it.
+pub fn register_hanging(handlers: &mut HandlerRegistry, key: &str, gate: &Gate) {
+    register_arriving(handlers, key, gate, |_, _| async {
+        std::future::pending::<()>().await;
+        Ok(())
+    });
+}
+
+/// Register `key` as a handler that arrives at `gate` as its job starts, then goes on as
+/// `then` says.
+fn register_arriving<R, Then, Fut>(
+    handlers: &mut HandlerRegistry,
+    key: &str,
+    gate: &Gate,
+    then: Then,
+) where
+    R: serde::Serialize + Send + 'static,
+    Then: Fn(JobContext, Gate) -> Fut + Send + Sync + 'static,
+    Fut: std::future::Future<Output = Result<R, HandlerError>> + Send + 'static,
+{
     let gate = gate.clone();
-    handlers.register(key, move |_: JobContext, _: serde_json::Value| {
+    handlers.register(key, move |ctx: JobContext, _: serde_json::Value| {
+        let rest = then(ctx, gate.clone());
         let gate = gate.clone();
         async move {
             gate.arrive();
-            gate.wait_open().await;
-            Ok(())
+            rest.await
         }
     });
+}
+
+/// Register `key` as a handler whose result is its payload.
+pub fn register_echo(handlers: &mut HandlerRegistry, key: &str) {
+    handlers.register(
+        key,
+        |_: JobContext, payload: serde_json::Value| async move { Ok(payload) },
+    );
 }
 
 /// Register `key` as a no-op handler that counts its runs.

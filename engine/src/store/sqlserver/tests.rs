@@ -309,25 +309,8 @@ fn final_moves_count_batch_members_in_their_transaction() {
 /// these cases changes, the statement's predicates must change with it.
 #[test]
 fn the_due_rule_in_t_sql_is_the_engines() {
-    use crate::batch::{Batch, BatchCallback, BatchCallbacks, BatchEvent, BatchId};
-    let batch = |total, succeeded, dead| Batch {
-        id: BatchId::new(),
-        description: None,
-        created_by: None,
-        created_at: chrono::Utc::now(),
-        total,
-        succeeded,
-        dead,
-        finished_at: None,
-        callbacks: BatchCallbacks {
-            on_success: Some(BatchCallback::new("q", "s")),
-            on_complete: Some(BatchCallback::new("q", "c")),
-            on_death: Some(BatchCallback::new("q", "d")),
-        },
-        success_job_id: None,
-        complete_job_id: None,
-        death_job_id: None,
-    };
+    use crate::batch::BatchEvent;
+    use crate::batch::tests::batch;
     // on_death: this move killed a member (newly_dead) and the batch has a death.
     assert_eq!(batch(3, 1, 1).due_callbacks(true), [BatchEvent::Death]);
     assert!(batch(3, 1, 1).due_callbacks(false).is_empty());
