@@ -110,9 +110,10 @@ impl EngineEvent {
     }
 }
 
-/// The sending side, shared by every part of the runtime.
+/// The sending side, shared by every part of the runtime and the operations layer. Public
+/// only as a type (a sweep is handed one); sending stays inside the engine.
 #[derive(Debug, Clone)]
-pub(crate) struct EventBus {
+pub struct EventBus {
     tx: broadcast::Sender<EngineEvent>,
 }
 

@@ -272,7 +272,7 @@ mod export {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use opentelemetry::trace::TracerProvider as _;
     use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
     use tracing_subscriber::layer::SubscriberExt;
@@ -280,6 +280,21 @@ mod tests {
     use super::*;
 
     const CALLER: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+
+    /// Spans exported on this thread until the guard drops, as an OpenTelemetry layer sees
+    /// them. Callsites other tests in this process met first, under no subscriber, are asked
+    /// again, so none stays cached as "never".
+    pub(crate) fn capture_spans() -> (InMemorySpanExporter, tracing::subscriber::DefaultGuard) {
+        let exporter = InMemorySpanExporter::default();
+        let provider = SdkTracerProvider::builder()
+            .with_simple_exporter(exporter.clone())
+            .build();
+        let subscriber = tracing_subscriber::registry()
+            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
+        let guard = tracing::subscriber::set_default(subscriber);
+        tracing::callsite::rebuild_interest_cache();
+        (exporter, guard)
+    }
 
     fn headers(traceparent: &str) -> HeaderMap {
         let mut headers = HeaderMap::new();
@@ -290,13 +305,7 @@ mod tests {
 
     #[test]
     fn a_request_span_joins_the_callers_trace() {
-        let exporter = InMemorySpanExporter::default();
-        let provider = SdkTracerProvider::builder()
-            .with_simple_exporter(exporter.clone())
-            .build();
-        let subscriber = tracing_subscriber::registry()
-            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let (exporter, _guard) = capture_spans();
 
         let span = request_span("POST", "/api/v1/jobs", &headers(CALLER));
         // What an enqueue inside the request stores: the caller's trace, this span's id.
@@ -326,13 +335,7 @@ mod tests {
 
     #[test]
     fn a_bad_traceparent_starts_a_new_trace() {
-        let exporter = InMemorySpanExporter::default();
-        let provider = SdkTracerProvider::builder()
-            .with_simple_exporter(exporter.clone())
-            .build();
-        let subscriber = tracing_subscriber::registry()
-            .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
-        let _guard = tracing::subscriber::set_default(subscriber);
+        let (exporter, _guard) = capture_spans();
         let span = request_span("POST", "/api/v1/jobs", &headers("00-garbage"));
         let inside = span.in_scope(trace::current).expect("a context of its own");
         assert_ne!(

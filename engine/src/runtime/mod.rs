@@ -39,22 +39,20 @@ pub(crate) mod lifecycle;
 pub(crate) mod outcome;
 pub(crate) mod periodic;
 pub(crate) mod pool;
-pub(crate) mod pruner;
-pub(crate) mod rescuer;
 pub(crate) mod result_sweeper;
 pub(crate) mod scheduler;
 pub(crate) mod snapshot;
 pub(crate) mod starter;
+pub mod sweeper;
 pub(crate) mod timeouts;
 
 #[cfg(test)]
 mod tests;
 
 pub use circuit_breaker::BreakerConfig;
-pub use pruner::{Pruner, PrunerConfig};
-pub use rescuer::{Rescuer, RescuerConfig};
 pub use retry::RetryPolicy;
 pub use snapshot::{BreakerInfo, BreakerStateName, RuntimeCounters, RuntimeSnapshot};
+pub use sweeper::{Pruner, PrunerConfig, Rescuer, RescuerConfig};
 
 use crate::events::{EngineEvent, EventBus, EventKind};
 use crate::running::{RunningJob, RunningJobs};

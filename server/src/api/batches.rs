@@ -17,7 +17,7 @@ use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::ApiJson;
 use super::extract::ApiQuery;
 use super::principal::{Operator, Viewer};
-use super::responses::{JsonBodyErrors, OperatorErrors, ReadErrors};
+use super::responses::{BatchBodyErrors, OperatorErrors, ReadErrors};
 
 const DEFAULT_PAGE: u32 = 50;
 const MAX_PAGE: u32 = 500;
@@ -53,9 +53,8 @@ fn not_found(id: BatchId) -> ApiError {
     responses(
         (status = 201, description = "Created", body = BatchCreatedView),
         (status = 400, description = "Invalid input; nothing was written", body = ErrorBody),
-        (status = 413, description = "Body too large (32 MiB per batch)", body = ErrorBody),
         OperatorErrors,
-        JsonBodyErrors,
+        BatchBodyErrors,
     )
 )]
 pub async fn create_batch(

@@ -17,7 +17,7 @@ use super::dto::{
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, ApiQuery, OptionalApiJson, parse_job_id, parse_wait};
 use super::principal::{Operator, Viewer};
-use super::responses::{JsonBodyErrors, OperatorErrors, ReadErrors};
+use super::responses::{BatchBodyErrors, OperatorErrors, ReadErrors, SingleBodyErrors};
 
 /// `?wait=`: how long to long-poll for the job to finish.
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -88,9 +88,8 @@ fn created_status(created: bool) -> StatusCode {
         (status = 201, description = "Created", body = Enqueued),
         (status = 200, description = "Duplicate idempotency key: the existing job", body = Enqueued),
         (status = 400, description = "Invalid input; nothing was written", body = ErrorBody),
-        (status = 413, description = "Body too large (1.25 MiB per job)", body = ErrorBody),
         OperatorErrors,
-        JsonBodyErrors,
+        SingleBodyErrors,
     )
 )]
 pub async fn enqueue(
@@ -120,9 +119,8 @@ pub async fn enqueue(
         (status = 201, description = "At least one job created", body = BatchEnqueued),
         (status = 200, description = "All duplicates", body = BatchEnqueued),
         (status = 400, description = "Invalid input; nothing was written", body = ErrorBody),
-        (status = 413, description = "Body too large (32 MiB per batch)", body = ErrorBody),
         OperatorErrors,
-        JsonBodyErrors,
+        BatchBodyErrors,
     )
 )]
 pub async fn enqueue_batch(
@@ -224,9 +222,8 @@ pub async fn cancel(
         (status = 400, description = "Not a job id, or invalid edits", body = ErrorBody),
         (status = 404, description = "No such job", body = ErrorBody),
         (status = 409, description = "The job is not in the dead-letter queue", body = ErrorBody),
-        (status = 413, description = "Body too large (1.25 MiB)", body = ErrorBody),
         OperatorErrors,
-        JsonBodyErrors,
+        SingleBodyErrors,
     )
 )]
 pub async fn resurrect(

@@ -56,6 +56,9 @@ pub const MAX_WAIT: Duration = Duration::from_secs(60);
 pub const SINGLE_BODY_LIMIT: usize = MAX_PAYLOAD_BYTES + 256 * 1024;
 /// Body limit for batches.
 pub const BATCH_BODY_LIMIT: usize = 32 * 1024 * 1024;
+/// Body limit for every other request (the worker protocol's small bodies): axum's own
+/// default, stated here so the document can say it.
+pub const DEFAULT_BODY_LIMIT: usize = 2 * 1024 * 1024;
 
 /// Who sent this `Authorization` header value; `None` = not authenticated.
 pub type Authenticator = Arc<dyn Fn(Option<&str>) -> Option<Principal> + Send + Sync>;
@@ -214,7 +217,8 @@ fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(workers::progress))
         .routes(routes!(workers::fail))
         .routes(routes!(workers::release))
-        .routes(routes!(openapi_json));
+        .routes(routes!(openapi_json))
+        .layer(DefaultBodyLimit::max(DEFAULT_BODY_LIMIT));
     OpenApiRouter::with_openapi(ApiDoc::openapi()).nest(PREFIX, single.merge(batch).merge(rest))
 }
 

@@ -11,7 +11,7 @@ use utoipa::ToSchema;
 use super::ApiState;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, parse_job_id};
-use super::responses::JsonBodyErrors;
+use super::responses::SingleBodyErrors;
 use super::wire::integer;
 
 /// Longest progress message kept.
@@ -45,8 +45,7 @@ pub struct ProgressReport {
         (status = 400, description = "Not a job id, no token, or percent over 100", body = ErrorBody),
         (status = 403, description = "A cross-site request", body = ErrorBody),
         (status = 404, description = "No attempt of this job in flight here holds that token", body = ErrorBody),
-        (status = 413, description = "Body too large", body = ErrorBody),
-        JsonBodyErrors,
+        SingleBodyErrors,
     )
 )]
 pub async fn report_progress(

@@ -11,7 +11,7 @@ use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::ApiJson;
 use super::limits::Name;
 use super::principal::{Operator, Viewer};
-use super::responses::{JsonBodyErrors, OperatorErrors, ReadErrors};
+use super::responses::{OperatorErrors, ReadErrors, SingleBodyErrors};
 
 /// Every queue that has settings or jobs, with its settings, live counts and lag.
 #[utoipa::path(
@@ -104,9 +104,8 @@ pub async fn resume(
         (status = 200, description = "The queue's settings after the change", body = QueueSettings),
         (status = 400, description = "Invalid input; nothing was changed", body = ErrorBody),
         (status = 409, description = "`lag_crit_secs` would be below `lag_warn_secs`", body = ErrorBody),
-        (status = 413, description = "Body too large", body = ErrorBody),
         OperatorErrors,
-        JsonBodyErrors,
+        SingleBodyErrors,
     )
 )]
 pub async fn update_queue(

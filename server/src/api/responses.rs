@@ -70,18 +70,61 @@ impl IntoResponses for WorkerErrors {
     }
 }
 
-/// What any operation with a JSON body may answer about the body itself (its size limit,
-/// 413, differs per operation and is listed with it).
-pub struct JsonBodyErrors;
+/// What an operation with a JSON body may answer about the body itself, under a body limit
+/// of `limit` bytes.
+fn json_body_errors(limit: usize) -> BTreeMap<String, RefOr<Response>> {
+    let too_large = format!("Body too large (over {})", mib(limit));
+    responses(&[
+        ("413", too_large.as_str()),
+        (
+            "408",
+            "The body did not arrive within `http.request_body_timeout`",
+        ),
+        ("415", "Body not sent as JSON"),
+    ])
+}
 
-impl IntoResponses for JsonBodyErrors {
+/// `limit` bytes in MiB, as a person reads it: `1.25 MiB`, `32 MiB`.
+fn mib(limit: usize) -> String {
+    let mib = limit as f64 / (1024.0 * 1024.0);
+    let text = format!("{mib:.2}");
+    format!("{} MiB", text.trim_end_matches('0').trim_end_matches('.'))
+}
+
+/// The body errors of an operation on one job's worth of JSON ([`super::SINGLE_BODY_LIMIT`]).
+pub struct SingleBodyErrors;
+
+impl IntoResponses for SingleBodyErrors {
     fn responses() -> BTreeMap<String, RefOr<Response>> {
-        responses(&[
-            (
-                "408",
-                "The body did not arrive within `http.request_body_timeout`",
-            ),
-            ("415", "Body not sent as JSON"),
-        ])
+        json_body_errors(super::SINGLE_BODY_LIMIT)
+    }
+}
+
+/// The body errors of an operation on many jobs at once ([`super::BATCH_BODY_LIMIT`]).
+pub struct BatchBodyErrors;
+
+impl IntoResponses for BatchBodyErrors {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        json_body_errors(super::BATCH_BODY_LIMIT)
+    }
+}
+
+/// The body errors of an operation with a small body, under the server's default limit
+/// ([`super::DEFAULT_BODY_LIMIT`]).
+pub struct SmallBodyErrors;
+
+impl IntoResponses for SmallBodyErrors {
+    fn responses() -> BTreeMap<String, RefOr<Response>> {
+        json_body_errors(super::DEFAULT_BODY_LIMIT)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn limits_read_in_mib() {
+        assert_eq!(super::mib(super::super::BATCH_BODY_LIMIT), "32 MiB");
+        assert_eq!(super::mib(super::super::SINGLE_BODY_LIMIT), "1.25 MiB");
+        assert_eq!(super::mib(2 * 1024 * 1024), "2 MiB");
     }
 }

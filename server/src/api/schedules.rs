@@ -23,7 +23,7 @@ use super::limits::{
     DEFAULT_RUNS, DEFAULT_UPCOMING, IanaTimeZone, MAX_RUNS, MAX_UPCOMING, ScheduleName, check_count,
 };
 use super::principal::{Operator, Viewer};
-use super::responses::{JsonBodyErrors, OperatorErrors, ReadErrors};
+use super::responses::{OperatorErrors, ReadErrors, SingleBodyErrors};
 
 /// Every schedule, by name, with its next run and last run.
 #[utoipa::path(
@@ -60,9 +60,8 @@ pub async fn list_schedules(
         (status = 400, description = "Invalid input (a cron expression, time zone, limit); \
                                       nothing was written", body = ErrorBody),
         (status = 409, description = "A schedule by that name exists (`schedule_exists`)", body = ErrorBody),
-        (status = 413, description = "Body too large", body = ErrorBody),
         OperatorErrors,
-        JsonBodyErrors,
+        SingleBodyErrors,
     )
 )]
 pub async fn create_schedule(
@@ -160,9 +159,8 @@ pub async fn get_schedule(
         (status = 400, description = "Invalid input, or a body `name` other than the path's \
                                       (`name_mismatch`); nothing was changed", body = ErrorBody),
         (status = 404, description = "No schedule by that name (`schedule_not_found`)", body = ErrorBody),
-        (status = 413, description = "Body too large", body = ErrorBody),
         OperatorErrors,
-        JsonBodyErrors,
+        SingleBodyErrors,
     )
 )]
 pub async fn replace_schedule(

@@ -25,7 +25,7 @@ use super::ApiState;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, parse_job_id};
 use super::principal::JobRunner;
-use super::responses::{JsonBodyErrors, WorkerErrors};
+use super::responses::{SingleBodyErrors, SmallBodyErrors, WorkerErrors};
 use super::wire::{integer, optional_integer};
 
 // The documented patterns of worker names and leases are the rules of
@@ -118,9 +118,8 @@ pub struct ClaimAnswer {
     responses(
         (status = 200, description = "The jobs claimed (maybe none)", body = ClaimAnswer),
         (status = 400, description = "A bad worker name, limit, queue or type", body = ErrorBody),
-        (status = 413, description = "Body too large", body = ErrorBody),
         WorkerErrors,
-        JsonBodyErrors,
+        SmallBodyErrors,
     )
 )]
 pub async fn claim(
@@ -241,9 +240,8 @@ pub struct HeartbeatAnswer {
     responses(
         (status = 200, description = "What became of each job", body = HeartbeatAnswer),
         (status = 400, description = "Not a lease, or not job ids", body = ErrorBody),
-        (status = 413, description = "Body too large", body = ErrorBody),
         WorkerErrors,
-        JsonBodyErrors,
+        SmallBodyErrors,
     )
 )]
 pub async fn heartbeat(
@@ -407,9 +405,8 @@ fn parse_lease(token: &str) -> ApiResult<Lease> {
         (status = 204, description = "Recorded"),
         (status = 400, description = "Not a job id or lease, or percent over 100", body = ErrorBody),
         (status = 409, description = "The lease does not hold the job (`lease_lost`)", body = ErrorBody),
-        (status = 413, description = "Body too large", body = ErrorBody),
         WorkerErrors,
-        JsonBodyErrors,
+        SmallBodyErrors,
     )
 )]
 pub async fn progress(
@@ -447,9 +444,8 @@ pub async fn progress(
         (status = 200, description = "Recorded (a result over the size limit dead-letters the job)", body = ReportAnswer),
         (status = 400, description = "Not a job id or lease", body = ErrorBody),
         (status = 409, description = "The lease does not hold the job (`lease_lost`)", body = ErrorBody),
-        (status = 413, description = "Body too large (1.25 MiB)", body = ErrorBody),
         WorkerErrors,
-        JsonBodyErrors,
+        SingleBodyErrors,
     )
 )]
 pub async fn complete(
@@ -480,9 +476,8 @@ pub async fn complete(
         (status = 200, description = "Recorded", body = ReportAnswer),
         (status = 400, description = "Not a job id, lease or error kind", body = ErrorBody),
         (status = 409, description = "The lease does not hold the job (`lease_lost`)", body = ErrorBody),
-        (status = 413, description = "Body too large", body = ErrorBody),
         WorkerErrors,
-        JsonBodyErrors,
+        SmallBodyErrors,
     )
 )]
 pub async fn fail(
@@ -521,9 +516,8 @@ pub async fn fail(
         (status = 200, description = "Given back", body = ReportAnswer),
         (status = 400, description = "Not a job id or lease", body = ErrorBody),
         (status = 409, description = "The lease does not hold the job (`lease_lost`)", body = ErrorBody),
-        (status = 413, description = "Body too large", body = ErrorBody),
         WorkerErrors,
-        JsonBodyErrors,
+        SmallBodyErrors,
     )
 )]
 pub async fn release(

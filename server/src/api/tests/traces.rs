@@ -3,9 +3,6 @@
 //! back to it, and the answer's status is recorded on it. Reads get none.
 
 use axum::http::{Method, header};
-use opentelemetry::trace::TracerProvider as _;
-use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
-use tracing_subscriber::layer::SubscriberExt;
 
 use super::*;
 
@@ -21,17 +18,8 @@ fn from_caller(method: Method, uri: &str, body: Option<Value>) -> Request<Body> 
 
 #[tokio::test]
 async fn a_write_continues_the_callers_trace_and_records_its_status_and_a_read_makes_no_span() {
-    let exporter = InMemorySpanExporter::default();
-    let provider = SdkTracerProvider::builder()
-        .with_simple_exporter(exporter.clone())
-        .build();
-    let subscriber = tracing_subscriber::registry()
-        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("test")));
     // The test's runtime runs on this thread only, so the handler runs under this subscriber.
-    let _guard = tracing::subscriber::set_default(subscriber);
-    // Other tests in this process may have met the request span's callsite first, under no
-    // subscriber, and cached "never": ask again now that this one is installed.
-    tracing::callsite::rebuild_interest_cache();
+    let (exporter, _guard) = crate::traces::tests::capture_spans();
     let h = harness().await;
 
     let r = h
@@ -44,9 +32,15 @@ async fn a_write_continues_the_callers_trace_and_records_its_status_and_a_read_m
     assert_eq!(r.status, StatusCode::CREATED, "{}", r.body);
     let id: JobId = r.body["id"].as_str().unwrap().parse().unwrap();
     let job = h.engine.store().get_job(id).await.unwrap().unwrap();
-    let stored = job
-        .trace_context
-        .expect("the job keeps the request's context");
+    let stored = job.trace_context.unwrap_or_else(|| {
+        let probe = crate::traces::request_span("POST", "/probe", &axum::http::HeaderMap::new());
+        panic!(
+            "DIAG max {:?} probe_disabled {} current_disabled {}",
+            tracing::level_filters::LevelFilter::current(),
+            probe.is_disabled(),
+            tracing::Span::current().is_disabled()
+        )
+    });
     assert_eq!(deck_engine::trace::trace_id(&stored), Some(CALLER_TRACE));
 
     let refused = h
