@@ -16,8 +16,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use async_trait::async_trait;
-
 mod batches;
 mod bootstrap;
 pub mod connection;
@@ -46,22 +44,9 @@ use bootstrap::{apply_script, read_applied, verify};
 use connection::{SchemaName, parse_connection, redacted};
 use pool::{LastConnectError, Manager, Pool, RetryPolicy};
 
-use crate::batch::{Batch, BatchCreated, BatchId, BatchRequest};
-use crate::error::{StoreError, StoreResult};
-use crate::model::{
-    Applied, AuditEntry, AuditFilter, CancelOutcome, ClaimRequest, Completion, EngineSettings,
-    EnqueueOutcome, EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId,
-    NewAuditEntry, Pillar, PruneStep, QueueConfig, QueuePatch, RescueStep, Timestamp,
-};
-use crate::query::{
-    BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobCount, JobFilter, JobQuery, JobSummary,
-    Page,
-};
-use crate::schedule::{
-    FireOutcome, Schedule, ScheduleDefinition, ScheduleFire, ScheduleOrigin, ScheduleRun,
-};
-use crate::store::{Store, StoreOptions, StoreReads};
-use crate::telemetry::{ErrorGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket};
+use crate::error::StoreError;
+use crate::store::StoreOptions;
+use crate::store::contract::*;
 
 pub use producers::{enqueue_batch_in, enqueue_in};
 

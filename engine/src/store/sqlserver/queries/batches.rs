@@ -20,26 +20,22 @@ pub const BATCH_COLUMNS: &[&str] = &[
     "death_job_id",
 ];
 
+/// The columns of a batch row (`BATCH_COLUMNS`) and the table they come from as `b`: what
+/// follows a `SELECT` (or `SELECT TOP (…)`), before its `WHERE`.
+macro_rules! batch_row_columns {
+    () => {
+        "b.id, b.description, b.created_by, b.created_at, b.total, b.succeeded, b.dead,
+       b.finished_at, b.callbacks, b.success_job_id, b.complete_job_id, b.death_job_id
+FROM [{schema}].[batches] AS b
+"
+    };
+}
+
 /// A member in any pillar: `pillar` as in `ANY_JOB_COLUMNS` (0 hot, 1 archive, 2 DLQ), then a
 /// job list row's columns (`rows::summary` reads `status` for the hot pillar, `reason` for
 /// the DLQ, `finished_at` for both finished ones; NULL where a pillar has no such column).
-pub const BATCH_MEMBER_COLUMNS: &[&str] = &[
-    "pillar",
-    "id",
-    "queue",
-    "job_type",
-    "status",
-    "reason",
-    "priority",
-    "tags",
-    "attempt",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "finished_at",
-    "worker_id",
-    "last_error",
-];
+pub const BATCH_MEMBER_COLUMNS: &[&str] =
+    list_column_names!(["pillar"], ["status", "reason"], ["finished_at"]);
 
 /// @P1 batch id (BINARY(16)), @P2 description, @P3 created_by, @P4 callbacks (the engine's JSON),
 /// @P5 / @P6 / @P7 the jobs on_success / on_complete / on_death enqueue (JSON, NULL when not
@@ -102,10 +98,9 @@ SELECT @batch, @description, @created_by, @now, (SELECT COUNT(*) FROM @answer AS
 WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[batches] AS b WITH (UPDLOCK, HOLDLOCK)
                   WHERE b.id = @batch);
 
-SELECT b.id, b.description, b.created_by, b.created_at, b.total, b.succeeded, b.dead,
-       b.finished_at, b.callbacks, b.success_job_id, b.complete_job_id, b.death_job_id
-FROM [{schema}].[batches] AS b
-WHERE b.id = @batch;"
+SELECT ",
+        batch_row_columns!(),
+        "WHERE b.id = @batch;"
     ),
 };
 
@@ -114,11 +109,12 @@ pub const GET_BATCH: Statement = Statement {
     name: "get_batch",
     class: Class::Committed,
     reads: Reads::Rows(BATCH_COLUMNS),
-    sql: "SET NOCOUNT ON;
-SELECT b.id, b.description, b.created_by, b.created_at, b.total, b.succeeded, b.dead,
-       b.finished_at, b.callbacks, b.success_job_id, b.complete_job_id, b.death_job_id
-FROM [{schema}].[batches] AS b
-WHERE b.id = @P1;",
+    sql: concat!(
+        "SET NOCOUNT ON;
+SELECT ",
+        batch_row_columns!(),
+        "WHERE b.id = @P1;"
+    ),
 };
 
 /// @P1 the id to page back from (BINARY(16)) or NULL for the newest, @P2 limit. Newest first: ids
@@ -128,14 +124,15 @@ pub const LIST_BATCHES: Statement = Statement {
     name: "list_batches",
     class: Class::Committed,
     reads: Reads::Rows(BATCH_COLUMNS),
-    sql: "SET NOCOUNT ON;
+    sql: concat!(
+        "SET NOCOUNT ON;
 DECLARE @before BINARY(16) = @P1;
-SELECT TOP (@P2) b.id, b.description, b.created_by, b.created_at, b.total, b.succeeded, b.dead,
-       b.finished_at, b.callbacks, b.success_job_id, b.complete_job_id, b.death_job_id
-FROM [{schema}].[batches] AS b
-WHERE @before IS NULL OR b.id < @before
+SELECT TOP (@P2) ",
+        batch_row_columns!(),
+        "WHERE @before IS NULL OR b.id < @before
 ORDER BY b.id DESC
-OPTION (RECOMPILE);",
+OPTION (RECOMPILE);"
+    ),
 };
 
 /// @P1 batch id (BINARY(16)), @P2 limit. Active members first, then dead, then succeeded, each in id
@@ -210,7 +207,5 @@ pub const PRUNE_BATCHES: Statement = Statement {
     name: "prune_batches",
     class: Class::Transition,
     reads: Reads::Rows(&["deleted"]),
-    sql: tx!("DELETE TOP (@P2) FROM [{schema}].[batches]
-WHERE finished_at < DATEADD(SECOND, -@P1, SYSUTCDATETIME());
-SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
+    sql: prune_older_rows!("batches", "finished_at <"),
 };

@@ -640,3 +640,54 @@ GROUP BY m.batch_id;
         )
     };
 }
+
+/// What a move into the DLQ with an error the store writes declares: the reason's code, the
+/// parameters that carry the error's kind, message and fingerprint head (for
+/// `moved_to_dlq_with_generated_error!`), and the tables the move fills.
+macro_rules! generated_error_decl {
+    ($reason:literal, $kind:literal, $message:literal, $head:literal) => {
+        concat!(
+            "DECLARE @dead_reason TINYINT = ",
+            $reason,
+            ";
+DECLARE @dead_kind NVARCHAR(20) = ",
+            $kind,
+            ";
+DECLARE @dead_message NVARCHAR(400) = ",
+            $message,
+            ";
+DECLARE @dead_head NVARCHAR(MAX) = ",
+            $head,
+            ";
+",
+            ledger_decl!(),
+            finished_decl!(),
+            moved_decl!(),
+            batch_delta_decl!()
+        )
+    };
+}
+
+/// What follows the jobs a move wrote, in the lock order: their continuations, their
+/// batches, then the books.
+macro_rules! after_moved_jobs {
+    () => {
+        concat!(continuations_apply!(), batches_apply!(), ledger_apply!())
+    };
+}
+
+/// Retention of a table without books to keep: at most @P2 rows whose `$older` column holds
+/// a time before @P1 seconds ago, answered as `deleted`.
+macro_rules! prune_older_rows {
+    ($table:literal, $older:literal) => {
+        tx!(
+            "DELETE TOP (@P2) FROM [{schema}].[",
+            $table,
+            "]
+WHERE ",
+            $older,
+            " DATEADD(SECOND, -@P1, SYSUTCDATETIME());
+SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"
+        )
+    };
+}

@@ -95,15 +95,8 @@ pub const RESCUE_ZOMBIES: Statement = Statement {
     sql: tx!(
         "DECLARE @default_zombie INT = @P1;
 DECLARE @batch INT = @P3;
-DECLARE @dead_reason TINYINT = 5;
-DECLARE @dead_kind NVARCHAR(20) = @P4;
-DECLARE @dead_message NVARCHAR(400) = @P5;
-DECLARE @dead_head NVARCHAR(MAX) = @P6;
 ",
-        ledger_decl!(),
-        finished_decl!(),
-        moved_decl!(),
-        batch_delta_decl!(),
+        generated_error_decl!("5", "@P4", "@P5", "@P6"),
         dead_instances!(),
         "
 DELETE TOP (@batch) FROM [{schema}].[jobs_hot] WITH (ROWLOCK, READPAST)
@@ -128,9 +121,7 @@ IF @left > 0 AND EXISTS (SELECT 1 FROM @dead)
         ";
 ",
         moved_to_dlq_with_generated_error!(),
-        continuations_apply!(),
-        batches_apply!(),
-        ledger_apply!(),
+        after_moved_jobs!(),
         "
 SELECT COUNT_BIG(*) AS zombies FROM @moved;"
     ),
@@ -145,15 +136,8 @@ pub const RESCUE_EXPIRED: Statement = Statement {
     reads: Reads::Rows(&["expired"]),
     sql: tx!(
         "DECLARE @batch INT = @P1;
-DECLARE @dead_reason TINYINT = 8;
-DECLARE @dead_kind NVARCHAR(20) = @P2;
-DECLARE @dead_message NVARCHAR(400) = @P3;
-DECLARE @dead_head NVARCHAR(MAX) = @P4;
 ",
-        ledger_decl!(),
-        finished_decl!(),
-        moved_decl!(),
-        batch_delta_decl!(),
+        generated_error_decl!("8", "@P2", "@P3", "@P4"),
         "
 DELETE TOP (@batch) FROM [{schema}].[jobs_hot] WITH (ROWLOCK, READPAST)
 ",
@@ -162,9 +146,7 @@ DELETE TOP (@batch) FROM [{schema}].[jobs_hot] WITH (ROWLOCK, READPAST)
 WHERE status = 0 AND expires_at IS NOT NULL AND expires_at <= @now;
 ",
         moved_to_dlq_with_generated_error!(),
-        continuations_apply!(),
-        batches_apply!(),
-        ledger_apply!(),
+        after_moved_jobs!(),
         "
 SELECT COUNT_BIG(*) AS expired FROM @moved;"
     ),
@@ -280,18 +262,14 @@ pub const PRUNE_UNIQUE_KEYS: Statement = Statement {
     name: "prune_unique_keys",
     class: Class::Transition,
     reads: Reads::Rows(&["deleted"]),
-    sql: tx!("DELETE TOP (@P2) FROM [{schema}].[unique_keys]
-WHERE held_until <= DATEADD(SECOND, -@P1, SYSUTCDATETIME());
-SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
+    sql: prune_older_rows!("unique_keys", "held_until <="),
 };
 
 pub const PRUNE_AUDIT: Statement = Statement {
     name: "prune_audit",
     class: Class::Transition,
     reads: Reads::Rows(&["deleted"]),
-    sql: tx!("DELETE TOP (@P2) FROM [{schema}].[audit_log]
-WHERE [at] < DATEADD(SECOND, -@P1, SYSUTCDATETIME());
-SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
+    sql: prune_older_rows!("audit_log", "[at] <"),
 };
 
 /// @P1 id, @P2 host, @P3 pid, @P4 version, @P5 started_at, @P6 workers total, @P7 busy,

@@ -55,6 +55,66 @@
 //!   JSON values are read `AS JSON` where they are JSON, and arrays grow by text
 //!   (`json_append!`), not `JSON_MODIFY(…, 'append $', …)`.
 
+/// A job's columns as statements send them (`rows::job`): `$before`, the columns every
+/// pillar's row has, then `$after`.
+macro_rules! job_column_names {
+    ([$($before:literal),*], [$($after:literal),*]) => {
+        &[
+            $($before,)*
+            "id",
+            "queue",
+            "job_type",
+            "payload",
+            "tags",
+            "priority",
+            "idempotency_key",
+            "correlation_id",
+            "created_by",
+            "created_at",
+            "scheduled_at",
+            "started_at",
+            "heartbeat_at",
+            "expires_at",
+            "attempt",
+            "max_attempts",
+            "worker_id",
+            "errors",
+            "last_error",
+            "continuation",
+            "original_payload",
+            "batch_id",
+            "trace_context",
+            "status",
+            "cancel_requested"
+            $(, $after)*
+        ]
+    };
+}
+
+/// A job list row's columns (no payload, no error history: a page stays small; read by
+/// `rows::summary`): `$before`, then the columns every pillar's list has with the pillar's
+/// own ones (`$state`: `status`, `reason`; `$finished`: `finished_at`) in their places.
+macro_rules! list_column_names {
+    ([$($before:literal),*], [$($state:literal),*], [$($finished:literal),*]) => {
+        &[
+            $($before,)*
+            "id",
+            "queue",
+            "job_type",
+            $($state,)*
+            "priority",
+            "tags",
+            "attempt",
+            "created_at",
+            "scheduled_at",
+            "started_at",
+            $($finished,)*
+            "worker_id",
+            "last_error",
+        ]
+    };
+}
+
 #[macro_use]
 mod fragments;
 
@@ -144,66 +204,11 @@ pub const PROCEDURES: &[ProcedureDecl] = &[
 ];
 
 /// Columns of a job read from the hot table (`rows::job`), in the order statements send them.
-pub const HOT_JOB_COLUMNS: &[&str] = &[
-    "id",
-    "queue",
-    "job_type",
-    "payload",
-    "tags",
-    "priority",
-    "idempotency_key",
-    "correlation_id",
-    "created_by",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "heartbeat_at",
-    "expires_at",
-    "attempt",
-    "max_attempts",
-    "worker_id",
-    "errors",
-    "last_error",
-    "continuation",
-    "original_payload",
-    "batch_id",
-    "trace_context",
-    "status",
-    "cancel_requested",
-];
+pub const HOT_JOB_COLUMNS: &[&str] = job_column_names!([], []);
 /// A job from any pillar, with the pillar (0 hot, 1 archive, 2 DLQ) as a discriminator and
 /// NULL in the columns other pillars do not have.
-pub const ANY_JOB_COLUMNS: &[&str] = &[
-    "pillar",
-    "id",
-    "queue",
-    "job_type",
-    "payload",
-    "tags",
-    "priority",
-    "idempotency_key",
-    "correlation_id",
-    "created_by",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "heartbeat_at",
-    "expires_at",
-    "attempt",
-    "max_attempts",
-    "worker_id",
-    "errors",
-    "last_error",
-    "continuation",
-    "original_payload",
-    "batch_id",
-    "trace_context",
-    "status",
-    "cancel_requested",
-    "finished_at",
-    "result",
-    "reason",
-];
+pub const ANY_JOB_COLUMNS: &[&str] =
+    job_column_names!(["pillar"], ["finished_at", "result", "reason"]);
 
 /// Rows per statement on the job tables: below SQL Server's lock-escalation threshold of
 /// 5,000 locks per statement and index, with room to spare. The id-list slices in the T-SQL

@@ -23,15 +23,7 @@ pub const CANCEL: Statement = Statement {
     reads: Reads::Rows(&["cancelled", "requested"]),
     sql: tx!(
         id_list!(),
-        "DECLARE @dead_reason TINYINT = 4;
-DECLARE @dead_kind NVARCHAR(20) = @P2;
-DECLARE @dead_message NVARCHAR(400) = @P3;
-DECLARE @dead_head NVARCHAR(MAX) = @P4;
-",
-        ledger_decl!(),
-        finished_decl!(),
-        moved_decl!(),
-        batch_delta_decl!(),
+        generated_error_decl!("4", "@P2", "@P3", "@P4"),
         "
 -- Two literal states, each matching a filtered index, not an IN list.
 DELETE FROM [{schema}].[jobs_hot] WITH (ROWLOCK)
@@ -49,9 +41,7 @@ FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @id_list AS i
 WHERE i.id = h.id AND h.status = 2;
 DECLARE @requested BIGINT = @@ROWCOUNT;
 ",
-        continuations_apply!(),
-        batches_apply!(),
-        ledger_apply!(),
+        after_moved_jobs!(),
         "
 SELECT (SELECT COUNT_BIG(*) FROM @moved) AS cancelled, @requested AS requested;"
     ),

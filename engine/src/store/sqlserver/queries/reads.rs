@@ -75,101 +75,15 @@ WHERE j.pillar > 0;"
     ),
 };
 
-/// Columns of a job list row (no payload, no error history: a page stays small).
-/// `job_lists` assembles list, preview and bulk-selection statements around them.
-pub const LIST_HOT_COLUMNS: &[&str] = &[
-    "id",
-    "queue",
-    "job_type",
-    "status",
-    "priority",
-    "tags",
-    "attempt",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "worker_id",
-    "last_error",
-];
-
-pub const LIST_ARCHIVE_COLUMNS: &[&str] = &[
-    "id",
-    "queue",
-    "job_type",
-    "priority",
-    "tags",
-    "attempt",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "finished_at",
-    "worker_id",
-    "last_error",
-];
-
-pub const LIST_DLQ_COLUMNS: &[&str] = &[
-    "id",
-    "queue",
-    "job_type",
-    "reason",
-    "priority",
-    "tags",
-    "attempt",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "finished_at",
-    "worker_id",
-    "last_error",
-];
+/// Columns of a job list row in each pillar. `job_lists` assembles list, preview and
+/// bulk-selection statements around them.
+pub const LIST_HOT_COLUMNS: &[&str] = list_column_names!([], ["status"], []);
+pub const LIST_ARCHIVE_COLUMNS: &[&str] = list_column_names!([], [], ["finished_at"]);
+pub const LIST_DLQ_COLUMNS: &[&str] = list_column_names!([], ["reason"], ["finished_at"]);
 
 /// A bulk preview: the filter's match count on every row, then a sample row (NULLs when the
 /// sample is empty, so the count always comes back).
-pub const PREVIEW_HOT_COLUMNS: &[&str] = &[
-    "matching",
-    "id",
-    "queue",
-    "job_type",
-    "status",
-    "priority",
-    "tags",
-    "attempt",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "worker_id",
-    "last_error",
-];
-
-pub const PREVIEW_ARCHIVE_COLUMNS: &[&str] = &[
-    "matching",
-    "id",
-    "queue",
-    "job_type",
-    "priority",
-    "tags",
-    "attempt",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "finished_at",
-    "worker_id",
-    "last_error",
-];
-
-pub const PREVIEW_DLQ_COLUMNS: &[&str] = &[
-    "matching",
-    "id",
-    "queue",
-    "job_type",
-    "reason",
-    "priority",
-    "tags",
-    "attempt",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "finished_at",
-    "worker_id",
-    "last_error",
-];
+pub const PREVIEW_HOT_COLUMNS: &[&str] = list_column_names!(["matching"], ["status"], []);
+pub const PREVIEW_ARCHIVE_COLUMNS: &[&str] = list_column_names!(["matching"], [], ["finished_at"]);
+pub const PREVIEW_DLQ_COLUMNS: &[&str] =
+    list_column_names!(["matching"], ["reason"], ["finished_at"]);
