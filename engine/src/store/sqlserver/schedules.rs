@@ -78,29 +78,56 @@ pub(super) async fn list(store: &SqlServerStore) -> StoreResult<Vec<Schedule>> {
     store.map_rows("list_schedules", &rows, schedule)
 }
 
+/// Write a schedule's definition, a new row (`CREATE_SCHEDULE`, with whether it is `enabled`)
+/// or over the existing one (`REPLACE_SCHEDULE`, `None`), and read the row back: none when
+/// the name is taken, or there is no such schedule to replace.
+async fn write_definition(
+    store: &SqlServerStore,
+    definition: &ScheduleDefinition,
+    origin: ScheduleOrigin,
+    enabled: Option<bool>,
+) -> StoreResult<Option<Schedule>> {
+    let doc = json(definition)?;
+    let origin_text = origin.as_str();
+    let name = definition.name.as_str();
+    match enabled {
+        Some(enabled) => {
+            one_schedule(
+                store,
+                "create_schedule",
+                &queries::CREATE_SCHEDULE,
+                &[&name, &doc, &enabled, &origin_text],
+            )
+            .await
+        }
+        None => {
+            one_schedule(
+                store,
+                "replace_schedule",
+                &queries::REPLACE_SCHEDULE,
+                &[&name, &doc, &origin_text],
+            )
+            .await
+        }
+    }
+}
+
 pub(super) async fn create(
     store: &SqlServerStore,
     definition: ScheduleDefinition,
     origin: ScheduleOrigin,
     enabled: bool,
 ) -> StoreResult<Schedule> {
-    let doc = json(&definition)?;
-    let origin_text = origin.as_str();
     let name = definition.name.as_str();
-    one_schedule(
-        store,
-        "create_schedule",
-        &queries::CREATE_SCHEDULE,
-        &[&name, &doc, &enabled, &origin_text],
-    )
-    .await?
-    .ok_or_else(|| StoreError::Conflict {
-        code: "schedule_exists",
-        field: Some("name"),
-        message: format!(
-            "a schedule named {name:?} exists already; edit it, or choose another name"
-        ),
-    })
+    write_definition(store, &definition, origin, Some(enabled))
+        .await?
+        .ok_or_else(|| StoreError::Conflict {
+            code: "schedule_exists",
+            field: Some("name"),
+            message: format!(
+                "a schedule named {name:?} exists already; edit it, or choose another name"
+            ),
+        })
 }
 
 pub(super) async fn replace(
@@ -108,17 +135,9 @@ pub(super) async fn replace(
     definition: ScheduleDefinition,
     origin: ScheduleOrigin,
 ) -> StoreResult<Schedule> {
-    let doc = json(&definition)?;
-    let origin_text = origin.as_str();
-    let name = definition.name.as_str();
-    one_schedule(
-        store,
-        "replace_schedule",
-        &queries::REPLACE_SCHEDULE,
-        &[&name, &doc, &origin_text],
-    )
-    .await?
-    .ok_or_else(|| StoreError::ScheduleNotFound(name.to_string()))
+    write_definition(store, &definition, origin, None)
+        .await?
+        .ok_or_else(|| StoreError::ScheduleNotFound(definition.name.clone()))
 }
 
 pub(super) async fn set_enabled(

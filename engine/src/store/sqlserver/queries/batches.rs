@@ -135,6 +135,28 @@ OPTION (RECOMPILE);"
     ),
 };
 
+/// Up to `@left` more members (`BATCH_MEMBERS`) from the finished pillar `$table` (as
+/// `$a`), order `$seq` among the pillars, `pillar` `$pillar`, `reason` `$reason`; a member
+/// an earlier pillar gave already is not repeated.
+macro_rules! finished_members {
+    ($seq:literal, $pillar:literal, $table:literal, $a:literal, $reason:literal) => {
+        concat!(
+            "INSERT INTO @members (seq, pillar, id, queue, job_type, status, reason, priority, tags, attempt,
+                      created_at, scheduled_at, started_at, finished_at, worker_id, last_error)
+SELECT TOP (@left) ", $seq, ", ", $pillar, ", ", $a, ".id, ", $a, ".queue, ", $a, ".job_type, NULL, ",
+            $reason, ", ", $a, ".priority, ", $a, ".tags,
+       ", $a, ".attempt, ", $a, ".created_at, ", $a, ".scheduled_at, ", $a, ".started_at, ",
+            $a, ".finished_at, ", $a, ".worker_id,
+       ", $a, ".last_error
+FROM [{schema}].[", $table, "] AS ", $a, "
+WHERE ", $a, ".batch_id = @batch AND ", $a, ".batch_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM @members AS m WHERE m.id = ", $a, ".id)
+ORDER BY ", $a, ".id;
+"
+        )
+    };
+}
+
 /// @P1 batch id (BINARY(16)), @P2 limit. Active members first, then dead, then succeeded, each in id
 /// order (a seek of the pillar's batch index), at most @P2 in all. The pillars are read one
 /// after the other; a member seen in an earlier one is not repeated should it move meanwhile.
@@ -143,7 +165,8 @@ pub const BATCH_MEMBERS: Statement = Statement {
     name: "batch_members",
     class: Class::Committed,
     reads: Reads::Rows(BATCH_MEMBER_COLUMNS),
-    sql: "SET NOCOUNT ON;
+    sql: concat!(
+        "SET NOCOUNT ON;
 DECLARE @batch BINARY(16) = @P1;
 DECLARE @left INT = @P2;
 DECLARE @members TABLE (
@@ -174,31 +197,18 @@ WHERE h.batch_id = @batch AND h.batch_id IS NOT NULL
 ORDER BY h.id;
 SET @left = @left - @@ROWCOUNT;
 
-INSERT INTO @members (seq, pillar, id, queue, job_type, status, reason, priority, tags, attempt,
-                      created_at, scheduled_at, started_at, finished_at, worker_id, last_error)
-SELECT TOP (@left) 1, 2, d.id, d.queue, d.job_type, NULL, d.reason, d.priority, d.tags,
-       d.attempt, d.created_at, d.scheduled_at, d.started_at, d.finished_at, d.worker_id,
-       d.last_error
-FROM [{schema}].[jobs_dlq] AS d
-WHERE d.batch_id = @batch AND d.batch_id IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM @members AS m WHERE m.id = d.id)
-ORDER BY d.id;
-SET @left = @left - @@ROWCOUNT;
+",
+        finished_members!("1", "2", "jobs_dlq", "d", "d.reason"),
+        "SET @left = @left - @@ROWCOUNT;
 
-INSERT INTO @members (seq, pillar, id, queue, job_type, status, reason, priority, tags, attempt,
-                      created_at, scheduled_at, started_at, finished_at, worker_id, last_error)
-SELECT TOP (@left) 2, 1, a.id, a.queue, a.job_type, NULL, NULL, a.priority, a.tags,
-       a.attempt, a.created_at, a.scheduled_at, a.started_at, a.finished_at, a.worker_id,
-       a.last_error
-FROM [{schema}].[jobs_archive] AS a
-WHERE a.batch_id = @batch AND a.batch_id IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM @members AS m WHERE m.id = a.id)
-ORDER BY a.id;
-
+",
+        finished_members!("2", "1", "jobs_archive", "a", "NULL"),
+        "
 SELECT m.pillar, m.id, m.queue, m.job_type, m.status, m.reason, m.priority, m.tags, m.attempt,
        m.created_at, m.scheduled_at, m.started_at, m.finished_at, m.worker_id, m.last_error
 FROM @members AS m
-ORDER BY m.seq, m.id;",
+ORDER BY m.seq, m.id;"
+    ),
 };
 
 /// Retention: finished batches older than @P1 seconds, at most @P2 of them. A reopened batch

@@ -93,16 +93,26 @@ macro_rules! rolling_count {
     };
 }
 
+/// The frame of a read of the maintained counters: dirty reads (`READ UNCOMMITTED`, this
+/// class alone) for the batch, and the session's level set back after it (the pooled session
+/// outlives the batch).
+macro_rules! dirty_read {
+    ($($body:expr),+ $(,)?) => {
+        concat!(
+            "SET NOCOUNT ON;\nSET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED;\n",
+            $($body,)+
+            "\nSET TRANSACTION ISOLATION LEVEL READ COMMITTED;"
+        )
+    };
+}
+
 /// Overview cards, from the maintained counters. Dirty reads on purpose: approximate numbers
 /// that never block workers.
 pub const SUMMARY: Statement = Statement {
     name: "summary",
     class: Class::Telemetry,
     reads: Reads::Rows(SUMMARY_COLUMNS),
-    sql: concat!(
-        "SET NOCOUNT ON;
-SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED;
-",
+    sql: dirty_read!(
         queue_figures!(),
         current_minute!(),
         "DECLARE @rest_of_oldest FLOAT =
@@ -133,8 +143,7 @@ FROM (
            ISNULL(SUM(f.archive_rows), 0) AS succeeded,
            ISNULL(SUM(f.dlq_rows), 0) AS dlq
     FROM @figures AS f
-) AS t;
-SET TRANSACTION ISOLATION LEVEL READ COMMITTED;"
+) AS t;"
     ),
 };
 
@@ -144,10 +153,7 @@ pub const QUEUE_STATS: Statement = Statement {
     name: "queue_stats",
     class: Class::Telemetry,
     reads: Reads::Rows(QUEUE_STATS_COLUMNS),
-    sql: concat!(
-        "SET NOCOUNT ON;
-SET TRANSACTION ISOLATION LEVEL READ UNCOMMITTED;
-",
+    sql: dirty_read!(
         queue_figures!(),
         "SELECT n.queue,
        ISNULL(q.paused, 0) AS paused, ISNULL(q.hidden, 0) AS hidden, q.max_workers,
@@ -166,8 +172,7 @@ FROM (SELECT qn.name AS queue FROM [{schema}].[queues] AS qn WITH (NOLOCK)
       UNION SELECT fq.queue FROM @figures AS fq) AS n
 LEFT JOIN [{schema}].[queues] AS q WITH (NOLOCK) ON q.name = n.queue
 LEFT JOIN @figures AS f ON f.queue = n.queue
-ORDER BY n.queue;
-SET TRANSACTION ISOLATION LEVEL READ COMMITTED;"
+ORDER BY n.queue;"
     ),
 };
 
