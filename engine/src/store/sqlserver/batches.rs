@@ -310,4 +310,45 @@ mod tests {
         assert_eq!(payload["event"], "complete");
         assert_eq!(payload["description"], "monthly \"report\"");
     }
+
+    /// The due rule of `batches_apply!` is `Batch::due_callbacks`, written in T-SQL. If one of
+    /// these cases changes, the statement's predicates must change with it.
+    #[test]
+    fn the_due_rule_in_t_sql_is_the_engines() {
+        let batch = |total, succeeded, dead| Batch {
+            total,
+            succeeded,
+            dead,
+            ..shell(BatchCallbacks {
+                on_success: Some(BatchCallback::new("q", "s")),
+                on_complete: Some(BatchCallback::new("q", "c")),
+                on_death: Some(BatchCallback::new("q", "d")),
+            })
+        };
+        // on_death: this move killed a member (newly_dead) and the batch has a death.
+        assert_eq!(batch(3, 1, 1).due_callbacks(true), [BatchEvent::Death]);
+        assert!(batch(3, 1, 1).due_callbacks(false).is_empty());
+        // on_success: succeeded = total; on_complete: succeeded + dead = total.
+        assert_eq!(
+            batch(2, 2, 0).due_callbacks(false),
+            [BatchEvent::Success, BatchEvent::Complete]
+        );
+        assert_eq!(batch(2, 1, 1).due_callbacks(false), [BatchEvent::Complete]);
+        // A fired callback stays fired.
+        let mut fired = batch(2, 2, 0);
+        fired.complete_job_id = Some(crate::model::JobId::new());
+        assert_eq!(fired.due_callbacks(false), [BatchEvent::Success]);
+        let sql = queries::COMPLETE.sql;
+        for predicate in [
+            "a.event = 1 AND a.newly_dead = 1 AND a.dead > 0",
+            "b.death_request IS NOT NULL AND b.death_job_id IS NULL",
+            "a.event = 2 AND a.succeeded = a.total",
+            "b.success_request IS NOT NULL AND b.success_job_id IS NULL",
+            "a.event = 3 AND a.succeeded + a.dead = a.total",
+            "b.complete_request IS NOT NULL AND b.complete_job_id IS NULL",
+            "CASE WHEN d.dead > 0 THEN 1 ELSE 0 END",
+        ] {
+            assert!(sql.contains(predicate), "missing {predicate}");
+        }
+    }
 }
