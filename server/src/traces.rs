@@ -335,7 +335,7 @@ pub(crate) mod tests {
 
     #[test]
     fn a_bad_traceparent_starts_a_new_trace() {
-        let (exporter, _guard) = capture_spans();
+        let (_exporter, _guard) = capture_spans();
         let span = request_span("POST", "/api/v1/jobs", &headers("00-garbage"));
         let inside = span.in_scope(trace::current).expect("a context of its own");
         assert_ne!(

@@ -3,18 +3,7 @@
 
 use std::sync::Arc;
 
-use async_trait::async_trait;
-
-use crate::batch::{Batch, BatchCreated, BatchId, BatchRequest};
-use crate::error::StoreResult;
-use crate::model::*;
-use crate::query::*;
-use crate::schedule::{
-    FireOutcome, Schedule, ScheduleDefinition, ScheduleFire, ScheduleOrigin, ScheduleRun,
-};
-use crate::store::{Store, StoreHealth, StoreReads};
-use crate::telemetry::*;
-use crate::{BulkAction, CancelOutcome, InstanceInfo, JobEdit, PruneStep, RescueStep};
+use crate::store::contract::*;
 
 /// Which store method a call is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -15,24 +15,9 @@
 //! - Final transitions (to archive or DLQ) enqueue the job's continuation, when it has one
 //!   whose trigger fires, in the same transaction.
 
-use async_trait::async_trait;
+use contract::*;
 
-use crate::batch::{Batch, BatchCreated, BatchId, BatchRequest};
-use crate::error::StoreResult;
-use crate::model::{
-    Applied, AuditEntry, AuditFilter, CancelOutcome, ClaimRequest, Completion, EngineSettings,
-    EnqueueOutcome, EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId,
-    NewAuditEntry, Pillar, PruneStep, QueueConfig, QueuePatch, RescueStep, Timestamp,
-};
-use crate::query::{
-    BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobCount, JobFilter, JobQuery, JobSummary,
-    Page,
-};
-use crate::schedule::{
-    FireOutcome, Schedule, ScheduleDefinition, ScheduleFire, ScheduleOrigin, ScheduleRun,
-};
-use crate::telemetry::{ErrorGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket};
-
+pub(crate) mod contract;
 pub mod health;
 pub mod open;
 pub mod sqlite;

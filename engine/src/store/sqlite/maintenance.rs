@@ -120,64 +120,58 @@ pub(crate) fn prune_step(
         // a batch of each and answers the larger count, so the pruner steps on while either
         // table still had a full batch to delete (its report counts metric rows that way).
         PruneTarget::MetricBuckets => {
-            let buckets = conn
-                .prepare_cached(
-                    "DELETE FROM metric_buckets WHERE (queue, minute) IN \
-                     (SELECT queue, minute FROM metric_buckets WHERE minute < ?1 ORDER BY minute LIMIT ?2)",
-                )
-                .map_err(db_err("prune"))?
-                .execute(rusqlite::params_from_iter(params.iter()))
-                .map_err(db_err("prune"))?;
-            let bins = conn
-                .prepare_cached(
-                    "DELETE FROM run_time_bins WHERE (minute, job_type, bin) IN \
-                     (SELECT minute, job_type, bin FROM run_time_bins WHERE minute < ?1 \
-                      ORDER BY minute LIMIT ?2)",
-                )
-                .map_err(db_err("prune"))?
-                .execute(rusqlite::params_from_iter(params.iter()))
-                .map_err(db_err("prune"))?;
-            Ok(buckets.max(bins) as u64)
+            let buckets = delete_oldest(
+                conn,
+                "DELETE FROM metric_buckets WHERE (queue, minute) IN \
+                 (SELECT queue, minute FROM metric_buckets WHERE minute < ?1 ORDER BY minute LIMIT ?2)",
+                &params,
+            )?;
+            let bins = delete_oldest(
+                conn,
+                "DELETE FROM run_time_bins WHERE (minute, job_type, bin) IN \
+                 (SELECT minute, job_type, bin FROM run_time_bins WHERE minute < ?1 \
+                  ORDER BY minute LIMIT ?2)",
+                &params,
+            )?;
+            Ok(buckets.max(bins))
         }
         // `before` is `now` here (the target keeps nothing past a key's own end).
-        PruneTarget::UniqueKeys => conn
-            .prepare_cached(
-                "DELETE FROM unique_keys WHERE key IN \
-                 (SELECT key FROM unique_keys WHERE held_until <= ?1 ORDER BY held_until LIMIT ?2)",
-            )
-            .map_err(db_err("prune"))?
-            .execute(rusqlite::params_from_iter(params.iter()))
-            .map(|n| n as u64)
-            .map_err(db_err("prune")),
-        PruneTarget::ScheduleRuns => conn
-            .prepare_cached(
-                "DELETE FROM schedule_runs WHERE (schedule, scheduled_at, manual) IN \
-                 (SELECT schedule, scheduled_at, manual FROM schedule_runs WHERE recorded_at < ?1 \
-                  ORDER BY recorded_at LIMIT ?2)",
-            )
-            .map_err(db_err("prune"))?
-            .execute(rusqlite::params_from_iter(params.iter()))
-            .map(|n| n as u64)
-            .map_err(db_err("prune")),
-        PruneTarget::Batches => conn
-            .prepare_cached(
-                "DELETE FROM batches WHERE id IN \
-                 (SELECT id FROM batches WHERE finished_at < ?1 ORDER BY finished_at LIMIT ?2)",
-            )
-            .map_err(db_err("prune"))?
-            .execute(rusqlite::params_from_iter(params.iter()))
-            .map(|n| n as u64)
-            .map_err(db_err("prune")),
-        PruneTarget::Audit => conn
-            .prepare_cached(
-                "DELETE FROM audit_log WHERE id IN \
-                 (SELECT id FROM audit_log WHERE at < ?1 ORDER BY at LIMIT ?2)",
-            )
-            .map_err(db_err("prune"))?
-            .execute(rusqlite::params_from_iter(params))
-            .map(|n| n as u64)
-            .map_err(db_err("prune")),
+        PruneTarget::UniqueKeys => delete_oldest(
+            conn,
+            "DELETE FROM unique_keys WHERE key IN \
+             (SELECT key FROM unique_keys WHERE held_until <= ?1 ORDER BY held_until LIMIT ?2)",
+            &params,
+        ),
+        PruneTarget::ScheduleRuns => delete_oldest(
+            conn,
+            "DELETE FROM schedule_runs WHERE (schedule, scheduled_at, manual) IN \
+             (SELECT schedule, scheduled_at, manual FROM schedule_runs WHERE recorded_at < ?1 \
+              ORDER BY recorded_at LIMIT ?2)",
+            &params,
+        ),
+        PruneTarget::Batches => delete_oldest(
+            conn,
+            "DELETE FROM batches WHERE id IN \
+             (SELECT id FROM batches WHERE finished_at < ?1 ORDER BY finished_at LIMIT ?2)",
+            &params,
+        ),
+        PruneTarget::Audit => delete_oldest(
+            conn,
+            "DELETE FROM audit_log WHERE id IN \
+             (SELECT id FROM audit_log WHERE at < ?1 ORDER BY at LIMIT ?2)",
+            &params,
+        ),
     }
+}
+
+/// Run a retention `DELETE` of a table without books to keep (?1 the cutoff, ?2 the batch).
+/// Returns how many rows went.
+fn delete_oldest(conn: &Connection, sql: &str, params: &[Value; 2]) -> StoreResult<u64> {
+    conn.prepare_cached(sql)
+        .map_err(db_err("prune"))?
+        .execute(rusqlite::params_from_iter(params.iter()))
+        .map(|n| n as u64)
+        .map_err(db_err("prune"))
 }
 
 /// A queue's settings with its rate limit; ?1 is now (microseconds), for whether the current

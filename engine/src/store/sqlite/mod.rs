@@ -31,24 +31,9 @@ mod tests;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use async_trait::async_trait;
-
-use crate::batch::{Batch, BatchCreated, BatchId, BatchRequest};
-use crate::error::{StoreError, StoreResult};
-use crate::model::{
-    Applied, AuditEntry, AuditFilter, CancelOutcome, ClaimRequest, Completion, EngineSettings,
-    EnqueueOutcome, EnqueueRequest, HeartbeatReport, InstanceInfo, Job, JobEdit, JobId,
-    NewAuditEntry, Pillar, PruneStep, QueueConfig, QueuePatch, RescueStep, Timestamp,
-};
-use crate::query::{
-    BulkAction, BulkFilterStep, BulkPreview, BulkStep, JobCount, JobFilter, JobQuery, JobSummary,
-    Page,
-};
-use crate::schedule::{
-    FireOutcome, Schedule, ScheduleDefinition, ScheduleFire, ScheduleOrigin, ScheduleRun,
-};
-use crate::store::{SqliteSynchronous, Store, StoreHealth, StoreOptions, StoreReads};
-use crate::telemetry::{ErrorGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket};
+use crate::error::StoreError;
+use crate::store::contract::*;
+use crate::store::{SqliteSynchronous, StoreOptions};
 
 use codec::{duration_us, now_us, to_us};
 use connection::{open_connection, unavailable};

@@ -262,17 +262,7 @@ pub(crate) fn move_to_dlq(
         Option<String>,
     );
     let moved: Vec<Moved> = stmt
-        .query_map(rusqlite::params_from_iter(values), |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-            ))
-        })
+        .query_map(rusqlite::params_from_iter(values), |r| Moved::try_from(r))
         .map_err(db_err("move to DLQ"))?
         .collect::<Result<_, _>>()
         .map_err(db_err("move to DLQ"))?;

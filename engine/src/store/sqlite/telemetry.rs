@@ -69,6 +69,23 @@ pub(crate) fn summary(conn: &Connection, now: i64) -> StoreResult<Summary> {
     .map_err(db_err("summary"))
 }
 
+/// The stats row of `queue`, blank until something fills it.
+fn stats_of<'a>(stats: &'a mut BTreeMap<String, QueueStats>, queue: &str) -> &'a mut QueueStats {
+    stats
+        .entry(queue.to_string())
+        .or_insert_with(|| blank_stats(queue))
+}
+
+/// The rows of a statement that answers a queue and two counts.
+fn queue_rows(conn: &Connection, sql: &str) -> StoreResult<Vec<(String, i64, i64)>> {
+    let mut stmt = conn.prepare_cached(sql).map_err(db_err("queue stats"))?;
+    let rows = stmt
+        .query_map([], |r| <(String, i64, i64)>::try_from(r))
+        .map_err(db_err("queue stats"))?;
+    rows.collect::<Result<_, _>>()
+        .map_err(db_err("queue stats"))
+}
+
 fn blank_stats(queue: &str) -> QueueStats {
     QueueStats {
         queue: queue.to_string(),
@@ -93,9 +110,7 @@ fn blank_stats(queue: &str) -> QueueStats {
 pub(crate) fn queue_stats(conn: &Connection, now: i64) -> StoreResult<Vec<QueueStats>> {
     let mut stats: BTreeMap<String, QueueStats> = BTreeMap::new();
     for q in super::maintenance::list_queues(conn, now)? {
-        let s = stats
-            .entry(q.name.clone())
-            .or_insert_with(|| blank_stats(&q.name));
+        let s = stats_of(&mut stats, &q.name);
         s.paused = q.paused;
         s.hidden = q.hidden;
         s.max_workers = q.max_workers;
@@ -116,20 +131,12 @@ pub(crate) fn queue_stats(conn: &Connection, now: i64) -> StoreResult<Vec<QueueS
         .map_err(db_err("queue stats"))?;
     let rows = stmt
         .query_map([now], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, i64>(2)?,
-                r.get::<_, Option<i64>>(3)?,
-                r.get::<_, Option<i64>>(4)?,
-            ))
+            <(String, i64, i64, Option<i64>, Option<i64>)>::try_from(r)
         })
         .map_err(db_err("queue stats"))?;
     for row in rows {
         let (queue, due, scheduled, lag_sum, lag_max) = row.map_err(db_err("queue stats"))?;
-        let s = stats
-            .entry(queue.clone())
-            .or_insert_with(|| blank_stats(&queue));
+        let s = stats_of(&mut stats, &queue);
         s.pending = u64_of(due);
         s.scheduled = u64_of(scheduled);
         if due > 0 {
@@ -137,49 +144,23 @@ pub(crate) fn queue_stats(conn: &Connection, now: i64) -> StoreResult<Vec<QueueS
             s.lag_max_ms = u64_of(lag_max.unwrap_or(0) / 1000);
         }
     }
-    let mut stmt = conn
-        .prepare_cached(
-            "SELECT queue, 1, count(*) FROM jobs WHERE status = 1 GROUP BY queue \
-             UNION ALL SELECT queue, 2, count(*) FROM jobs WHERE status = 2 GROUP BY queue",
-        )
-        .map_err(db_err("queue stats"))?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, i64>(2)?,
-            ))
-        })
-        .map_err(db_err("queue stats"))?;
-    for row in rows {
-        let (queue, status, n) = row.map_err(db_err("queue stats"))?;
-        let s = stats
-            .entry(queue.clone())
-            .or_insert_with(|| blank_stats(&queue));
+    for (queue, status, n) in queue_rows(
+        conn,
+        "SELECT queue, 1, count(*) FROM jobs WHERE status = 1 GROUP BY queue \
+         UNION ALL SELECT queue, 2, count(*) FROM jobs WHERE status = 2 GROUP BY queue",
+    )? {
+        let s = stats_of(&mut stats, &queue);
         if status == 1 {
             s.fetched = u64_of(n);
         } else {
             s.processing = u64_of(n);
         }
     }
-    let mut stmt = conn
-        .prepare_cached("SELECT queue, archive_rows, dlq_rows FROM queue_counters")
-        .map_err(db_err("queue stats"))?;
-    let rows = stmt
-        .query_map([], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, i64>(2)?,
-            ))
-        })
-        .map_err(db_err("queue stats"))?;
-    for row in rows {
-        let (queue, archive, dlq) = row.map_err(db_err("queue stats"))?;
-        let s = stats
-            .entry(queue.clone())
-            .or_insert_with(|| blank_stats(&queue));
+    for (queue, archive, dlq) in queue_rows(
+        conn,
+        "SELECT queue, archive_rows, dlq_rows FROM queue_counters",
+    )? {
+        let s = stats_of(&mut stats, &queue);
         s.succeeded = u64_of(archive);
         s.failed = u64_of(dlq);
     }
@@ -245,13 +226,7 @@ pub(crate) fn run_times(
         )
         .map_err(db_err("run times"))?;
     let rows = stmt
-        .query_map([first], |r| {
-            Ok((
-                r.get::<_, String>(0)?,
-                r.get::<_, i64>(1)?,
-                r.get::<_, i64>(2)?,
-            ))
-        })
+        .query_map([first], |r| <(String, i64, i64)>::try_from(r))
         .map_err(db_err("run times"))?;
     let mut counts = Vec::new();
     for row in rows {
@@ -272,17 +247,7 @@ pub(crate) fn top_errors(conn: &Connection, limit: u32) -> StoreResult<Vec<Error
         .map_err(db_err("top errors"))?;
     type Row = (String, i64, String, String, String, i64, i64);
     let rows = stmt
-        .query_map([i64::from(limit)], |r| -> rusqlite::Result<Row> {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-            ))
-        })
+        .query_map([i64::from(limit)], |r| Row::try_from(r))
         .map_err(db_err("top errors"))?;
     let mut out = Vec::new();
     for row in rows {

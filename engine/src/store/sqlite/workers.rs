@@ -405,18 +405,7 @@ fn complete_succeeded(
         Option<String>,
     );
     let moved: Vec<Row> = stmt
-        .query_map(params![now, json, worker_id], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                r.get(2)?,
-                r.get(3)?,
-                r.get(4)?,
-                r.get(5)?,
-                r.get(6)?,
-                r.get(7)?,
-            ))
-        })
+        .query_map(params![now, json, worker_id], |r| Row::try_from(r))
         .map_err(db_err("complete"))?
         .collect::<Result<_, _>>()
         .map_err(db_err("complete"))?;

@@ -1,48 +1,64 @@
 //! The SQL Server store (SQL Server 2017+ and Azure SQL) on tiberius (rustls) and a bb8 pool.
 //!
-//! - `connection`: ADO strings, `mssql://` URLs and the schema name.
-//! - `migrations`: the versioned schema, its bootstrap under `sp_getapplock`, its verification.
-//! - `queries`: every fixed SQL statement with its consistency class and what its caller
-//!   reads; `job_lists`: the console's dynamic list statements.
-//! - `reader`: reads an answer against that declaration (never a result set by position).
-//! - `pool`: connections, transient faults and retries; `rows`: row and parameter mapping.
-//! - `store`: `trait Store`; `enqueue`: enqueue inside a caller's own transaction.
-//! - `statement_rules` (tests): the server-free rules every T-SQL text is held to, read with
-//!   the small T-SQL lexer in `tsql`.
+//! One module per concern, with the same names as the SQLite store's where the concern is
+//! the same, each with its statements in `queries/<same name>.rs`: `producers` (enqueue, also
+//! inside a caller's own transaction), `workers`, `operators`, `reads` (with `job_lists`, the
+//! console's statements built at run time), `telemetry`, `maintenance` (sweeps, retention,
+//! settings, instances, audit), `schedules`, `batches`, and `bootstrap` (the schema at open
+//! and at `deck migrate`). Below them: `round_trip` (one statement batch per operation under
+//! the retry policy), `reader` (an answer read against its declaration, never by position),
+//! `pool` (connections, faults, what may be re-sent), `wire`, `rows` (row and parameter
+//! mapping), `connection` (ADO strings, `mssql://` URLs, the schema name), `migrations` (the
+//! versioned DDL and the catalog check) and `routines` (the procedures and functions).
+//! `statement_rules` (tests) holds every T-SQL text to server-free rules, read with the small
+//! T-SQL lexer in `tsql`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+mod batches;
+mod bootstrap;
 pub mod connection;
-pub mod enqueue;
-pub mod job_lists;
+mod job_lists;
+mod maintenance;
 pub mod migrations;
-pub mod pool;
-pub mod queries;
-pub mod reader;
-pub mod routines;
-pub mod rows;
+mod operators;
+mod pool;
+mod producers;
+mod queries;
+mod reader;
+mod reads;
+mod round_trip;
+mod routines;
+mod rows;
+mod schedules;
 #[cfg(test)]
 mod statement_rules;
-pub mod store;
+mod telemetry;
 #[cfg(test)]
 mod tsql;
 mod wire;
+mod workers;
 
+use bootstrap::{apply_script, read_applied, verify};
 use connection::{SchemaName, parse_connection, redacted};
-use migrations::CatalogState;
-use pool::{Fault, Manager, PooledConn, Repeat};
+use pool::{LastConnectError, Manager, Pool, RetryPolicy};
 
-use crate::error::{StoreError, StoreResult};
-use crate::store::{Store, StoreOptions};
+use crate::error::StoreError;
+use crate::store::StoreOptions;
+use crate::store::contract::*;
 
-pub use enqueue::{enqueue_batch_in, enqueue_in};
-pub use store::SqlServerStore;
+pub use producers::{enqueue_batch_in, enqueue_in};
 
-/// How long the migration script may take: it waits up to 120 s for the application lock,
-/// and on a large database an index it creates may take minutes. It is never re-sent after a
-/// timeout (the first run may still be applying it); a second `deck migrate` skips what is done.
-const MIGRATION_TIMEOUT: Duration = Duration::from_secs(30 * 60);
+/// The store: a pool of connections to one database and deck's schema in it.
+pub struct SqlServerStore {
+    pool: Pool,
+    last_connect_error: LastConnectError,
+    schema: SchemaName,
+    retry: RetryPolicy,
+    command_timeout: Duration,
+}
+
 /// How long to wait for a pooled connection (and for the first login).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
@@ -151,260 +167,265 @@ fn connect(connection: &str, options: &StoreOptions) -> StoreResult<SqlServerSto
                 .into(),
         });
     }
-    let last_connect_error = pool::LastConnectError::default();
+    let last_connect_error = LastConnectError::default();
     // build_unchecked: the pool starts empty, so constructing it never needs the server.
     let pool = bb8::Pool::builder()
         .max_size(options.pool_size)
         .connection_timeout(CONNECT_TIMEOUT)
         .error_sink(Box::new(last_connect_error.clone()))
         .build_unchecked(Manager::new(config));
-    Ok(SqlServerStore::new(
+    Ok(SqlServerStore {
         pool,
         last_connect_error,
         schema,
-        options.command_timeout,
-    ))
+        retry: RetryPolicy::default(),
+        command_timeout: options.command_timeout,
+    })
 }
 
-fn unreachable(connection: &str, err: StoreError) -> StoreError {
-    match err {
-        StoreError::Database {
-            message, transient, ..
-        } if transient || message.contains("no database connection") => StoreError::Unavailable {
-            url: redacted(connection),
-            cause: message,
-            help: CONNECT_HELP.into(),
-        },
-        StoreError::Database { message, .. } => StoreError::Unavailable {
-            url: redacted(connection),
-            cause: message,
-            help: "check the login's permissions on the database (see the README section \
-                   \"SQL Server\")"
-                .into(),
-        },
-        other => other,
+#[async_trait]
+impl StoreReads for SqlServerStore {
+    fn backend(&self) -> &'static str {
+        "sqlserver"
+    }
+
+    async fn ping(&self) -> StoreResult<()> {
+        self.rows_of("ping", pool::Repeat::Always, &queries::PING, &[])
+            .await?;
+        Ok(())
+    }
+
+    async fn bulk_preview(
+        &self,
+        source: Pillar,
+        filter: &JobFilter,
+        sample: u32,
+    ) -> StoreResult<BulkPreview> {
+        reads::bulk_preview(self, source, filter, sample).await
+    }
+
+    async fn list_queues(&self) -> StoreResult<Vec<QueueConfig>> {
+        maintenance::list_queues(self).await
+    }
+
+    async fn get_batch(&self, id: BatchId) -> StoreResult<Option<Batch>> {
+        batches::get(self, id).await
+    }
+
+    async fn list_batches(&self, before: Option<BatchId>, limit: u32) -> StoreResult<Vec<Batch>> {
+        batches::list(self, before, limit).await
+    }
+
+    async fn batch_members(&self, id: BatchId, limit: u32) -> StoreResult<Vec<JobSummary>> {
+        batches::members(self, id, limit).await
+    }
+
+    async fn list_schedules(&self) -> StoreResult<Vec<Schedule>> {
+        schedules::list(self).await
+    }
+
+    async fn schedule_runs(&self, name: &str, limit: u32) -> StoreResult<Vec<ScheduleRun>> {
+        schedules::runs(self, name, limit).await
+    }
+
+    async fn load_settings(&self) -> StoreResult<EngineSettings> {
+        maintenance::load_settings(self).await
+    }
+
+    async fn list_instances(&self, max_age: Duration) -> StoreResult<Vec<InstanceInfo>> {
+        maintenance::list_instances(self, max_age).await
+    }
+
+    async fn list_audit(
+        &self,
+        filter: &AuditFilter,
+        before_id: Option<i64>,
+        limit: u32,
+    ) -> StoreResult<Vec<AuditEntry>> {
+        maintenance::list_audit(self, filter, before_id, limit).await
+    }
+
+    async fn get_job(&self, id: JobId) -> StoreResult<Option<Job>> {
+        reads::get_job(self, id).await
+    }
+
+    async fn finished_jobs(&self, ids: &[JobId]) -> StoreResult<Vec<Job>> {
+        reads::finished_jobs(self, ids).await
+    }
+
+    async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<JobSummary>> {
+        reads::list_jobs(self, query).await
+    }
+
+    async fn count_jobs(&self, source: Pillar, filter: &JobFilter) -> StoreResult<JobCount> {
+        reads::count_jobs(self, source, filter).await
+    }
+
+    async fn search_window(
+        &self,
+        source: Pillar,
+        before: Option<Timestamp>,
+    ) -> StoreResult<Option<Timestamp>> {
+        reads::search_window(self, source, before).await
+    }
+
+    async fn summary(&self) -> StoreResult<Summary> {
+        telemetry::summary(self).await
+    }
+
+    async fn queue_stats(&self) -> StoreResult<Vec<QueueStats>> {
+        telemetry::queue_stats(self).await
+    }
+
+    async fn throughput(
+        &self,
+        minutes: u32,
+        queue: Option<&str>,
+    ) -> StoreResult<Vec<ThroughputBucket>> {
+        telemetry::throughput(self, minutes, queue).await
+    }
+
+    async fn run_times(&self, minutes: u32) -> StoreResult<Vec<RunTimeHistogram>> {
+        telemetry::run_times(self, minutes).await
+    }
+
+    async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
+        telemetry::top_errors(self, limit).await
     }
 }
 
-/// What the database has applied: migration versions, and routine name → checksum.
-#[derive(Debug, Default)]
-struct Applied {
-    versions: Vec<i32>,
-    routines: std::collections::BTreeMap<String, String>,
-}
-
-impl Applied {
-    /// Every migration applied and every routine applied from this version's text.
-    fn current(&self) -> bool {
-        migrations::MIGRATIONS
-            .iter()
-            .all(|m| self.versions.contains(&m.version))
-            && routines::stale(&self.routines).is_empty()
+#[async_trait]
+impl Store for SqlServerStore {
+    async fn enqueue(&self, req: EnqueueRequest) -> StoreResult<EnqueueOutcome> {
+        producers::enqueue(self, req).await
     }
-}
 
-async fn read_applied(store: &SqlServerStore, connection: &str) -> StoreResult<Applied> {
-    let versions_sql = store.sql(queries::SCHEMA_VERSIONS.sql);
-    let routines_sql = store.sql(queries::ROUTINE_VERSIONS.sql);
-    let (versions_sql, routines_sql) = (&versions_sql, &routines_sql);
-    store
-        .run(
-            "read schema version",
-            Repeat::Always,
-            move |mut conn: PooledConn| async move {
-                let result: Result<Applied, Fault> = async {
-                    let client = &mut conn.client;
-                    let versions =
-                        catalog_rows(client, &queries::SCHEMA_VERSIONS, versions_sql, "").await?;
-                    let routines =
-                        catalog_rows(client, &queries::ROUTINE_VERSIONS, routines_sql, "").await?;
-                    let mut applied = Applied::default();
-                    for row in &versions {
-                        applied
-                            .versions
-                            .push(i32::try_from(rows::req_int(row, "version")?).unwrap_or(0));
-                    }
-                    for row in &routines {
-                        applied
-                            .routines
-                            .insert(rows::req_str(row, "name")?, rows::req_str(row, "checksum")?);
-                    }
-                    Ok(applied)
-                }
-                .await;
-                (conn, result)
-            },
-        )
-        .await
-        .map_err(|e| unreachable(connection, e))
-}
-
-/// Run the whole migration script (one batch, one transaction, under the application lock).
-/// Safe to repeat: every migration is guarded by its recorded version. It sends no rows.
-async fn apply_script(store: &SqlServerStore) -> StoreResult<()> {
-    let script = migrations::script(store.schema());
-    let script = &script;
-    store
-        .run_with_timeout(
-            "apply schema migrations",
-            Repeat::IfNotApplied,
-            MIGRATION_TIMEOUT,
-            move |mut conn: PooledConn| async move {
-                let result: Result<(), Fault> = async {
-                    let stream = conn.client.simple_query(script.as_str()).await?;
-                    reader::read_declared("migration script", queries::Reads::Nothing, stream)
-                        .await?;
-                    Ok(())
-                }
-                .await;
-                (conn, result)
-            },
-        )
-        .await
-        .map_err(|e| match e {
-            StoreError::Database { message, .. } => StoreError::Schema {
-                problem: format!("applying the schema failed: {message}"),
-                help: format!(
-                    "the login needs CREATE SCHEMA (or an existing schema [{}] it owns), \
-                     CREATE TABLE, CREATE PROCEDURE, CREATE FUNCTION and ALTER on the schema; \
-                     or {}",
-                    store.schema(),
-                    migrations::FIX_HELP
-                ),
-            },
-            other => other,
-        })
-}
-
-/// One catalog statement's rows (`queries::CATALOG_*`, each one kind of fact).
-async fn catalog_rows(
-    client: &mut pool::Client,
-    statement: &queries::Statement,
-    sql: &str,
-    schema: &str,
-) -> Result<Vec<tiberius::Row>, Fault> {
-    let stream = if sql.contains("@P1") {
-        wire::query(client, sql, &[&schema]).await?
-    } else {
-        wire::query(client, sql, &[]).await?
-    };
-    reader::read_declared(statement.name, statement.reads, stream).await
-}
-
-/// Compare the catalog with the schema this version needs; fail with every difference, and
-/// say what a Babelfish catalog was forgiven.
-async fn verify(store: &SqlServerStore) -> StoreResult<Option<migrations::Tolerated>> {
-    let statements = [
-        queries::CATALOG_COLUMNS,
-        queries::CATALOG_INDEXES,
-        queries::CATALOG_TABLES,
-        queries::CATALOG_ROUTINES,
-        queries::CATALOG_DATABASE,
-        queries::SCHEMA_VERSIONS,
-        queries::ROUTINE_VERSIONS,
-    ];
-    let rendered: Vec<String> = statements.iter().map(|s| store.sql(s.sql)).collect();
-    let schema = store.schema().to_string();
-    let (statements, rendered, schema) = (&statements, &rendered, &schema);
-    let state = store
-        .run(
-            "verify schema",
-            Repeat::Always,
-            move |mut conn: PooledConn| async move {
-                let result: Result<CatalogState, Fault> = async {
-                    let client = &mut conn.client;
-                    let mut answers = Vec::with_capacity(statements.len());
-                    for (statement, sql) in statements.iter().zip(rendered) {
-                        answers.push(catalog_rows(client, statement, sql, schema).await?);
-                    }
-                    let [
-                        columns,
-                        indexes,
-                        tables,
-                        routines,
-                        database,
-                        versions,
-                        texts,
-                    ] = <[Vec<tiberius::Row>; 7]>::try_from(answers)
-                        .map_err(|_| rows::corrupt("the catalog answers are incomplete"))?;
-                    let mut state = CatalogState::default();
-                    for row in &columns {
-                        let length = rows::req_int(row, "max_length")?;
-                        let type_name = rows::req_str(row, "type_name")?;
-                        let column = migrations::ColumnShape {
-                            length: match type_name.as_str() {
-                                "nvarchar" | "binary" | "varbinary" => i32::try_from(length).ok(),
-                                _ => None,
-                            },
-                            scale: match type_name.as_str() {
-                                "datetime2" => i32::try_from(rows::req_int(row, "scale")?).ok(),
-                                _ => None,
-                            },
-                            nullable: rows::req_bool(row, "is_nullable")?,
-                            type_name,
-                        };
-                        state
-                            .shape
-                            .tables
-                            .entry(rows::req_str(row, "table_name")?)
-                            .or_default()
-                            .insert(rows::req_str(row, "column_name")?, column);
-                    }
-                    for row in &indexes {
-                        state.shape.indexes.insert((
-                            rows::req_str(row, "table_name")?,
-                            rows::req_str(row, "index_name")?,
-                        ));
-                    }
-                    for row in &tables {
-                        let table = rows::req_str(row, "table_name")?;
-                        state
-                            .compression
-                            .insert(table.clone(), rows::req_str(row, "compression")?);
-                        state
-                            .shape
-                            .lock_escalation
-                            .insert(table, rows::req_str(row, "lock_escalation")?);
-                    }
-                    for row in &routines {
-                        state
-                            .shape
-                            .routines
-                            .insert(rows::req_str(row, "routine_name")?);
-                    }
-                    if let Some(row) = database.first() {
-                        state.compatibility_level =
-                            i32::try_from(rows::req_int(row, "compatibility_level")?).unwrap_or(0);
-                        state.babelfish = rows::opt_str(row, "babelfish_version")?;
-                    }
-                    for row in &versions {
-                        state
-                            .applied_versions
-                            .push(i32::try_from(rows::req_int(row, "version")?).unwrap_or(0));
-                    }
-                    for row in &texts {
-                        state
-                            .routine_checksums
-                            .insert(rows::req_str(row, "name")?, rows::req_str(row, "checksum")?);
-                    }
-                    Ok(state)
-                }
-                .await;
-                (conn, result)
-            },
-        )
-        .await?;
-    let tolerated = migrations::check(store.schema(), &state)?;
-    if let Some(tolerated) = &tolerated {
-        tracing::info!(
-            event = "store.sqlserver.catalog_tolerated",
-            schema = %store.schema(),
-            server = %tolerated.server,
-            differences = %tolerated.differences.join("; "),
-            "the schema matches; cosmetic catalog differences of this server were accepted"
-        );
+    async fn enqueue_batch(&self, reqs: Vec<EnqueueRequest>) -> StoreResult<Vec<EnqueueOutcome>> {
+        producers::enqueue_batch(self, reqs).await
     }
-    Ok(tolerated)
+
+    async fn claim_batch(&self, req: ClaimRequest) -> StoreResult<Vec<Job>> {
+        workers::claim(self, req).await
+    }
+
+    async fn mark_processing(&self, worker_id: &str, ids: &[JobId]) -> StoreResult<Vec<JobId>> {
+        workers::mark_processing(self, worker_id, ids).await
+    }
+
+    async fn heartbeat(&self, worker_id: &str, ids: &[JobId]) -> StoreResult<HeartbeatReport> {
+        workers::heartbeat(self, worker_id, ids).await
+    }
+
+    async fn release(
+        &self,
+        worker_id: &str,
+        ids: &[JobId],
+        run_at: Option<Timestamp>,
+    ) -> StoreResult<u64> {
+        workers::release(self, worker_id, ids, run_at).await
+    }
+
+    async fn complete(
+        &self,
+        worker_id: &str,
+        completions: Vec<Completion>,
+    ) -> StoreResult<Vec<Applied>> {
+        workers::complete(self, worker_id, completions).await
+    }
+
+    async fn cancel(&self, id: JobId) -> StoreResult<CancelOutcome> {
+        operators::cancel(self, id).await
+    }
+
+    async fn resurrect(&self, id: JobId, edit: Option<JobEdit>) -> StoreResult<Applied> {
+        operators::resurrect(self, id, edit).await
+    }
+
+    async fn edit_job(&self, id: JobId, edit: JobEdit) -> StoreResult<Job> {
+        operators::edit_job(self, id, edit).await
+    }
+
+    async fn purge(&self, source: Pillar, ids: &[JobId]) -> StoreResult<u64> {
+        operators::purge(self, source, ids).await
+    }
+
+    async fn bulk_by_ids(
+        &self,
+        action: BulkAction,
+        source: Pillar,
+        ids: &[JobId],
+    ) -> StoreResult<u64> {
+        operators::bulk_by_ids(self, action, source, ids).await
+    }
+
+    async fn bulk_filter_step(&self, step: BulkFilterStep<'_>) -> StoreResult<BulkStep> {
+        operators::bulk_filter_step(self, step).await
+    }
+
+    async fn update_queue(&self, name: &str, patch: QueuePatch) -> StoreResult<QueueConfig> {
+        maintenance::update_queue(self, name, patch).await
+    }
+
+    async fn create_batch(&self, req: BatchRequest) -> StoreResult<BatchCreated> {
+        batches::create(self, req).await
+    }
+
+    async fn create_schedule(
+        &self,
+        definition: ScheduleDefinition,
+        origin: ScheduleOrigin,
+        enabled: bool,
+    ) -> StoreResult<Schedule> {
+        schedules::create(self, definition, origin, enabled).await
+    }
+
+    async fn replace_schedule(
+        &self,
+        definition: ScheduleDefinition,
+        origin: ScheduleOrigin,
+    ) -> StoreResult<Schedule> {
+        schedules::replace(self, definition, origin).await
+    }
+
+    async fn set_schedule_enabled(&self, name: &str, enabled: bool) -> StoreResult<Schedule> {
+        schedules::set_enabled(self, name, enabled).await
+    }
+
+    async fn delete_schedule(&self, name: &str) -> StoreResult<Applied> {
+        schedules::delete(self, name).await
+    }
+
+    async fn fire_schedule(&self, fire: ScheduleFire) -> StoreResult<Vec<FireOutcome>> {
+        schedules::fire(self, fire).await
+    }
+
+    async fn save_settings(&self, settings: &EngineSettings) -> StoreResult<()> {
+        maintenance::save_settings(self, settings).await
+    }
+
+    async fn rescue_step(&self, step: RescueStep<'_>) -> StoreResult<u64> {
+        maintenance::rescue_step(self, step).await
+    }
+
+    async fn prune_step(&self, step: PruneStep) -> StoreResult<u64> {
+        maintenance::prune_step(self, step).await
+    }
+
+    async fn heartbeat_instance(&self, info: &InstanceInfo) -> StoreResult<bool> {
+        maintenance::heartbeat_instance(self, info).await
+    }
+
+    async fn set_instance_quiet(&self, id: &str, quiet: bool) -> StoreResult<Applied> {
+        maintenance::set_instance_quiet(self, id, quiet).await
+    }
+
+    async fn deregister_instance(&self, id: &str) -> StoreResult<()> {
+        maintenance::deregister_instance(self, id).await
+    }
+
+    async fn append_audit(&self, entry: NewAuditEntry) -> StoreResult<AuditEntry> {
+        maintenance::append_audit(self, entry).await
+    }
 }
 
 #[cfg(test)]

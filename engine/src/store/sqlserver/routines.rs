@@ -28,56 +28,32 @@ pub struct Routine {
     pub sql: &'static str,
 }
 
+/// One routine of `migrations/sqlserver/routines/<name>.sql`, embedded.
+macro_rules! routine {
+    ($kind:ident, $name:literal) => {
+        Routine {
+            name: $name,
+            kind: RoutineKind::$kind,
+            file: concat!($name, ".sql"),
+            sql: include_str!(concat!(
+                "../../../../migrations/sqlserver/routines/",
+                $name,
+                ".sql"
+            )),
+        }
+    };
+}
+
 /// Every routine, in the order they are applied: a routine comes after those it uses.
 pub const ROUTINES: &[Routine] = &[
-    Routine {
-        name: "uuid_text",
-        kind: RoutineKind::Function,
-        file: "uuid_text.sql",
-        sql: include_str!("../../../../migrations/sqlserver/routines/uuid_text.sql"),
-    },
-    Routine {
-        name: "uuid_bytes",
-        kind: RoutineKind::Function,
-        file: "uuid_bytes.sql",
-        sql: include_str!("../../../../migrations/sqlserver/routines/uuid_bytes.sql"),
-    },
-    Routine {
-        name: "uuid_v7",
-        kind: RoutineKind::Function,
-        file: "uuid_v7.sql",
-        sql: include_str!("../../../../migrations/sqlserver/routines/uuid_v7.sql"),
-    },
-    Routine {
-        name: "utc_time",
-        kind: RoutineKind::Function,
-        file: "utc_time.sql",
-        sql: include_str!("../../../../migrations/sqlserver/routines/utc_time.sql"),
-    },
-    Routine {
-        name: "fingerprint",
-        kind: RoutineKind::Function,
-        file: "fingerprint.sql",
-        sql: include_str!("../../../../migrations/sqlserver/routines/fingerprint.sql"),
-    },
-    Routine {
-        name: "name_problem",
-        kind: RoutineKind::Function,
-        file: "name_problem.sql",
-        sql: include_str!("../../../../migrations/sqlserver/routines/name_problem.sql"),
-    },
-    Routine {
-        name: "enqueue_batch",
-        kind: RoutineKind::Procedure,
-        file: "enqueue_batch.sql",
-        sql: include_str!("../../../../migrations/sqlserver/routines/enqueue_batch.sql"),
-    },
-    Routine {
-        name: "enqueue",
-        kind: RoutineKind::Procedure,
-        file: "enqueue.sql",
-        sql: include_str!("../../../../migrations/sqlserver/routines/enqueue.sql"),
-    },
+    routine!(Function, "uuid_text"),
+    routine!(Function, "uuid_bytes"),
+    routine!(Function, "uuid_v7"),
+    routine!(Function, "utc_time"),
+    routine!(Function, "fingerprint"),
+    routine!(Function, "name_problem"),
+    routine!(Procedure, "enqueue_batch"),
+    routine!(Procedure, "enqueue"),
 ];
 
 impl Routine {

@@ -5,11 +5,15 @@ use chrono::{DateTime, NaiveDateTime, Timelike, Utc};
 use tiberius::Row;
 use uuid::Uuid;
 
+use std::time::Duration;
+
 use super::pool::Fault;
 use crate::batch::BatchId;
-use crate::error::StoreError;
+use crate::error::{StoreError, StoreResult};
+use crate::fingerprint::FingerprintHead;
 use crate::model::{
-    AttemptError, Continuation, FailureReason, HotStatus, Job, JobId, JobState, Pillar, Timestamp,
+    AttemptError, Continuation, FailureReason, HotStatus, Job, JobId, JobState, Pillar,
+    StoreWrittenError, Timestamp,
 };
 use crate::query::JobSummary;
 
@@ -317,6 +321,36 @@ pub fn summary(row: &Row, pillar: Pillar) -> Result<JobSummary, Fault> {
         worker_id: opt_str(row, "worker_id")?,
         last_error: opt_str(row, "last_error")?.map(|e| e.chars().take(300).collect()),
     })
+}
+
+/// A value as a JSON parameter (id lists, requests, settings).
+pub fn to_json<T: serde::Serialize>(value: &T) -> StoreResult<String> {
+    serde_json::to_string(value).map_err(|e| StoreError::database("encode parameters", e, false))
+}
+
+/// A count for an `INT` parameter, capped rather than wrapped.
+pub fn to_i32(v: u32) -> i32 {
+    i32::try_from(v).unwrap_or(i32::MAX)
+}
+
+/// A duration as whole seconds for an `INT` parameter (`DATEADD(SECOND, …)`), capped.
+pub fn secs(d: Duration) -> i32 {
+    i32::try_from(d.as_secs()).unwrap_or(i32::MAX)
+}
+
+/// An error the store writes itself, the same text as every backend writes.
+pub const fn written(reason: FailureReason) -> StoreWrittenError {
+    match reason.store_written() {
+        Some(w) => w,
+        None => panic!("a reason the store writes has its text"),
+    }
+}
+
+/// The fingerprint head of an error the store writes (its statements add the job type).
+pub fn written_head(reason: FailureReason, written: StoreWrittenError) -> String {
+    FingerprintHead::new(reason, written.kind, written.message)
+        .as_str()
+        .to_string()
 }
 
 #[cfg(test)]

@@ -305,39 +305,6 @@ fn final_moves_count_batch_members_in_their_transaction() {
     }
 }
 
-/// The due rule of `batches_apply!` is `Batch::due_callbacks`, written in T-SQL. If one of
-/// these cases changes, the statement's predicates must change with it.
-#[test]
-fn the_due_rule_in_t_sql_is_the_engines() {
-    use crate::batch::BatchEvent;
-    use crate::batch::tests::batch;
-    // on_death: this move killed a member (newly_dead) and the batch has a death.
-    assert_eq!(batch(3, 1, 1).due_callbacks(true), [BatchEvent::Death]);
-    assert!(batch(3, 1, 1).due_callbacks(false).is_empty());
-    // on_success: succeeded = total; on_complete: succeeded + dead = total.
-    assert_eq!(
-        batch(2, 2, 0).due_callbacks(false),
-        [BatchEvent::Success, BatchEvent::Complete]
-    );
-    assert_eq!(batch(2, 1, 1).due_callbacks(false), [BatchEvent::Complete]);
-    // A fired callback stays fired.
-    let mut fired = batch(2, 2, 0);
-    fired.complete_job_id = Some(crate::model::JobId::new());
-    assert_eq!(fired.due_callbacks(false), [BatchEvent::Success]);
-    let sql = queries::COMPLETE.sql;
-    for predicate in [
-        "a.event = 1 AND a.newly_dead = 1 AND a.dead > 0",
-        "b.death_request IS NOT NULL AND b.death_job_id IS NULL",
-        "a.event = 2 AND a.succeeded = a.total",
-        "b.success_request IS NOT NULL AND b.success_job_id IS NULL",
-        "a.event = 3 AND a.succeeded + a.dead = a.total",
-        "b.complete_request IS NOT NULL AND b.complete_job_id IS NULL",
-        "CASE WHEN d.dead > 0 THEN 1 ELSE 0 END",
-    ] {
-        assert!(sql.contains(predicate), "missing {predicate}");
-    }
-}
-
 /// Every write of a job into a pillar carries its batch and trace context along.
 #[test]
 fn moves_carry_the_batch_and_the_trace_context() {

@@ -86,24 +86,8 @@ pub fn lex(sql: &str) -> Result<Vec<Tok>, String> {
             }
         } else if c == '\'' || ((c == 'N' || c == 'n') && at(i + 1) == '\'') {
             i += if c == '\'' { 1 } else { 2 };
-            let mut text = String::new();
-            loop {
-                if i >= chars.len() {
-                    return Err(format!("unterminated string starting {text:.40?}"));
-                }
-                if chars[i] == '\'' {
-                    if at(i + 1) == '\'' {
-                        text.push('\'');
-                        i += 2;
-                    } else {
-                        i += 1;
-                        break;
-                    }
-                } else {
-                    text.push(chars[i]);
-                    i += 1;
-                }
-            }
+            let text = quoted(&chars, &mut i, '\'')
+                .map_err(|text| format!("unterminated string starting {text:.40?}"))?;
             out.push(Tok {
                 kind: Kind::Str,
                 text,
@@ -111,24 +95,8 @@ pub fn lex(sql: &str) -> Result<Vec<Tok>, String> {
         } else if c == '[' || c == '"' {
             let close = if c == '[' { ']' } else { '"' };
             i += 1;
-            let mut text = String::new();
-            loop {
-                if i >= chars.len() {
-                    return Err(format!("unterminated identifier {text:.40?}"));
-                }
-                if chars[i] == close {
-                    if at(i + 1) == close {
-                        text.push(close);
-                        i += 2;
-                    } else {
-                        i += 1;
-                        break;
-                    }
-                } else {
-                    text.push(chars[i]);
-                    i += 1;
-                }
-            }
+            let text = quoted(&chars, &mut i, close)
+                .map_err(|text| format!("unterminated identifier {text:.40?}"))?;
             out.push(Tok {
                 kind: Kind::Ident,
                 text,
@@ -197,6 +165,30 @@ pub fn lex(sql: &str) -> Result<Vec<Tok>, String> {
 }
 
 /// The text of tokens, for messages.
+/// The text of a quoted string or identifier, read from `*i` (just past its opening quote) to
+/// its closing `close`, where a doubled `close` stands for one; `*i` ends past the closing
+/// one. When the text ends first, the error holds what was read.
+fn quoted(chars: &[char], i: &mut usize, close: char) -> Result<String, String> {
+    let mut text = String::new();
+    loop {
+        match chars.get(*i) {
+            None => return Err(text),
+            Some(&c) if c == close && chars.get(*i + 1) == Some(&close) => {
+                text.push(close);
+                *i += 2;
+            }
+            Some(&c) if c == close => {
+                *i += 1;
+                return Ok(text);
+            }
+            Some(&c) => {
+                text.push(c);
+                *i += 1;
+            }
+        }
+    }
+}
+
 pub fn show(toks: &[Tok]) -> String {
     let mut s = String::new();
     for t in toks.iter().take(24) {

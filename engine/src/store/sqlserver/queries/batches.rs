@@ -20,26 +20,22 @@ pub const BATCH_COLUMNS: &[&str] = &[
     "death_job_id",
 ];
 
+/// The columns of a batch row (`BATCH_COLUMNS`) and the table they come from as `b`: what
+/// follows a `SELECT` (or `SELECT TOP (…)`), before its `WHERE`.
+macro_rules! batch_row_columns {
+    () => {
+        "b.id, b.description, b.created_by, b.created_at, b.total, b.succeeded, b.dead,
+       b.finished_at, b.callbacks, b.success_job_id, b.complete_job_id, b.death_job_id
+FROM [{schema}].[batches] AS b
+"
+    };
+}
+
 /// A member in any pillar: `pillar` as in `ANY_JOB_COLUMNS` (0 hot, 1 archive, 2 DLQ), then a
 /// job list row's columns (`rows::summary` reads `status` for the hot pillar, `reason` for
 /// the DLQ, `finished_at` for both finished ones; NULL where a pillar has no such column).
-pub const BATCH_MEMBER_COLUMNS: &[&str] = &[
-    "pillar",
-    "id",
-    "queue",
-    "job_type",
-    "status",
-    "reason",
-    "priority",
-    "tags",
-    "attempt",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "finished_at",
-    "worker_id",
-    "last_error",
-];
+pub const BATCH_MEMBER_COLUMNS: &[&str] =
+    list_column_names!(["pillar"], ["status", "reason"], ["finished_at"]);
 
 /// @P1 batch id (BINARY(16)), @P2 description, @P3 created_by, @P4 callbacks (the engine's JSON),
 /// @P5 / @P6 / @P7 the jobs on_success / on_complete / on_death enqueue (JSON, NULL when not
@@ -102,10 +98,9 @@ SELECT @batch, @description, @created_by, @now, (SELECT COUNT(*) FROM @answer AS
 WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[batches] AS b WITH (UPDLOCK, HOLDLOCK)
                   WHERE b.id = @batch);
 
-SELECT b.id, b.description, b.created_by, b.created_at, b.total, b.succeeded, b.dead,
-       b.finished_at, b.callbacks, b.success_job_id, b.complete_job_id, b.death_job_id
-FROM [{schema}].[batches] AS b
-WHERE b.id = @batch;"
+SELECT ",
+        batch_row_columns!(),
+        "WHERE b.id = @batch;"
     ),
 };
 
@@ -114,11 +109,12 @@ pub const GET_BATCH: Statement = Statement {
     name: "get_batch",
     class: Class::Committed,
     reads: Reads::Rows(BATCH_COLUMNS),
-    sql: "SET NOCOUNT ON;
-SELECT b.id, b.description, b.created_by, b.created_at, b.total, b.succeeded, b.dead,
-       b.finished_at, b.callbacks, b.success_job_id, b.complete_job_id, b.death_job_id
-FROM [{schema}].[batches] AS b
-WHERE b.id = @P1;",
+    sql: concat!(
+        "SET NOCOUNT ON;
+SELECT ",
+        batch_row_columns!(),
+        "WHERE b.id = @P1;"
+    ),
 };
 
 /// @P1 the id to page back from (BINARY(16)) or NULL for the newest, @P2 limit. Newest first: ids
@@ -128,15 +124,38 @@ pub const LIST_BATCHES: Statement = Statement {
     name: "list_batches",
     class: Class::Committed,
     reads: Reads::Rows(BATCH_COLUMNS),
-    sql: "SET NOCOUNT ON;
+    sql: concat!(
+        "SET NOCOUNT ON;
 DECLARE @before BINARY(16) = @P1;
-SELECT TOP (@P2) b.id, b.description, b.created_by, b.created_at, b.total, b.succeeded, b.dead,
-       b.finished_at, b.callbacks, b.success_job_id, b.complete_job_id, b.death_job_id
-FROM [{schema}].[batches] AS b
-WHERE @before IS NULL OR b.id < @before
+SELECT TOP (@P2) ",
+        batch_row_columns!(),
+        "WHERE @before IS NULL OR b.id < @before
 ORDER BY b.id DESC
-OPTION (RECOMPILE);",
+OPTION (RECOMPILE);"
+    ),
 };
+
+/// Up to `@left` more members (`BATCH_MEMBERS`) from the finished pillar `$table` (as
+/// `$a`), order `$seq` among the pillars, `pillar` `$pillar`, `reason` `$reason`; a member
+/// an earlier pillar gave already is not repeated.
+macro_rules! finished_members {
+    ($seq:literal, $pillar:literal, $table:literal, $a:literal, $reason:literal) => {
+        concat!(
+            "INSERT INTO @members (seq, pillar, id, queue, job_type, status, reason, priority, tags, attempt,
+                      created_at, scheduled_at, started_at, finished_at, worker_id, last_error)
+SELECT TOP (@left) ", $seq, ", ", $pillar, ", ", $a, ".id, ", $a, ".queue, ", $a, ".job_type, NULL, ",
+            $reason, ", ", $a, ".priority, ", $a, ".tags,
+       ", $a, ".attempt, ", $a, ".created_at, ", $a, ".scheduled_at, ", $a, ".started_at, ",
+            $a, ".finished_at, ", $a, ".worker_id,
+       ", $a, ".last_error
+FROM [{schema}].[", $table, "] AS ", $a, "
+WHERE ", $a, ".batch_id = @batch AND ", $a, ".batch_id IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM @members AS m WHERE m.id = ", $a, ".id)
+ORDER BY ", $a, ".id;
+"
+        )
+    };
+}
 
 /// @P1 batch id (BINARY(16)), @P2 limit. Active members first, then dead, then succeeded, each in id
 /// order (a seek of the pillar's batch index), at most @P2 in all. The pillars are read one
@@ -146,7 +165,8 @@ pub const BATCH_MEMBERS: Statement = Statement {
     name: "batch_members",
     class: Class::Committed,
     reads: Reads::Rows(BATCH_MEMBER_COLUMNS),
-    sql: "SET NOCOUNT ON;
+    sql: concat!(
+        "SET NOCOUNT ON;
 DECLARE @batch BINARY(16) = @P1;
 DECLARE @left INT = @P2;
 DECLARE @members TABLE (
@@ -177,31 +197,18 @@ WHERE h.batch_id = @batch AND h.batch_id IS NOT NULL
 ORDER BY h.id;
 SET @left = @left - @@ROWCOUNT;
 
-INSERT INTO @members (seq, pillar, id, queue, job_type, status, reason, priority, tags, attempt,
-                      created_at, scheduled_at, started_at, finished_at, worker_id, last_error)
-SELECT TOP (@left) 1, 2, d.id, d.queue, d.job_type, NULL, d.reason, d.priority, d.tags,
-       d.attempt, d.created_at, d.scheduled_at, d.started_at, d.finished_at, d.worker_id,
-       d.last_error
-FROM [{schema}].[jobs_dlq] AS d
-WHERE d.batch_id = @batch AND d.batch_id IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM @members AS m WHERE m.id = d.id)
-ORDER BY d.id;
-SET @left = @left - @@ROWCOUNT;
+",
+        finished_members!("1", "2", "jobs_dlq", "d", "d.reason"),
+        "SET @left = @left - @@ROWCOUNT;
 
-INSERT INTO @members (seq, pillar, id, queue, job_type, status, reason, priority, tags, attempt,
-                      created_at, scheduled_at, started_at, finished_at, worker_id, last_error)
-SELECT TOP (@left) 2, 1, a.id, a.queue, a.job_type, NULL, NULL, a.priority, a.tags,
-       a.attempt, a.created_at, a.scheduled_at, a.started_at, a.finished_at, a.worker_id,
-       a.last_error
-FROM [{schema}].[jobs_archive] AS a
-WHERE a.batch_id = @batch AND a.batch_id IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM @members AS m WHERE m.id = a.id)
-ORDER BY a.id;
-
+",
+        finished_members!("2", "1", "jobs_archive", "a", "NULL"),
+        "
 SELECT m.pillar, m.id, m.queue, m.job_type, m.status, m.reason, m.priority, m.tags, m.attempt,
        m.created_at, m.scheduled_at, m.started_at, m.finished_at, m.worker_id, m.last_error
 FROM @members AS m
-ORDER BY m.seq, m.id;",
+ORDER BY m.seq, m.id;"
+    ),
 };
 
 /// Retention: finished batches older than @P1 seconds, at most @P2 of them. A reopened batch
@@ -210,7 +217,5 @@ pub const PRUNE_BATCHES: Statement = Statement {
     name: "prune_batches",
     class: Class::Transition,
     reads: Reads::Rows(&["deleted"]),
-    sql: tx!("DELETE TOP (@P2) FROM [{schema}].[batches]
-WHERE finished_at < DATEADD(SECOND, -@P1, SYSUTCDATETIME());
-SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
+    sql: prune_older_rows!("batches", "finished_at <"),
 };

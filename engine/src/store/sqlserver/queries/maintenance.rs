@@ -1,6 +1,6 @@
-//! Rescue sweeps, retention and the instance registry. Sweeps move at most `@batch` rows
-//! (the store passes 500, prune batches at most 1,000) per transaction; the store repeats
-//! them until a round comes back short.
+//! Rescue sweeps, retention, queue settings, engine settings, the instance registry and the
+//! audit log. Sweeps move at most `@batch` rows (at most 1,000) per transaction;
+//! `crate::maintenance` repeats them until a round comes back short.
 
 use super::{Class, Reads, Statement};
 
@@ -95,15 +95,8 @@ pub const RESCUE_ZOMBIES: Statement = Statement {
     sql: tx!(
         "DECLARE @default_zombie INT = @P1;
 DECLARE @batch INT = @P3;
-DECLARE @dead_reason TINYINT = 5;
-DECLARE @dead_kind NVARCHAR(20) = @P4;
-DECLARE @dead_message NVARCHAR(400) = @P5;
-DECLARE @dead_head NVARCHAR(MAX) = @P6;
 ",
-        ledger_decl!(),
-        finished_decl!(),
-        moved_decl!(),
-        batch_delta_decl!(),
+        generated_error_decl!("5", "@P4", "@P5", "@P6"),
         dead_instances!(),
         "
 DELETE TOP (@batch) FROM [{schema}].[jobs_hot] WITH (ROWLOCK, READPAST)
@@ -128,9 +121,7 @@ IF @left > 0 AND EXISTS (SELECT 1 FROM @dead)
         ";
 ",
         moved_to_dlq_with_generated_error!(),
-        continuations_apply!(),
-        batches_apply!(),
-        ledger_apply!(),
+        after_moved_jobs!(),
         "
 SELECT COUNT_BIG(*) AS zombies FROM @moved;"
     ),
@@ -145,15 +136,8 @@ pub const RESCUE_EXPIRED: Statement = Statement {
     reads: Reads::Rows(&["expired"]),
     sql: tx!(
         "DECLARE @batch INT = @P1;
-DECLARE @dead_reason TINYINT = 8;
-DECLARE @dead_kind NVARCHAR(20) = @P2;
-DECLARE @dead_message NVARCHAR(400) = @P3;
-DECLARE @dead_head NVARCHAR(MAX) = @P4;
 ",
-        ledger_decl!(),
-        finished_decl!(),
-        moved_decl!(),
-        batch_delta_decl!(),
+        generated_error_decl!("8", "@P2", "@P3", "@P4"),
         "
 DELETE TOP (@batch) FROM [{schema}].[jobs_hot] WITH (ROWLOCK, READPAST)
 ",
@@ -162,9 +146,7 @@ DELETE TOP (@batch) FROM [{schema}].[jobs_hot] WITH (ROWLOCK, READPAST)
 WHERE status = 0 AND expires_at IS NOT NULL AND expires_at <= @now;
 ",
         moved_to_dlq_with_generated_error!(),
-        continuations_apply!(),
-        batches_apply!(),
-        ledger_apply!(),
+        after_moved_jobs!(),
         "
 SELECT COUNT_BIG(*) AS expired FROM @moved;"
     ),
@@ -280,18 +262,14 @@ pub const PRUNE_UNIQUE_KEYS: Statement = Statement {
     name: "prune_unique_keys",
     class: Class::Transition,
     reads: Reads::Rows(&["deleted"]),
-    sql: tx!("DELETE TOP (@P2) FROM [{schema}].[unique_keys]
-WHERE held_until <= DATEADD(SECOND, -@P1, SYSUTCDATETIME());
-SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
+    sql: prune_older_rows!("unique_keys", "held_until <="),
 };
 
 pub const PRUNE_AUDIT: Statement = Statement {
     name: "prune_audit",
     class: Class::Transition,
     reads: Reads::Rows(&["deleted"]),
-    sql: tx!("DELETE TOP (@P2) FROM [{schema}].[audit_log]
-WHERE [at] < DATEADD(SECOND, -@P1, SYSUTCDATETIME());
-SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
+    sql: prune_older_rows!("audit_log", "[at] <"),
 };
 
 /// @P1 id, @P2 host, @P3 pid, @P4 version, @P5 started_at, @P6 workers total, @P7 busy,
@@ -336,3 +314,180 @@ pub const DEREGISTER_INSTANCE: Statement = Statement {
     reads: Reads::Nothing,
     sql: tx!("UPDATE [{schema}].[instances] SET stopped_at = SYSUTCDATETIME() WHERE id = @P1;"),
 };
+
+pub const LIST_QUEUES: Statement = Statement {
+    name: "list_queues",
+    class: Class::Committed,
+    reads: Reads::Rows(QUEUE_COLUMNS),
+    sql: "SET NOCOUNT ON;
+SELECT q.name, q.paused, q.hidden, q.max_workers, q.zombie_timeout_secs,
+       q.execution_timeout_secs, q.lag_warn_secs, q.lag_crit_secs, q.updated_at,
+       r.max_starts AS rate_max_starts, r.period_secs AS rate_period_secs,
+       r.window_start AS rate_window_start, r.window_starts AS rate_window_starts
+FROM [{schema}].[queues] AS q
+LEFT JOIN [{schema}].[rate_limits] AS r ON r.queue = q.name
+ORDER BY q.name;",
+};
+
+pub const LOAD_SETTINGS: Statement = Statement {
+    name: "load_settings",
+    class: Class::Committed,
+    reads: Reads::Rows(&["value"]),
+    sql: "SET NOCOUNT ON;
+SELECT s.value FROM [{schema}].[settings] AS s WHERE s.name = N'engine';",
+};
+
+/// @P1 max age in milliseconds.
+pub const LIST_INSTANCES: Statement = Statement {
+    name: "list_instances",
+    class: Class::Committed,
+    reads: Reads::Rows(INSTANCE_COLUMNS),
+    sql: "SET NOCOUNT ON;
+SELECT i.id, i.host, i.pid, i.version, i.started_at, i.heartbeat_at, i.workers_total,
+       i.workers_busy, i.kind, i.queues, i.job_types, i.quiet
+FROM [{schema}].[instances] AS i
+WHERE i.stopped_at IS NULL
+  AND i.heartbeat_at >= DATEADD(MILLISECOND, -(@P1 % 1000),
+                                DATEADD(SECOND, -(@P1 / 1000), SYSUTCDATETIME()))
+ORDER BY i.heartbeat_at DESC;",
+};
+
+/// @P1 limit, @P2 before id, @P3 actor, @P4 action or action family, @P5 from, @P6 to
+/// (each NULL for no limit).
+pub const LIST_AUDIT: Statement = Statement {
+    name: "list_audit",
+    class: Class::Committed,
+    reads: Reads::Rows(AUDIT_COLUMNS),
+    sql: "SET NOCOUNT ON;
+SELECT TOP (@P1) a.id, a.[at], a.actor, a.[action], a.target, a.[count], a.detail
+FROM [{schema}].[audit_log] AS a
+WHERE (@P2 IS NULL OR a.id < @P2)
+  AND (@P3 IS NULL OR a.actor = @P3)
+  AND (@P4 IS NULL OR a.[action] = @P4 OR LEFT(a.[action], LEN(@P4) + 1) = @P4 + N'.')
+  AND (@P5 IS NULL OR a.[at] >= @P5)
+  AND (@P6 IS NULL OR a.[at] < @P6)
+ORDER BY a.id DESC
+OPTION (RECOMPILE);",
+};
+
+/// @P1 name; then for each field a "set" flag and a value: @P2/@P3 paused, @P4/@P5 hidden,
+/// @P6/@P7 max_workers, @P8/@P9 zombie timeout, @P10/@P11 execution timeout,
+/// @P12/@P13 lag warn, @P14/@P15 lag crit, @P16 rate limit set flag with @P17 starts and
+/// @P18 period (NULL starts: no limit). Update-then-insert; answers the row.
+pub const UPDATE_QUEUE: Statement = Statement {
+    name: "update_queue",
+    class: Class::Transition,
+    reads: Reads::Rows(QUEUE_COLUMNS),
+    sql: tx!("DECLARE @name NVARCHAR(255) = @P1;
+DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
+UPDATE q
+SET q.paused = CASE WHEN @P2 = 1 THEN @P3 ELSE q.paused END,
+    q.hidden = CASE WHEN @P4 = 1 THEN @P5 ELSE q.hidden END,
+    q.max_workers = CASE WHEN @P6 = 1 THEN @P7 ELSE q.max_workers END,
+    q.zombie_timeout_secs = CASE WHEN @P8 = 1 THEN @P9 ELSE q.zombie_timeout_secs END,
+    q.execution_timeout_secs = CASE WHEN @P10 = 1 THEN @P11 ELSE q.execution_timeout_secs END,
+    q.lag_warn_secs = CASE WHEN @P12 = 1 THEN @P13 ELSE q.lag_warn_secs END,
+    q.lag_crit_secs = CASE WHEN @P14 = 1 THEN @P15 ELSE q.lag_crit_secs END,
+    q.updated_at = @now
+FROM [{schema}].[queues] AS q WITH (UPDLOCK, HOLDLOCK)
+WHERE q.name = @name;
+IF @@ROWCOUNT = 0
+    INSERT INTO [{schema}].[queues]
+        (name, paused, hidden, max_workers, zombie_timeout_secs, execution_timeout_secs,
+         lag_warn_secs, lag_crit_secs, created_at, updated_at)
+    SELECT @name,
+           CASE WHEN @P2 = 1 THEN @P3 ELSE 0 END,
+           CASE WHEN @P4 = 1 THEN @P5 ELSE 0 END,
+           CASE WHEN @P6 = 1 THEN @P7 END,
+           CASE WHEN @P8 = 1 THEN @P9 END,
+           CASE WHEN @P10 = 1 THEN @P11 END,
+           CASE WHEN @P12 = 1 THEN @P13 END,
+           CASE WHEN @P14 = 1 THEN @P15 END,
+           @now, @now
+    WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[queues] AS q WITH (UPDLOCK, HOLDLOCK)
+                      WHERE q.name = @name);
+-- A changed limit keeps the current period's count: lowering it below what already started
+-- holds the rest of the period back.
+IF @P16 = 1 AND @P17 IS NULL
+    DELETE FROM [{schema}].[rate_limits] WHERE queue = @name;
+IF @P16 = 1 AND @P17 IS NOT NULL
+BEGIN
+    UPDATE r SET r.max_starts = @P17, r.period_secs = @P18
+    FROM [{schema}].[rate_limits] AS r WITH (UPDLOCK, HOLDLOCK)
+    WHERE r.queue = @name;
+    IF @@ROWCOUNT = 0
+        INSERT INTO [{schema}].[rate_limits] (queue, max_starts, period_secs, window_start, window_starts)
+        SELECT @name, @P17, @P18, 0, 0
+        WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[rate_limits] AS r WITH (UPDLOCK, HOLDLOCK)
+                          WHERE r.queue = @name);
+END
+SELECT q.name, q.paused, q.hidden, q.max_workers, q.zombie_timeout_secs,
+       q.execution_timeout_secs, q.lag_warn_secs, q.lag_crit_secs, q.updated_at,
+       r.max_starts AS rate_max_starts, r.period_secs AS rate_period_secs,
+       r.window_start AS rate_window_start, r.window_starts AS rate_window_starts
+FROM [{schema}].[queues] AS q
+LEFT JOIN [{schema}].[rate_limits] AS r ON r.queue = q.name
+WHERE q.name = @name;"),
+};
+
+/// @P1 JSON document.
+pub const SAVE_SETTINGS: Statement = Statement {
+    name: "save_settings",
+    class: Class::Transition,
+    reads: Reads::Nothing,
+    sql: tx!("DECLARE @value NVARCHAR(MAX) = @P1;
+UPDATE s SET s.value = @value, s.updated_at = SYSUTCDATETIME()
+FROM [{schema}].[settings] AS s WITH (UPDLOCK, HOLDLOCK)
+WHERE s.name = N'engine';
+IF @@ROWCOUNT = 0
+    INSERT INTO [{schema}].[settings] (name, value, updated_at)
+    SELECT N'engine', @value, SYSUTCDATETIME()
+    WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[settings] AS s WITH (UPDLOCK, HOLDLOCK)
+                      WHERE s.name = N'engine');"),
+};
+
+/// @P1 actor, @P2 action, @P3 target, @P4 count, @P5 detail. Answers the stored entry.
+pub const APPEND_AUDIT: Statement = Statement {
+    name: "append_audit",
+    class: Class::Transition,
+    reads: Reads::Rows(AUDIT_COLUMNS),
+    sql: tx!("DECLARE @new TABLE (id BIGINT NOT NULL PRIMARY KEY);
+INSERT INTO [{schema}].[audit_log] ([at], actor, [action], target, [count], detail)
+OUTPUT inserted.id INTO @new (id)
+VALUES (SYSUTCDATETIME(), @P1, @P2, @P3, @P4, @P5);
+SELECT a.id, a.[at], a.actor, a.[action], a.target, a.[count], a.detail
+FROM [{schema}].[audit_log] AS a JOIN @new AS n ON n.id = a.id;"),
+};
+
+pub const QUEUE_COLUMNS: &[&str] = &[
+    "name",
+    "paused",
+    "hidden",
+    "max_workers",
+    "zombie_timeout_secs",
+    "execution_timeout_secs",
+    "lag_warn_secs",
+    "lag_crit_secs",
+    "updated_at",
+    "rate_max_starts",
+    "rate_period_secs",
+    "rate_window_start",
+    "rate_window_starts",
+];
+
+pub const INSTANCE_COLUMNS: &[&str] = &[
+    "id",
+    "host",
+    "pid",
+    "version",
+    "started_at",
+    "heartbeat_at",
+    "workers_total",
+    "workers_busy",
+    "kind",
+    "queues",
+    "job_types",
+    "quiet",
+];
+
+pub const AUDIT_COLUMNS: &[&str] = &["id", "at", "actor", "action", "target", "count", "detail"];

@@ -1,8 +1,7 @@
-//! What operators do to jobs and queues: cancel, resurrect, edit, purge, queue settings,
-//! engine settings, the audit log. Id lists come in chunks of at most 500 (the store's
+//! What operators do to jobs: cancel, resurrect, edit, purge. Id lists come in chunks of at most 500 (the store's
 //! `OPERATOR_CHUNK`), so each statement stays below the 1,000-row cap without slicing.
 
-use super::{AUDIT_COLUMNS, Class, QUEUE_COLUMNS, Reads, Statement};
+use super::{Class, Reads, Statement};
 
 /// `@id_list`: the distinct ids of the JSON array @P1 (UUID text), as `BINARY(16)`.
 macro_rules! id_list {
@@ -24,15 +23,7 @@ pub const CANCEL: Statement = Statement {
     reads: Reads::Rows(&["cancelled", "requested"]),
     sql: tx!(
         id_list!(),
-        "DECLARE @dead_reason TINYINT = 4;
-DECLARE @dead_kind NVARCHAR(20) = @P2;
-DECLARE @dead_message NVARCHAR(400) = @P3;
-DECLARE @dead_head NVARCHAR(MAX) = @P4;
-",
-        ledger_decl!(),
-        finished_decl!(),
-        moved_decl!(),
-        batch_delta_decl!(),
+        generated_error_decl!("4", "@P2", "@P3", "@P4"),
         "
 -- Two literal states, each matching a filtered index, not an IN list.
 DELETE FROM [{schema}].[jobs_hot] WITH (ROWLOCK)
@@ -50,9 +41,7 @@ FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @id_list AS i
 WHERE i.id = h.id AND h.status = 2;
 DECLARE @requested BIGINT = @@ROWCOUNT;
 ",
-        continuations_apply!(),
-        batches_apply!(),
-        ledger_apply!(),
+        after_moved_jobs!(),
         "
 SELECT (SELECT COUNT_BIG(*) FROM @moved) AS cancelled, @requested AS requested;"
     ),
@@ -289,93 +278,4 @@ WHERE i.id = [{schema}].[jobs_dlq].id;
         "
 SELECT COUNT_BIG(*) AS purged FROM @ledger;"
     ),
-};
-
-/// @P1 name; then for each field a "set" flag and a value: @P2/@P3 paused, @P4/@P5 hidden,
-/// @P6/@P7 max_workers, @P8/@P9 zombie timeout, @P10/@P11 execution timeout,
-/// @P12/@P13 lag warn, @P14/@P15 lag crit, @P16 rate limit set flag with @P17 starts and
-/// @P18 period (NULL starts: no limit). Update-then-insert; answers the row.
-pub const UPDATE_QUEUE: Statement = Statement {
-    name: "update_queue",
-    class: Class::Transition,
-    reads: Reads::Rows(QUEUE_COLUMNS),
-    sql: tx!("DECLARE @name NVARCHAR(255) = @P1;
-DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
-UPDATE q
-SET q.paused = CASE WHEN @P2 = 1 THEN @P3 ELSE q.paused END,
-    q.hidden = CASE WHEN @P4 = 1 THEN @P5 ELSE q.hidden END,
-    q.max_workers = CASE WHEN @P6 = 1 THEN @P7 ELSE q.max_workers END,
-    q.zombie_timeout_secs = CASE WHEN @P8 = 1 THEN @P9 ELSE q.zombie_timeout_secs END,
-    q.execution_timeout_secs = CASE WHEN @P10 = 1 THEN @P11 ELSE q.execution_timeout_secs END,
-    q.lag_warn_secs = CASE WHEN @P12 = 1 THEN @P13 ELSE q.lag_warn_secs END,
-    q.lag_crit_secs = CASE WHEN @P14 = 1 THEN @P15 ELSE q.lag_crit_secs END,
-    q.updated_at = @now
-FROM [{schema}].[queues] AS q WITH (UPDLOCK, HOLDLOCK)
-WHERE q.name = @name;
-IF @@ROWCOUNT = 0
-    INSERT INTO [{schema}].[queues]
-        (name, paused, hidden, max_workers, zombie_timeout_secs, execution_timeout_secs,
-         lag_warn_secs, lag_crit_secs, created_at, updated_at)
-    SELECT @name,
-           CASE WHEN @P2 = 1 THEN @P3 ELSE 0 END,
-           CASE WHEN @P4 = 1 THEN @P5 ELSE 0 END,
-           CASE WHEN @P6 = 1 THEN @P7 END,
-           CASE WHEN @P8 = 1 THEN @P9 END,
-           CASE WHEN @P10 = 1 THEN @P11 END,
-           CASE WHEN @P12 = 1 THEN @P13 END,
-           CASE WHEN @P14 = 1 THEN @P15 END,
-           @now, @now
-    WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[queues] AS q WITH (UPDLOCK, HOLDLOCK)
-                      WHERE q.name = @name);
--- A changed limit keeps the current period's count: lowering it below what already started
--- holds the rest of the period back.
-IF @P16 = 1 AND @P17 IS NULL
-    DELETE FROM [{schema}].[rate_limits] WHERE queue = @name;
-IF @P16 = 1 AND @P17 IS NOT NULL
-BEGIN
-    UPDATE r SET r.max_starts = @P17, r.period_secs = @P18
-    FROM [{schema}].[rate_limits] AS r WITH (UPDLOCK, HOLDLOCK)
-    WHERE r.queue = @name;
-    IF @@ROWCOUNT = 0
-        INSERT INTO [{schema}].[rate_limits] (queue, max_starts, period_secs, window_start, window_starts)
-        SELECT @name, @P17, @P18, 0, 0
-        WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[rate_limits] AS r WITH (UPDLOCK, HOLDLOCK)
-                          WHERE r.queue = @name);
-END
-SELECT q.name, q.paused, q.hidden, q.max_workers, q.zombie_timeout_secs,
-       q.execution_timeout_secs, q.lag_warn_secs, q.lag_crit_secs, q.updated_at,
-       r.max_starts AS rate_max_starts, r.period_secs AS rate_period_secs,
-       r.window_start AS rate_window_start, r.window_starts AS rate_window_starts
-FROM [{schema}].[queues] AS q
-LEFT JOIN [{schema}].[rate_limits] AS r ON r.queue = q.name
-WHERE q.name = @name;"),
-};
-
-/// @P1 JSON document.
-pub const SAVE_SETTINGS: Statement = Statement {
-    name: "save_settings",
-    class: Class::Transition,
-    reads: Reads::Nothing,
-    sql: tx!("DECLARE @value NVARCHAR(MAX) = @P1;
-UPDATE s SET s.value = @value, s.updated_at = SYSUTCDATETIME()
-FROM [{schema}].[settings] AS s WITH (UPDLOCK, HOLDLOCK)
-WHERE s.name = N'engine';
-IF @@ROWCOUNT = 0
-    INSERT INTO [{schema}].[settings] (name, value, updated_at)
-    SELECT N'engine', @value, SYSUTCDATETIME()
-    WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[settings] AS s WITH (UPDLOCK, HOLDLOCK)
-                      WHERE s.name = N'engine');"),
-};
-
-/// @P1 actor, @P2 action, @P3 target, @P4 count, @P5 detail. Answers the stored entry.
-pub const APPEND_AUDIT: Statement = Statement {
-    name: "append_audit",
-    class: Class::Transition,
-    reads: Reads::Rows(AUDIT_COLUMNS),
-    sql: tx!("DECLARE @new TABLE (id BIGINT NOT NULL PRIMARY KEY);
-INSERT INTO [{schema}].[audit_log] ([at], actor, [action], target, [count], detail)
-OUTPUT inserted.id INTO @new (id)
-VALUES (SYSUTCDATETIME(), @P1, @P2, @P3, @P4, @P5);
-SELECT a.id, a.[at], a.actor, a.[action], a.target, a.[count], a.detail
-FROM [{schema}].[audit_log] AS a JOIN @new AS n ON n.id = a.id;"),
 };

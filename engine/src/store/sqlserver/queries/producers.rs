@@ -2,7 +2,7 @@
 //! which the store, `sqlserver::enqueue_in` (a caller's own transaction) and applications in
 //! any language call alike.
 
-use super::{Class, ENQUEUE_COLUMNS, Reads, Statement};
+use super::{Class, Reads, Statement};
 
 /// @P1: JSON array of requests (README, "Enqueue inside your own transaction"). Answers
 /// (id, created, ord) per request. The store fixes each job's id before the first attempt,
@@ -25,3 +25,7 @@ SET CONCAT_NULL_YIELDS_NULL ON;
 SET NUMERIC_ROUNDABORT OFF;
 EXEC [{schema}].[enqueue_batch] @jobs = @P1;",
 };
+
+/// The answer of `[enqueue_batch]` and `[enqueue]`: the job's id as UUID text, whether it was
+/// written (0: an active job already held the idempotency key), the request's 0-based index.
+pub const ENQUEUE_COLUMNS: &[&str] = &["id", "created", "ord"];

@@ -19,17 +19,45 @@ pub const SCHEDULE_COLUMNS: &[&str] = &[
     "updated_at",
 ];
 
+/// The select of schedule rows (`SCHEDULE_COLUMNS`) from the table as `s`, before its
+/// `WHERE` or `ORDER BY`.
+macro_rules! schedule_rows {
+    () => {
+        "SELECT s.name, s.definition, s.enabled, s.origin, s.handled_through, s.last_scheduled_at,
+       s.last_job_id, s.last_skipped, s.last_manual, s.last_recorded_at, s.created_at, s.updated_at
+FROM [{schema}].[schedules] AS s
+"
+    };
+}
+
+/// `$update` (an `UPDATE s SET …`) of the schedule `@name`, then its row as it is now (no
+/// row when there is no such schedule).
+macro_rules! update_schedule_named {
+    ($update:literal) => {
+        concat!(
+            $update,
+            "
+FROM [{schema}].[schedules] AS s
+WHERE s.name = @name;
+",
+            schedule_rows!(),
+            "WHERE s.name = @name;"
+        )
+    };
+}
+
 pub const SCHEDULE_RUN_COLUMNS: &[&str] = &["scheduled_at", "manual", "job_id", "recorded_at"];
 
 pub const LIST_SCHEDULES: Statement = Statement {
     name: "list_schedules",
     class: Class::Committed,
     reads: Reads::Rows(SCHEDULE_COLUMNS),
-    sql: "SET NOCOUNT ON;
-SELECT s.name, s.definition, s.enabled, s.origin, s.handled_through, s.last_scheduled_at,
-       s.last_job_id, s.last_skipped, s.last_manual, s.last_recorded_at, s.created_at, s.updated_at
-FROM [{schema}].[schedules] AS s
-ORDER BY s.name;",
+    sql: concat!(
+        "SET NOCOUNT ON;
+",
+        schedule_rows!(),
+        "ORDER BY s.name;"
+    ),
 };
 
 /// @P1 name, @P2 definition (JSON), @P3 enabled, @P4 origin. Answers the row, or no row when
@@ -38,7 +66,8 @@ pub const CREATE_SCHEDULE: Statement = Statement {
     name: "create_schedule",
     class: Class::Transition,
     reads: Reads::Rows(SCHEDULE_COLUMNS),
-    sql: tx!("DECLARE @name NVARCHAR(255) = @P1;
+    sql: tx!(
+        "DECLARE @name NVARCHAR(255) = @P1;
 DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
 DECLARE @created INT = 0;
 INSERT INTO [{schema}].[schedules]
@@ -47,10 +76,10 @@ SELECT @name, @P2, @P3, @P4, @now, @now, @now
 WHERE NOT EXISTS (SELECT 1 FROM [{schema}].[schedules] AS s WITH (UPDLOCK, HOLDLOCK)
                   WHERE s.name = @name);
 SET @created = @@ROWCOUNT;
-SELECT s.name, s.definition, s.enabled, s.origin, s.handled_through, s.last_scheduled_at,
-       s.last_job_id, s.last_skipped, s.last_manual, s.last_recorded_at, s.created_at, s.updated_at
-FROM [{schema}].[schedules] AS s
-WHERE s.name = @name AND @created = 1;"),
+",
+        schedule_rows!(),
+        "WHERE s.name = @name AND @created = 1;"
+    ),
 };
 
 /// @P1 name, @P2 definition (JSON), @P3 origin. No row when there is no such schedule.
@@ -58,14 +87,13 @@ pub const REPLACE_SCHEDULE: Statement = Statement {
     name: "replace_schedule",
     class: Class::Transition,
     reads: Reads::Rows(SCHEDULE_COLUMNS),
-    sql: tx!("DECLARE @name NVARCHAR(255) = @P1;
-UPDATE s SET s.definition = @P2, s.origin = @P3, s.updated_at = SYSUTCDATETIME()
-FROM [{schema}].[schedules] AS s
-WHERE s.name = @name;
-SELECT s.name, s.definition, s.enabled, s.origin, s.handled_through, s.last_scheduled_at,
-       s.last_job_id, s.last_skipped, s.last_manual, s.last_recorded_at, s.created_at, s.updated_at
-FROM [{schema}].[schedules] AS s
-WHERE s.name = @name;"),
+    sql: tx!(
+        "DECLARE @name NVARCHAR(255) = @P1;
+",
+        update_schedule_named!(
+            "UPDATE s SET s.definition = @P2, s.origin = @P3, s.updated_at = SYSUTCDATETIME()"
+        )
+    ),
 };
 
 /// @P1 name, @P2 enabled. Resuming moves the cursor up to now: what passed while paused is
@@ -74,19 +102,18 @@ pub const SET_SCHEDULE_ENABLED: Statement = Statement {
     name: "set_schedule_enabled",
     class: Class::Transition,
     reads: Reads::Rows(SCHEDULE_COLUMNS),
-    sql: tx!("DECLARE @name NVARCHAR(255) = @P1;
+    sql: tx!(
+        "DECLARE @name NVARCHAR(255) = @P1;
 DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
-UPDATE s
+",
+        update_schedule_named!(
+            "UPDATE s
 SET s.handled_through = CASE WHEN @P2 = 1 AND s.enabled = 0 AND s.handled_through < @now
                              THEN @now ELSE s.handled_through END,
     s.enabled = @P2,
-    s.updated_at = @now
-FROM [{schema}].[schedules] AS s
-WHERE s.name = @name;
-SELECT s.name, s.definition, s.enabled, s.origin, s.handled_through, s.last_scheduled_at,
-       s.last_job_id, s.last_skipped, s.last_manual, s.last_recorded_at, s.created_at, s.updated_at
-FROM [{schema}].[schedules] AS s
-WHERE s.name = @name;"),
+    s.updated_at = @now"
+        )
+    ),
 };
 
 /// @P1 name. The schedule and its history; its jobs stay.
@@ -113,7 +140,8 @@ pub const FIRE_SCHEDULE: Statement = Statement {
     name: "fire_schedule",
     class: Class::Transition,
     reads: Reads::Rows(&["outcome"]),
-    sql: tx!("DECLARE @name NVARCHAR(255) = @P1;
+    sql: tx!(
+        "DECLARE @name NVARCHAR(255) = @P1;
 DECLARE @at DATETIME2(6) = @P2;
 DECLARE @manual BIT = @P3;
 DECLARE @job BINARY(16) = @P4;
@@ -176,7 +204,5 @@ pub const PRUNE_SCHEDULE_RUNS: Statement = Statement {
     name: "prune_schedule_runs",
     class: Class::Transition,
     reads: Reads::Rows(&["deleted"]),
-    sql: tx!("DELETE TOP (@P2) FROM [{schema}].[schedule_runs]
-WHERE recorded_at < DATEADD(SECOND, -@P1, SYSUTCDATETIME());
-SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"),
+    sql: prune_older_rows!("schedule_runs", "recorded_at <"),
 };

@@ -187,6 +187,34 @@ JOIN @claimed AS c ON c.seq = h.seq;"
     ),
 };
 
+/// For each slice of `@ids` (`id_slices!`): the hot rows this worker (`@worker`) holds in
+/// status `$status` (and `$also`, more conditions), updated by `$set`, sent by `$output`.
+macro_rules! update_owned_slices {
+    ($status:literal, $set:literal, $output:literal, $also:literal) => {
+        concat!(
+            "WHILE @slice <= @slices
+BEGIN
+    UPDATE [{schema}].[jobs_hot] WITH (ROWLOCK)
+    SET ",
+            $set,
+            "
+    OUTPUT ",
+            $output,
+            "
+    FROM @ids AS i
+    WHERE i.id = [{schema}].[jobs_hot].id AND i.slice = @slice
+      AND [{schema}].[jobs_hot].status = ",
+            $status,
+            " AND [{schema}].[jobs_hot].worker_id = @worker",
+            $also,
+            ";
+    SET @slice += 1;
+END
+"
+        )
+    };
+}
+
 /// @P1 worker id, @P2 JSON array of ids (hex). The ownership check before user code runs:
 /// fetched by this worker → processing, attempt + 1. Answers the ids it started; an id
 /// missing from the answer must not run. Slices of 1,000 ids per statement.
@@ -201,18 +229,15 @@ pub const MARK_PROCESSING: Statement = Statement {
         id_slices!("@P2"),
         "DECLARE @started TABLE (id BINARY(16) NOT NULL PRIMARY KEY,
                         queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
-WHILE @slice <= @slices
-BEGIN
-    UPDATE [{schema}].[jobs_hot] WITH (ROWLOCK)
-    SET status = 2, attempt = attempt + 1, started_at = @now, heartbeat_at = @now
-    OUTPUT inserted.id, inserted.queue INTO @started (id, queue)
-    FROM @ids AS i
-    WHERE i.id = [{schema}].[jobs_hot].id AND i.slice = @slice
-      AND [{schema}].[jobs_hot].status = 1 AND [{schema}].[jobs_hot].worker_id = @worker
-      AND ([{schema}].[jobs_hot].expires_at IS NULL OR [{schema}].[jobs_hot].expires_at > @now);
-    SET @slice += 1;
-END
-
+",
+        update_owned_slices!(
+            "1",
+            "status = 2, attempt = attempt + 1, started_at = @now, heartbeat_at = @now",
+            "inserted.id, inserted.queue INTO @started (id, queue)",
+            "
+      AND ([{schema}].[jobs_hot].expires_at IS NULL OR [{schema}].[jobs_hot].expires_at > @now)"
+        ),
+        "
 INSERT INTO @ledger (queue, fetched_delta, processing_delta)
 SELECT s.queue, -COUNT(*), COUNT(*) FROM @started AS s GROUP BY s.queue;
 ",
@@ -234,17 +259,14 @@ DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
 ",
         id_slices!("@P2"),
         "DECLARE @alive TABLE (id BINARY(16) NOT NULL PRIMARY KEY, cancel_requested BIT NOT NULL);
-WHILE @slice <= @slices
-BEGIN
-    UPDATE [{schema}].[jobs_hot] WITH (ROWLOCK)
-    SET heartbeat_at = @now
-    OUTPUT inserted.id, inserted.cancel_requested INTO @alive (id, cancel_requested)
-    FROM @ids AS i
-    WHERE i.id = [{schema}].[jobs_hot].id AND i.slice = @slice
-      AND [{schema}].[jobs_hot].status = 2 AND [{schema}].[jobs_hot].worker_id = @worker;
-    SET @slice += 1;
-END
-
+",
+        update_owned_slices!(
+            "2",
+            "heartbeat_at = @now",
+            "inserted.id, inserted.cancel_requested INTO @alive (id, cancel_requested)",
+            ""
+        ),
+        "
 SELECT a.id AS id, a.cancel_requested FROM @alive AS a;"
     ),
 };
@@ -263,18 +285,15 @@ DECLARE @run_at DATETIME2(6) = @P3;
         id_slices!("@P2"),
         "DECLARE @released TABLE (id BINARY(16) NOT NULL PRIMARY KEY,
                          queue NVARCHAR(255) COLLATE Latin1_General_100_BIN2 NOT NULL);
-WHILE @slice <= @slices
-BEGIN
-    UPDATE [{schema}].[jobs_hot] WITH (ROWLOCK)
-    SET status = 0, worker_id = NULL, fetched_at = NULL,
-        scheduled_at = ISNULL(@run_at, scheduled_at)
-    OUTPUT inserted.id, inserted.queue INTO @released (id, queue)
-    FROM @ids AS i
-    WHERE i.id = [{schema}].[jobs_hot].id AND i.slice = @slice
-      AND [{schema}].[jobs_hot].status = 1 AND [{schema}].[jobs_hot].worker_id = @worker;
-    SET @slice += 1;
-END
-
+",
+        update_owned_slices!(
+            "1",
+            "status = 0, worker_id = NULL, fetched_at = NULL,
+        scheduled_at = ISNULL(@run_at, scheduled_at)",
+            "inserted.id, inserted.queue INTO @released (id, queue)",
+            ""
+        ),
+        "
 INSERT INTO @ledger (queue, pending_delta, fetched_delta)
 SELECT r.queue, COUNT(*), -COUNT(*) FROM @released AS r GROUP BY r.queue;
 ",

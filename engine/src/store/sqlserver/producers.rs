@@ -1,11 +1,13 @@
-//! Enqueue through the `[enqueue_batch]` procedure (migration 0002): the request JSON it
-//! reads, the answer it sends, and enqueue on a caller's own connection, inside the caller's
-//! transaction ("commit my order and enqueue its e-mail job, or neither").
+//! Writing new jobs into the hot pillar, all through the `[enqueue_batch]` procedure
+//! (migration 0002): the request JSON it reads, the answer it sends, the store's enqueue, and
+//! enqueue on a caller's own connection, inside the caller's transaction ("commit my order and
+//! enqueue its e-mail job, or neither").
 
 use futures::io::{AsyncRead, AsyncWrite};
 use serde::Serialize;
 use tiberius::Row;
 
+use super::SqlServerStore;
 use super::connection::SchemaName;
 use super::pool::{self, Fault};
 use super::queries;
@@ -60,7 +62,7 @@ fn utc(t: crate::model::Timestamp) -> String {
 /// The JSON array for `[enqueue_batch]`. With `ids`, each job gets its id from the caller (a
 /// retry then finds the rows it already wrote); without, the procedure makes UUID v7 ids.
 /// The requests are the validated ones of the operations layer or of [`enqueue_batch_in`].
-pub(crate) fn request_json(reqs: &[EnqueueRequest], ids: Option<&[JobId]>) -> StoreResult<String> {
+pub(super) fn request_json(reqs: &[EnqueueRequest], ids: Option<&[JobId]>) -> StoreResult<String> {
     let jobs: Vec<JobJson<'_>> = reqs
         .iter()
         .enumerate()
@@ -95,11 +97,11 @@ pub(crate) fn request_json(reqs: &[EnqueueRequest], ids: Option<&[JobId]>) -> St
             trace_context: r.trace_context.as_deref(),
         })
         .collect();
-    serde_json::to_string(&jobs).map_err(|e| StoreError::database("encode parameters", e, false))
+    rows::to_json(&jobs)
 }
 
 /// The procedure's answer, one row per request (id, created, ord), in request order.
-pub(crate) fn outcomes(answer: &[Row], requests: usize) -> Result<Vec<EnqueueOutcome>, Fault> {
+fn outcomes(answer: &[Row], requests: usize) -> Result<Vec<EnqueueOutcome>, Fault> {
     let mut outcomes = vec![None; requests];
     for row in answer {
         let ord = usize::try_from(rows::req_int(row, "ord")?).unwrap_or(usize::MAX);
@@ -152,10 +154,7 @@ pub async fn enqueue_in<S>(
 where
     S: AsyncRead + AsyncWrite + Unpin + Send,
 {
-    enqueue_batch_in(client, schema, vec![req])
-        .await?
-        .pop()
-        .ok_or_else(|| StoreError::database("enqueue", "the database returned no outcome", false))
+    single_outcome(enqueue_batch_in(client, schema, vec![req]).await?)
 }
 
 /// [`enqueue_in`] for many jobs at once (at most 10,000), all or nothing; outcomes in
@@ -187,6 +186,40 @@ where
         let transience = pool::classify(&fault, false);
         pool::into_store_error("enqueue", fault, transience)
     })
+}
+
+/// The store's enqueue of one job: [`enqueue_batch`] of one.
+pub(super) async fn enqueue(
+    store: &SqlServerStore,
+    req: EnqueueRequest,
+) -> StoreResult<EnqueueOutcome> {
+    single_outcome(enqueue_batch(store, vec![req]).await?)
+}
+
+/// The store's enqueue: one `[enqueue_batch]` call, re-sent after any transient fault.
+pub(super) async fn enqueue_batch(
+    store: &SqlServerStore,
+    reqs: Vec<EnqueueRequest>,
+) -> StoreResult<Vec<EnqueueOutcome>> {
+    if reqs.is_empty() {
+        return Ok(Vec::new());
+    }
+    // Ids are fixed before the first attempt: a retry after an ambiguous failure finds
+    // the rows it already wrote instead of writing them twice.
+    let ids: Vec<JobId> = reqs.iter().map(|_| JobId::new()).collect();
+    let json = request_json(&reqs, Some(&ids))?;
+    let answer = store
+        .rows_of_keyed("enqueue", &queries::ENQUEUE, &[&json])
+        .await?;
+    outcomes(&answer, reqs.len()).map_err(|f| store.fault("enqueue", f))
+}
+
+/// The outcome of an enqueue of one job.
+fn single_outcome(outcomes: Vec<EnqueueOutcome>) -> StoreResult<EnqueueOutcome> {
+    outcomes
+        .into_iter()
+        .next()
+        .ok_or_else(|| StoreError::database("enqueue", "the database returned no outcome", false))
 }
 
 #[cfg(test)]

@@ -6,14 +6,14 @@
 use serde::Serialize;
 
 use super::SqlServerStore;
+use super::pool::{Fault, Repeat};
+use super::producers;
+use super::queries;
+use super::rows::{self, corrupt, opt_str, req_str};
 use crate::batch::{Batch, BatchCallbacks, BatchCreated, BatchEvent, BatchId, BatchRequest};
 use crate::error::{StoreError, StoreResult};
 use crate::model::{EnqueueRequest, JobId, Pillar};
 use crate::query::JobSummary;
-use crate::store::sqlserver::enqueue;
-use crate::store::sqlserver::pool::{Fault, Repeat};
-use crate::store::sqlserver::queries;
-use crate::store::sqlserver::rows::{self, corrupt, opt_str, req_str};
 use crate::validation;
 
 /// `[batches].[description]` is `NVARCHAR(2000)` (UTF-16 code units): room for the engine's
@@ -120,131 +120,129 @@ fn batch(row: &tiberius::Row) -> Result<Batch, Fault> {
     })
 }
 
-impl SqlServerStore {
-    /// The batch row and every member in one transaction; ids are fixed before the first
-    /// attempt, so the statement may run again after an ambiguous failure (it then finds what
-    /// it wrote).
-    pub(super) async fn create_batch_rows(&self, req: BatchRequest) -> StoreResult<BatchCreated> {
-        let id = BatchId::new();
-        let job_ids: Vec<JobId> = req.jobs.iter().map(|_| JobId::new()).collect();
-        let members = enqueue::request_json(&req.jobs, Some(&job_ids))?;
-        // The callbacks' jobs, made by the engine from the batch as created; only the counts
-        // in their payloads change before one fires.
-        let shell = Batch {
-            id,
-            description: req.description.clone(),
-            created_by: req.created_by.clone(),
-            created_at: chrono::Utc::now(),
-            total: u32::try_from(req.jobs.len()).unwrap_or(u32::MAX),
-            succeeded: 0,
-            dead: 0,
-            finished_at: None,
-            callbacks: req.callbacks.clone(),
-            success_job_id: None,
-            complete_job_id: None,
-            death_job_id: None,
-        };
-        let request = |event: BatchEvent| -> StoreResult<Option<String>> {
-            shell
-                .callback_job(event)
-                .map(|job| callback_request(&job))
-                .transpose()
-        };
-        let success = request(BatchEvent::Success)?;
-        let complete = request(BatchEvent::Complete)?;
-        let death = request(BatchEvent::Death)?;
-        let callbacks = serde_json::to_string(&req.callbacks)
-            .map_err(|e| StoreError::database("encode batch callbacks", e, false))?;
-        let id_bytes = batch_param(id);
-        let params: [&dyn tiberius::ToSql; 8] = [
-            &id_bytes,
-            &req.description,
-            &req.created_by,
-            &callbacks,
-            &success,
-            &complete,
-            &death,
-            &members,
-        ];
-        // A duplicate key is transient here as for an enqueue: a retry racing the attempt it
-        // repeats (still running on the server) meets that attempt's rows, and the next one
-        // finds them committed.
-        let rows = self
-            .rows_of_keyed("create_batch", &queries::CREATE_BATCH, &params)
-            .await?;
-        let row = rows.first().ok_or_else(|| {
-            StoreError::database("create_batch", "the batch row just written is gone", false)
-        })?;
-        let batch = batch(row).map_err(|f| self.fault("create_batch", f))?;
-        Ok(BatchCreated { batch, job_ids })
-    }
-
-    pub(super) async fn batch_row(&self, id: BatchId) -> StoreResult<Option<Batch>> {
-        let id_bytes = batch_param(id);
-        let rows = self
-            .rows_of(
-                "get_batch",
-                Repeat::Always,
-                &queries::GET_BATCH,
-                &[&id_bytes],
-            )
-            .await?;
-        rows.first()
-            .map(|r| batch(r).map_err(|f| self.fault("get_batch", f)))
+/// The batch row and every member in one transaction; ids are fixed before the first
+/// attempt, so the statement may run again after an ambiguous failure (it then finds what
+/// it wrote).
+pub(super) async fn create(store: &SqlServerStore, req: BatchRequest) -> StoreResult<BatchCreated> {
+    let id = BatchId::new();
+    let job_ids: Vec<JobId> = req.jobs.iter().map(|_| JobId::new()).collect();
+    let members = producers::request_json(&req.jobs, Some(&job_ids))?;
+    // The callbacks' jobs, made by the engine from the batch as created; only the counts
+    // in their payloads change before one fires.
+    let shell = Batch {
+        id,
+        description: req.description.clone(),
+        created_by: req.created_by.clone(),
+        created_at: chrono::Utc::now(),
+        total: u32::try_from(req.jobs.len()).unwrap_or(u32::MAX),
+        succeeded: 0,
+        dead: 0,
+        finished_at: None,
+        callbacks: req.callbacks.clone(),
+        success_job_id: None,
+        complete_job_id: None,
+        death_job_id: None,
+    };
+    let request = |event: BatchEvent| -> StoreResult<Option<String>> {
+        shell
+            .callback_job(event)
+            .map(|job| callback_request(&job))
             .transpose()
-    }
+    };
+    let success = request(BatchEvent::Success)?;
+    let complete = request(BatchEvent::Complete)?;
+    let death = request(BatchEvent::Death)?;
+    let callbacks = serde_json::to_string(&req.callbacks)
+        .map_err(|e| StoreError::database("encode batch callbacks", e, false))?;
+    let id_bytes = batch_param(id);
+    let params: [&dyn tiberius::ToSql; 8] = [
+        &id_bytes,
+        &req.description,
+        &req.created_by,
+        &callbacks,
+        &success,
+        &complete,
+        &death,
+        &members,
+    ];
+    // A duplicate key is transient here as for an enqueue: a retry racing the attempt it
+    // repeats (still running on the server) meets that attempt's rows, and the next one
+    // finds them committed.
+    let rows = store
+        .rows_of_keyed("create_batch", &queries::CREATE_BATCH, &params)
+        .await?;
+    let row = rows.first().ok_or_else(|| {
+        StoreError::database("create_batch", "the batch row just written is gone", false)
+    })?;
+    let batch = batch(row).map_err(|f| store.fault("create_batch", f))?;
+    Ok(BatchCreated { batch, job_ids })
+}
 
-    /// Newest first; `before` pages back.
-    pub(super) async fn batch_rows(
-        &self,
-        before: Option<BatchId>,
-        limit: u32,
-    ) -> StoreResult<Vec<Batch>> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let before = before.map(batch_param);
-        let top = i64::from(limit.min(MAX_LISTED));
-        let rows = self
-            .rows_of(
-                "list_batches",
-                Repeat::Always,
-                &queries::LIST_BATCHES,
-                &[&before, &top],
-            )
-            .await?;
-        self.map_rows("list_batches", &rows, batch)
-    }
+pub(super) async fn get(store: &SqlServerStore, id: BatchId) -> StoreResult<Option<Batch>> {
+    let id_bytes = batch_param(id);
+    let rows = store
+        .rows_of(
+            "get_batch",
+            Repeat::Always,
+            &queries::GET_BATCH,
+            &[&id_bytes],
+        )
+        .await?;
+    rows.first()
+        .map(|r| batch(r).map_err(|f| store.fault("get_batch", f)))
+        .transpose()
+}
 
-    /// Active members first, then dead, then succeeded, in id order within a pillar.
-    pub(super) async fn batch_member_rows(
-        &self,
-        id: BatchId,
-        limit: u32,
-    ) -> StoreResult<Vec<JobSummary>> {
-        if limit == 0 {
-            return Ok(Vec::new());
-        }
-        let id_bytes = batch_param(id);
-        let top = i32::try_from(limit.min(MAX_MEMBERS)).unwrap_or(i32::MAX);
-        let rows = self
-            .rows_of(
-                "batch_members",
-                Repeat::Always,
-                &queries::BATCH_MEMBERS,
-                &[&id_bytes, &top],
-            )
-            .await?;
-        self.map_rows("batch_members", &rows, |r| {
-            let pillar = match rows::req_int(r, "pillar")? {
-                0 => Pillar::Hot,
-                1 => Pillar::Archive,
-                2 => Pillar::Dlq,
-                other => return Err(corrupt(format!("unknown pillar {other}"))),
-            };
-            rows::summary(r, pillar)
-        })
+/// Newest first; `before` pages back.
+pub(super) async fn list(
+    store: &SqlServerStore,
+    before: Option<BatchId>,
+    limit: u32,
+) -> StoreResult<Vec<Batch>> {
+    if limit == 0 {
+        return Ok(Vec::new());
     }
+    let before = before.map(batch_param);
+    let top = i64::from(limit.min(MAX_LISTED));
+    let rows = store
+        .rows_of(
+            "list_batches",
+            Repeat::Always,
+            &queries::LIST_BATCHES,
+            &[&before, &top],
+        )
+        .await?;
+    store.map_rows("list_batches", &rows, batch)
+}
+
+/// Active members first, then dead, then succeeded, in id order within a pillar.
+pub(super) async fn members(
+    store: &SqlServerStore,
+    id: BatchId,
+    limit: u32,
+) -> StoreResult<Vec<JobSummary>> {
+    if limit == 0 {
+        return Ok(Vec::new());
+    }
+    let id_bytes = batch_param(id);
+    let top = i32::try_from(limit.min(MAX_MEMBERS)).unwrap_or(i32::MAX);
+    let rows = store
+        .rows_of(
+            "batch_members",
+            Repeat::Always,
+            &queries::BATCH_MEMBERS,
+            &[&id_bytes, &top],
+        )
+        .await?;
+    store.map_rows("batch_members", &rows, |r| {
+        let pillar = match rows::req_int(r, "pillar")? {
+            0 => Pillar::Hot,
+            1 => Pillar::Archive,
+            2 => Pillar::Dlq,
+            other => return Err(corrupt(format!("unknown pillar {other}"))),
+        };
+        rows::summary(r, pillar)
+    })
 }
 
 #[cfg(test)]
@@ -311,5 +309,37 @@ mod tests {
         assert_eq!(payload["args"]["r"], 7);
         assert_eq!(payload["event"], "complete");
         assert_eq!(payload["description"], "monthly \"report\"");
+    }
+
+    /// The due rule of `batches_apply!` is `Batch::due_callbacks`, written in T-SQL. If one of
+    /// these cases changes, the statement's predicates must change with it.
+    #[test]
+    fn the_due_rule_in_t_sql_is_the_engines() {
+        use crate::batch::tests::batch;
+        // on_death: this move killed a member (newly_dead) and the batch has a death.
+        assert_eq!(batch(3, 1, 1).due_callbacks(true), [BatchEvent::Death]);
+        assert!(batch(3, 1, 1).due_callbacks(false).is_empty());
+        // on_success: succeeded = total; on_complete: succeeded + dead = total.
+        assert_eq!(
+            batch(2, 2, 0).due_callbacks(false),
+            [BatchEvent::Success, BatchEvent::Complete]
+        );
+        assert_eq!(batch(2, 1, 1).due_callbacks(false), [BatchEvent::Complete]);
+        // A fired callback stays fired.
+        let mut fired = batch(2, 2, 0);
+        fired.complete_job_id = Some(crate::model::JobId::new());
+        assert_eq!(fired.due_callbacks(false), [BatchEvent::Success]);
+        let sql = queries::COMPLETE.sql;
+        for predicate in [
+            "a.event = 1 AND a.newly_dead = 1 AND a.dead > 0",
+            "b.death_request IS NOT NULL AND b.death_job_id IS NULL",
+            "a.event = 2 AND a.succeeded = a.total",
+            "b.success_request IS NOT NULL AND b.success_job_id IS NULL",
+            "a.event = 3 AND a.succeeded + a.dead = a.total",
+            "b.complete_request IS NOT NULL AND b.complete_job_id IS NULL",
+            "CASE WHEN d.dead > 0 THEN 1 ELSE 0 END",
+        ] {
+            assert!(sql.contains(predicate), "missing {predicate}");
+        }
     }
 }

@@ -1,370 +1,9 @@
-//! Every SQL statement of the SQL Server store, in one place, with its consistency class
-//! (DESIGN §4) and what its caller reads. `[{schema}]` is replaced with the validated schema
-//! name; every value is a bound parameter (`@P1`, `@P2`, … aliased to named variables at the
-//! top of each batch). The statements live in the submodules by caller (`producers`,
-//! `workers`, `operators`, `maintenance`, `reads`); the fragments they share are the macros
-//! below, and [`ALL`] lists every one for the server-free rules (`statement_rules`).
-//!
-//! Shapes used throughout:
-//! - Every batch starts with `SET NOCOUNT ON`, and the statement whose rows the caller reads
-//!   is the last one (after it only the transaction frame). Rows collected with `OUTPUT … INTO`
-//!   a table variable are sent by a `SELECT` from it: `OUTPUT … INTO` sends nothing to the
-//!   client. A caller reads one result set; where it needs rows of several kinds they come as
-//!   one set with a discriminator column.
-//! - Transitions run as one batch: `SET XACT_ABORT ON`, `BEGIN TRY … BEGIN TRANSACTION …
-//!   COMMIT`, `CATCH` rolls back and re-throws the original error (so 1205 stays 1205 for the
-//!   retry policy). One round trip, so no lock is held while the client thinks.
-//! - Locks are taken in one order (README, "Deadlocks"): queues, then jobs (hot, archive,
-//!   DLQ) and the batch rows of the members that moved (after the members: a batch row is
-//!   locked only by the moves of its members, and the callback jobs it fires are new rows),
-//!   then queue counters, then metric rows, then error groups.
-//! - No statement writes more than 1,000 rows of a table (id lists are cut into slices of
-//!   1,000 with a `WHILE`), below the 5,000 locks per statement at which SQL Server escalates
-//!   to a table lock.
-//! - Moves between pillars delete first with `OUTPUT deleted.… INTO @moved` and insert from
-//!   `@moved`; counters, metric rows and error groups follow from a `@ledger` of what changed,
-//!   in the same transaction (`ledger_apply!`). Counter, metric and error-group rows are
-//!   striped: each session writes its own slot (`@@SPID % 16`) and readers sum the slots.
-//! - A move of batch members also counts them into their batches and fires the callbacks the
-//!   new counts make due, in the same transaction (`batches_apply!`), after the jobs and
-//!   before the books; moves of other jobs find nothing to count and skip it.
-//! - Upserts are update-then-insert under `UPDLOCK, HOLDLOCK` — never `MERGE`.
-//! - Id lists travel as one JSON parameter read with `OPENJSON` (SQL Server 2016+,
-//!   compatibility level 130+).
-//! - Table variables hold at most 1,000 rows per slice and are keyed, so the one-row estimate
-//!   SQL Server 2017 gives them yields the plan these batches want anyway (nested loops into
-//!   unique seeks); the one large batch, a 10,000-job enqueue, runs in a procedure with temp
-//!   tables (statistics, cached across calls). Text columns declare `COLLATE DATABASE_DEFAULT`
-//!   (tempdb's collation may differ from the database's) or the binary collation where they
-//!   meet queue names, type keys and idempotency keys.
-//! - Filtered indexes are matched only by literal predicates (`status = 0`), never by a
-//!   parameter or an `IN` list; hot-table reads that must be seeks say `FORCESEEK`.
-//! - Only the telemetry class reads with `NOLOCK`.
-//! - Written to run on Babelfish for PostgreSQL too (README, "SQL Server", its gap table),
-//!   in forms SQL Server plans the same way: an `UPDATE` or `DELETE` of a schema table that
-//!   reads another table names it in a comma-separated `FROM` with the join condition in
-//!   `WHERE`, never with `JOIN` (Babelfish loses a `JOIN`ed table from an `OUTPUT`, and skips
-//!   a target row another session changed while this one waited for its lock; the lint
-//!   `writes_join_with_commas` holds it); one with an `OUTPUT` names its table as the target
-//!   (`UPDATE [s].[t] WITH (ROWLOCK) … FROM @ids AS i WHERE i.id = [s].[t].id`), never an alias,
-//!   which Babelfish runs as the table joined with itself (lint
-//!   `writes_with_output_name_their_table`); no write reads a `deleted.` column (Babelfish has
-//!   none in an `UPDATE`); ids are `BINARY(16)` parameters, or UUID text inside JSON read with the
-//!   schema's `[uuid_bytes]` and written with `[uuid_text]` (no `CONVERT` binary styles);
-//!   JSON values are read `AS JSON` where they are JSON, and arrays grow by text
-//!   (`json_append!`), not `JSON_MODIFY(…, 'append $', …)`.
-
-pub use batches::*;
-pub use maintenance::*;
-pub use operators::*;
-pub use producers::*;
-pub use reads::*;
-pub use schedules::*;
-pub use workers::*;
-
-/// How an operation may read (DESIGN §4).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Class {
-    /// Approximate dashboard numbers: dirty reads allowed.
-    Telemetry,
-    /// Anything an operator or the engine decides on: READ COMMITTED.
-    Committed,
-    /// Locked, transactional state changes.
-    Transition,
-    /// Schema bootstrap and verification.
-    Schema,
-}
-
-/// What the Rust caller reads from a statement's answer. The server-free rules
-/// (`statement_rules`) hold the T-SQL text to it, and the reader (`reader`) checks the
-/// answer's metadata against it at run time, so a statement can never be read by position.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Reads {
-    /// No result set at all.
-    Nothing,
-    /// Exactly one result set, sent by the batch's last statement, with exactly these
-    /// columns in this order.
-    Rows(&'static [&'static str]),
-}
-
-/// One named statement: its text, its consistency class and what its caller reads.
-#[derive(Debug, Clone, Copy)]
-pub struct Statement {
-    pub name: &'static str,
-    pub class: Class,
-    pub reads: Reads,
-    pub sql: &'static str,
-}
-
-/// A procedure the migrations create, with what its callers read from it.
-#[derive(Debug, Clone, Copy)]
-pub struct ProcedureDecl {
-    pub name: &'static str,
-    pub reads: Reads,
-    /// Whether it runs its own transaction frame (else it hands its work to another
-    /// procedure, which does).
-    pub frame: bool,
-}
-
-pub const PROCEDURES: &[ProcedureDecl] = &[
-    ProcedureDecl {
-        name: "enqueue_batch",
-        reads: Reads::Rows(ENQUEUE_COLUMNS),
-        frame: true,
-    },
-    ProcedureDecl {
-        name: "enqueue",
-        reads: Reads::Rows(ENQUEUE_COLUMNS),
-        frame: false,
-    },
-];
-
-/// Columns of a job read from the hot table (`rows::job`), in the order statements send them.
-pub const HOT_JOB_COLUMNS: &[&str] = &[
-    "id",
-    "queue",
-    "job_type",
-    "payload",
-    "tags",
-    "priority",
-    "idempotency_key",
-    "correlation_id",
-    "created_by",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "heartbeat_at",
-    "expires_at",
-    "attempt",
-    "max_attempts",
-    "worker_id",
-    "errors",
-    "last_error",
-    "continuation",
-    "original_payload",
-    "batch_id",
-    "trace_context",
-    "status",
-    "cancel_requested",
-];
-/// A job from any pillar, with the pillar (0 hot, 1 archive, 2 DLQ) as a discriminator and
-/// NULL in the columns other pillars do not have.
-pub const ANY_JOB_COLUMNS: &[&str] = &[
-    "pillar",
-    "id",
-    "queue",
-    "job_type",
-    "payload",
-    "tags",
-    "priority",
-    "idempotency_key",
-    "correlation_id",
-    "created_by",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "heartbeat_at",
-    "expires_at",
-    "attempt",
-    "max_attempts",
-    "worker_id",
-    "errors",
-    "last_error",
-    "continuation",
-    "original_payload",
-    "batch_id",
-    "trace_context",
-    "status",
-    "cancel_requested",
-    "finished_at",
-    "result",
-    "reason",
-];
-pub const QUEUE_COLUMNS: &[&str] = &[
-    "name",
-    "paused",
-    "hidden",
-    "max_workers",
-    "zombie_timeout_secs",
-    "execution_timeout_secs",
-    "lag_warn_secs",
-    "lag_crit_secs",
-    "updated_at",
-    "rate_max_starts",
-    "rate_period_secs",
-    "rate_window_start",
-    "rate_window_starts",
-];
-pub const INSTANCE_COLUMNS: &[&str] = &[
-    "id",
-    "host",
-    "pid",
-    "version",
-    "started_at",
-    "heartbeat_at",
-    "workers_total",
-    "workers_busy",
-    "kind",
-    "queues",
-    "job_types",
-    "quiet",
-];
-pub const AUDIT_COLUMNS: &[&str] = &["id", "at", "actor", "action", "target", "count", "detail"];
-pub const SUMMARY_COLUMNS: &[&str] = &[
-    "pending",
-    "scheduled",
-    "fetched",
-    "processing",
-    "succeeded",
-    "dlq",
-    "succeeded_1m",
-    "succeeded_5m",
-    "failed_1m",
-    "failed_5m",
-    "retried_5m",
-];
-pub const QUEUE_STATS_COLUMNS: &[&str] = &[
-    "queue",
-    "paused",
-    "hidden",
-    "max_workers",
-    "pending",
-    "scheduled",
-    "fetched",
-    "processing",
-    "succeeded",
-    "failed",
-    "lag_avg_ms",
-    "lag_max_ms",
-    "lag_warn_secs",
-    "lag_crit_secs",
-    "zombie_timeout_secs",
-    "execution_timeout_secs",
-];
-/// The database clock's current minute on every row, then one bucket per row (NULL when
-/// there is none, so the clock always comes back).
-pub const THROUGHPUT_COLUMNS: &[&str] = &[
-    "current_minute",
-    "bucket_start",
-    "succeeded",
-    "failed",
-    "retried",
-    "duration_sum_ms",
-    "duration_max_ms",
-];
-pub const TOP_ERRORS_COLUMNS: &[&str] = &[
-    "fingerprint",
-    "reason",
-    "error_kind",
-    "job_type",
-    "sample",
-    "dlq_rows",
-    "last_seen",
-];
-/// The answer of `[enqueue_batch]` and `[enqueue]`: the job's id as UUID text, whether it was
-/// written (0: an active job already held the idempotency key), the request's 0-based index.
-pub const ENQUEUE_COLUMNS: &[&str] = &["id", "created", "ord"];
-
-/// Columns of a job list row (no payload, no error history: a page stays small).
-/// `job_lists` assembles list, preview and bulk-selection statements around them.
-pub const LIST_HOT_COLUMNS: &[&str] = &[
-    "id",
-    "queue",
-    "job_type",
-    "status",
-    "priority",
-    "tags",
-    "attempt",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "worker_id",
-    "last_error",
-];
-pub const LIST_ARCHIVE_COLUMNS: &[&str] = &[
-    "id",
-    "queue",
-    "job_type",
-    "priority",
-    "tags",
-    "attempt",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "finished_at",
-    "worker_id",
-    "last_error",
-];
-pub const LIST_DLQ_COLUMNS: &[&str] = &[
-    "id",
-    "queue",
-    "job_type",
-    "reason",
-    "priority",
-    "tags",
-    "attempt",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "finished_at",
-    "worker_id",
-    "last_error",
-];
-/// A bulk preview: the filter's match count on every row, then a sample row (NULLs when the
-/// sample is empty, so the count always comes back).
-pub const PREVIEW_HOT_COLUMNS: &[&str] = &[
-    "matching",
-    "id",
-    "queue",
-    "job_type",
-    "status",
-    "priority",
-    "tags",
-    "attempt",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "worker_id",
-    "last_error",
-];
-pub const PREVIEW_ARCHIVE_COLUMNS: &[&str] = &[
-    "matching",
-    "id",
-    "queue",
-    "job_type",
-    "priority",
-    "tags",
-    "attempt",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "finished_at",
-    "worker_id",
-    "last_error",
-];
-pub const PREVIEW_DLQ_COLUMNS: &[&str] = &[
-    "matching",
-    "id",
-    "queue",
-    "job_type",
-    "reason",
-    "priority",
-    "tags",
-    "attempt",
-    "created_at",
-    "scheduled_at",
-    "started_at",
-    "finished_at",
-    "worker_id",
-    "last_error",
-];
-
-/// Rows per statement on the job tables: below SQL Server's lock-escalation threshold of
-/// 5,000 locks per statement and index, with room to spare. The id-list slices in the T-SQL
-/// (`/ 1000`) and the store's claim cap use this number.
-pub const MAX_ROWS_PER_STATEMENT: usize = 1_000;
-
-// ---------------------------------------------------------------------------------- fragments
+//! The T-SQL fragments many statements share, as macros that expand to string literals (so
+//! a statement stays one `concat!`-built `&'static str`, and the rules read its full text):
+//! the transaction frame, column lists, the move's `@moved` rows, the `@ledger` and what
+//! applies it (counters, metric rows, run times, error groups), batches, continuations, id
+//! slices. Declared before the statement modules (`#[macro_use]` in `queries`): a
+//! `macro_rules!` macro is visible only to the code that follows its definition.
 
 /// Transaction frame for a transition batch.
 macro_rules! tx {
@@ -1002,77 +641,53 @@ GROUP BY m.batch_id;
     };
 }
 
-// The statements. Declared after the fragments: a macro_rules macro is visible only to
-// the code (and the modules) that follow its definition.
-mod batches;
-mod maintenance;
-mod operators;
-mod producers;
-mod reads;
-mod schedules;
-mod workers;
+/// What a move into the DLQ with an error the store writes declares: the reason's code, the
+/// parameters that carry the error's kind, message and fingerprint head (for
+/// `moved_to_dlq_with_generated_error!`), and the tables the move fills.
+macro_rules! generated_error_decl {
+    ($reason:literal, $kind:literal, $message:literal, $head:literal) => {
+        concat!(
+            "DECLARE @dead_reason TINYINT = ",
+            $reason,
+            ";
+DECLARE @dead_kind NVARCHAR(20) = ",
+            $kind,
+            ";
+DECLARE @dead_message NVARCHAR(400) = ",
+            $message,
+            ";
+DECLARE @dead_head NVARCHAR(MAX) = ",
+            $head,
+            ";
+",
+            ledger_decl!(),
+            finished_decl!(),
+            moved_decl!(),
+            batch_delta_decl!()
+        )
+    };
+}
 
-/// Every fixed statement, for the rules and for tracing.
-pub const ALL: &[Statement] = &[
-    SESSION_SETUP,
-    PING,
-    ENQUEUE,
-    CLAIM,
-    MARK_PROCESSING,
-    HEARTBEAT,
-    RELEASE,
-    COMPLETE,
-    CANCEL,
-    RESURRECT,
-    EDIT_JOB,
-    PURGE_HOT,
-    PURGE_ARCHIVE,
-    PURGE_DLQ,
-    LIST_QUEUES,
-    UPDATE_QUEUE,
-    LOAD_SETTINGS,
-    SAVE_SETTINGS,
-    RESCUE_FETCHED,
-    RESCUE_ZOMBIES,
-    RESCUE_EXPIRED,
-    RESCUE_INSTANCES,
-    PRUNE_ARCHIVE,
-    PRUNE_DLQ,
-    PRUNE_METRICS,
-    PRUNE_ERROR_GROUPS,
-    PRUNE_AUDIT,
-    PRUNE_UNIQUE_KEYS,
-    PRUNE_SCHEDULE_RUNS,
-    LIST_SCHEDULES,
-    CREATE_SCHEDULE,
-    REPLACE_SCHEDULE,
-    SET_SCHEDULE_ENABLED,
-    DELETE_SCHEDULE,
-    FIRE_SCHEDULE,
-    SCHEDULE_RUNS,
-    CREATE_BATCH,
-    GET_BATCH,
-    LIST_BATCHES,
-    BATCH_MEMBERS,
-    PRUNE_BATCHES,
-    HEARTBEAT_INSTANCE,
-    SET_INSTANCE_QUIET,
-    DEREGISTER_INSTANCE,
-    LIST_INSTANCES,
-    APPEND_AUDIT,
-    LIST_AUDIT,
-    GET_JOB,
-    FINISHED_JOBS,
-    SUMMARY,
-    QUEUE_STATS,
-    THROUGHPUT,
-    TOP_ERRORS,
-    RUN_TIMES,
-    SCHEMA_VERSIONS,
-    ROUTINE_VERSIONS,
-    CATALOG_COLUMNS,
-    CATALOG_INDEXES,
-    CATALOG_TABLES,
-    CATALOG_ROUTINES,
-    CATALOG_DATABASE,
-];
+/// What follows the jobs a move wrote, in the lock order: their continuations, their
+/// batches, then the books.
+macro_rules! after_moved_jobs {
+    () => {
+        concat!(continuations_apply!(), batches_apply!(), ledger_apply!())
+    };
+}
+
+/// Retention of a table without books to keep: at most @P2 rows whose `$older` column holds
+/// a time before @P1 seconds ago, answered as `deleted`.
+macro_rules! prune_older_rows {
+    ($table:literal, $older:literal) => {
+        tx!(
+            "DELETE TOP (@P2) FROM [{schema}].[",
+            $table,
+            "]
+WHERE ",
+            $older,
+            " DATEADD(SECOND, -@P1, SYSUTCDATETIME());
+SELECT CAST(@@ROWCOUNT AS BIGINT) AS deleted;"
+        )
+    };
+}
