@@ -349,4 +349,70 @@ pub(crate) mod tests {
         let span = request_span("POST", "/api/v1/jobs", &headers(CALLER));
         assert_eq!(span.in_scope(trace::current), None);
     }
+
+    /// The layer over the API's routes: a write runs inside a span that continues the
+    /// caller's trace, named by its route and carrying its status; a read gets none.
+    #[tokio::test]
+    async fn every_write_runs_in_a_request_span_and_a_read_in_none() {
+        use std::sync::{Arc, Mutex};
+
+        use axum::Router;
+        use axum::body::Body;
+        use axum::http::{Request, StatusCode};
+        use axum::routing::get;
+        use tower::ServiceExt;
+
+        // The runtime of this test runs on this thread, so the handlers run under this capture.
+        let (exporter, _guard) = capture_spans();
+        let seen: Arc<Mutex<Vec<Option<String>>>> = Arc::default();
+        let record = {
+            let seen = seen.clone();
+            move || {
+                let seen = seen.clone();
+                async move {
+                    seen.lock().unwrap().push(trace::current());
+                    StatusCode::ACCEPTED
+                }
+            }
+        };
+        let app = Router::new()
+            .route("/api/v1/jobs/{id}", get(record.clone()).post(record))
+            .route_layer(axum::middleware::from_fn(write_request_span));
+        for method in ["POST", "GET"] {
+            let req = Request::builder()
+                .method(method)
+                .uri("/api/v1/jobs/7")
+                .header("traceparent", CALLER)
+                .body(Body::empty())
+                .unwrap();
+            let answer = app.clone().oneshot(req).await.unwrap();
+            assert_eq!(answer.status(), StatusCode::ACCEPTED, "{method}");
+        }
+
+        let seen = seen.lock().unwrap().clone();
+        let [write, read] = seen.as_slice() else {
+            panic!("{seen:?}")
+        };
+        let write = write
+            .as_deref()
+            .expect("the write's handler runs inside a span");
+        assert_eq!(
+            trace::trace_id(write),
+            Some("4bf92f3577b34da6a3ce929d0e0e4736")
+        );
+        assert_eq!(read, &None, "a read runs in no request span");
+
+        let spans = exporter.get_finished_spans().unwrap();
+        let [request] = spans.as_slice() else {
+            panic!("one span, the write's: {spans:?}")
+        };
+        assert_eq!(request.name, "POST /api/v1/jobs/{id}");
+        assert!(request.parent_span_is_remote);
+        let status = request
+            .attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == "http.response.status_code")
+            .map(|kv| kv.value.clone());
+        assert_eq!(status, Some(opentelemetry::Value::I64(202)));
+    }
 }

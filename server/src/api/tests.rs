@@ -23,7 +23,6 @@ mod batches;
 mod document;
 mod doors;
 mod schedules;
-mod traces;
 mod workers;
 use super::{ApiState, Authenticator, api_router as router};
 
