@@ -90,6 +90,26 @@ pub fn round3(v: f64) -> f64 {
     (v * 1000.0).round() / 1000.0
 }
 
+/// The JSON API over `engine` on a loopback port of its own, for benchmarks that go through
+/// HTTP (`what` names them in the error); abort the task to stop it.
+pub async fn serve_api(
+    engine: &deck_engine::Engine,
+    what: &str,
+) -> anyhow::Result<(
+    std::net::SocketAddr,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+)> {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .with_context(|| format!("cannot bind 127.0.0.1:0 for {what}"))?;
+    let addr = listener.local_addr()?;
+    let app = crate::api::api_router(crate::api::ApiState::open(engine.clone()));
+    Ok((
+        addr,
+        tokio::spawn(async move { axum::serve(listener, app).await }),
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,8 +12,7 @@ use clap::Args;
 use deck_engine::{Engine, EngineConfig, EnqueueRequest, HandlerRegistry};
 use serde_json::{Value, json};
 
-use super::{BenchDatabase, round3, synchronous_name};
-use crate::api::{ApiState, api_router};
+use super::{BenchDatabase, round3, serve_api, synchronous_name};
 use crate::cli::Synchronous;
 
 const QUEUE: &str = "bench";
@@ -58,12 +57,7 @@ pub async fn run(args: PullArgs) -> anyhow::Result<Value> {
         left -= n;
     }
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .context("cannot bind 127.0.0.1:0 for the worker protocol")?;
-    let addr = listener.local_addr()?;
-    let app = api_router(ApiState::open(engine.clone()));
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let (addr, server) = serve_api(&engine, "the worker protocol").await?;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.workers as usize * 2)
         .build()?;

@@ -9,8 +9,7 @@ use anyhow::Context;
 use deck_engine::{Engine, EngineConfig, EnqueueRequest, HandlerRegistry, WaitOutcome};
 use serde_json::{Value, json};
 
-use super::{BenchDatabase, quantile, round3, synchronous_name};
-use crate::api::{ApiState, api_router};
+use super::{BenchDatabase, quantile, round3, serve_api, synchronous_name};
 use crate::cli::RoundtripArgs;
 
 const QUEUE: &str = "bench";
@@ -40,12 +39,7 @@ pub async fn run(args: RoundtripArgs) -> anyhow::Result<Value> {
     })
     .await;
 
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .context("cannot bind 127.0.0.1:0 for the HTTP round trips")?;
-    let addr = listener.local_addr()?;
-    let app = api_router(ApiState::open(engine.clone()));
-    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+    let (addr, server) = serve_api(&engine, "the HTTP round trips").await?;
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(args.concurrency as usize)
         .build()?;
