@@ -35,7 +35,7 @@ use crate::model::{
     QueuePatch,
 };
 use crate::ops::Operations;
-use crate::runtime::Shared;
+use crate::runtime::Control;
 use crate::runtime::instance::host_name;
 use crate::runtime::lifecycle::Runtime;
 use crate::runtime::snapshot::{self, RuntimeSnapshot};
@@ -126,8 +126,8 @@ impl Engine {
         let runtime = Runtime::start(store, handlers, config, instance_id).await?;
         Ok(Engine {
             inner: Arc::new(EngineInner {
-                ops: crate::runtime::operations(runtime.shared()),
-                external: ExternalWorkers::new(runtime.shared().clone()),
+                ops: crate::runtime::operations(runtime.control()),
+                external: ExternalWorkers::new(runtime.control().clone()),
                 runtime,
                 shutdown_started: AtomicBool::new(false),
                 finished: CancellationToken::new(),
@@ -136,8 +136,8 @@ impl Engine {
         })
     }
 
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        self.inner.runtime.shared()
+    pub(crate) fn control(&self) -> &Arc<Control> {
+        self.inner.runtime.control()
     }
 
     /// The store's read side. Writes go through [`Engine::operations`] (and the facade's
@@ -148,16 +148,16 @@ impl Engine {
 
     /// This instance's id; also the worker id on every job it holds.
     pub fn instance_id(&self) -> &str {
-        self.shared().instance_id()
+        self.control().instance_id()
     }
 
     pub fn config(&self) -> &EngineConfig {
-        self.shared().config()
+        self.control().config()
     }
 
     /// The engine-wide settings as this instance last saw them.
     pub fn settings(&self) -> EngineSettings {
-        (*self.shared().settings()).clone()
+        (*self.control().settings()).clone()
     }
 
     /// Every write (enqueues and operator actions), validated, applied here, announced and
@@ -196,8 +196,8 @@ impl Engine {
     /// Wait for a job to finish: at once if it already has; woken directly when this process
     /// completes it; found by the result sweep when another process does.
     pub async fn wait(&self, id: JobId, timeout: Duration) -> StoreResult<WaitOutcome> {
-        let shared = self.shared();
-        channel::wait(shared.store(), shared.waiters(), id, timeout).await
+        let control = self.control();
+        channel::wait(control.store(), control.waiters(), id, timeout).await
     }
 
     /// Enqueue, then wait for the job (or the existing job its idempotency key names).
@@ -239,27 +239,27 @@ impl Engine {
 
     /// What this instance is doing now.
     pub fn snapshot(&self) -> RuntimeSnapshot {
-        snapshot::build(self.shared())
+        snapshot::build(self.control())
     }
 
     /// The snapshot without the running-job and per-queue buffer lists (left empty): cheap
     /// enough for every `/metrics` scrape and `/readyz` probe.
     pub fn status(&self) -> RuntimeSnapshot {
-        snapshot::status(self.shared())
+        snapshot::status(self.control())
     }
 
     /// Just the counters: cheap enough to poll in a tight loop (benchmarks, metrics).
     pub fn counters(&self) -> crate::runtime::RuntimeCounters {
-        snapshot::counters(self.shared())
+        snapshot::counters(self.control())
     }
 
     pub fn subscribe_events(&self) -> broadcast::Receiver<EngineEvent> {
-        self.shared().events().subscribe()
+        self.control().events().subscribe()
     }
 
     /// Publish an event (the console reports operator actions here).
     pub fn emit(&self, event: EngineEvent) {
-        self.shared().events().send(event);
+        self.control().events().send(event);
     }
 
     /// Whether shutdown has begun.

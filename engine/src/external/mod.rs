@@ -33,7 +33,7 @@ use crate::running::Progress;
 use crate::runtime::completer::{event_for, finished_job};
 use crate::runtime::outcome::{after_failure, dead, humanize};
 use crate::runtime::retry::AttemptFailure;
-use crate::runtime::{Shared, millis};
+use crate::runtime::{Control, millis};
 use crate::validation::{self, ValidationError};
 
 pub use lease::{INSTANCE_PREFIX, Lease, MAX_WORKER_NAME, validate_worker_name};
@@ -133,7 +133,7 @@ impl Settled {
 /// The pull protocol's engine side. Cheap to clone; every clone shares what it knows.
 #[derive(Clone)]
 pub struct ExternalWorkers {
-    shared: Arc<Shared>,
+    control: Arc<Control>,
     registry: Arc<Registry>,
 }
 
@@ -144,9 +144,9 @@ impl std::fmt::Debug for ExternalWorkers {
 }
 
 impl ExternalWorkers {
-    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+    pub(crate) fn new(control: Arc<Control>) -> Self {
         ExternalWorkers {
-            shared,
+            control,
             registry: Arc::new(Registry::default()),
         }
     }
@@ -156,8 +156,8 @@ impl ExternalWorkers {
     /// at the engine's poll interval). Ends early, empty, when the engine shuts down.
     pub async fn claim(&self, req: ExternalClaim) -> StoreResult<Claimed> {
         check_claim(&req)?;
-        let shared = &self.shared;
-        let config = shared.config();
+        let control = &self.control;
+        let config = control.config();
         let profile = &req.profile;
         self.registry
             .seen(profile, config.rescue.dead_instance_timeout * 2);
@@ -166,10 +166,10 @@ impl ExternalWorkers {
             // A long poll keeps the worker's row fresh (written at most every few seconds).
             self.write_row(&profile.name).await;
             // Listen before looking, so work that arrives during the claim is not missed.
-            let new_work = shared.new_work().notified();
+            let new_work = control.new_work().notified();
             tokio::pin!(new_work);
             new_work.as_mut().enable();
-            if shared.claiming().is_cancelled() {
+            if control.claiming().is_cancelled() {
                 return Ok(self.nothing());
             }
             let lease = Lease::issue(&profile.name);
@@ -190,7 +190,7 @@ impl ExternalWorkers {
             tokio::select! {
                 _ = new_work => {}
                 _ = tokio::time::sleep(nap) => {}
-                _ = shared.claiming().cancelled() => return Ok(self.nothing()),
+                _ = control.claiming().cancelled() => return Ok(self.nothing()),
             }
         }
     }
@@ -206,7 +206,7 @@ impl ExternalWorkers {
     /// How often workers must heartbeat: the engine's job heartbeat, and often enough that
     /// a worker's instance row (refreshed by its calls) never looks dead between beats.
     fn heartbeat_every(&self) -> Duration {
-        let config = self.shared.config();
+        let config = self.control.config();
         config
             .heartbeat_interval
             .min(config.rescue.dead_instance_timeout / 3)
@@ -219,8 +219,8 @@ impl ExternalWorkers {
         profile: &WorkerProfile,
         limit: u32,
     ) -> StoreResult<Vec<ClaimedJob>> {
-        let shared = &self.shared;
-        let store = shared.store();
+        let control = &self.control;
+        let store = control.store();
         let mut jobs = store
             .claim_batch(ClaimRequest {
                 worker_id: lease.as_str().to_string(),
@@ -246,14 +246,14 @@ impl ExternalWorkers {
             }
         }
         let now = Instant::now();
-        let cache = shared.queue_cache();
+        let cache = control.queue_cache();
         let mut held = Vec::with_capacity(jobs.len());
         let mut claimed = Vec::with_capacity(jobs.len());
         for job in jobs {
-            let timeout = cache.execution_timeout(&job.queue, shared.config().execution_timeout);
+            let timeout = cache.execution_timeout(&job.queue, control.config().execution_timeout);
             let deadline =
                 Utc::now() + chrono::Duration::from_std(timeout).unwrap_or(chrono::Duration::MAX);
-            shared.events().send_with(|| {
+            control.events().send_with(|| {
                 EngineEvent::new(
                     EventKind::Started,
                     format!(
@@ -279,7 +279,7 @@ impl ExternalWorkers {
     /// recorded here and come back in `stop`.
     pub async fn heartbeat(&self, lease: &Lease, ids: &[JobId]) -> StoreResult<LeaseBeat> {
         self.registry.touch(lease);
-        let store = self.shared.store();
+        let store = self.control.store();
         let report = store.heartbeat(lease.as_str(), ids).await?;
         let mut beat = LeaseBeat {
             alive: Vec::new(),
@@ -311,7 +311,7 @@ impl ExternalWorkers {
                 Some(held) if now >= held.deadline => {
                     let limit = held.deadline.saturating_duration_since(held.started);
                     let c = after_failure(
-                        &self.shared,
+                        &self.control.retry_policy(),
                         &held.job,
                         AttemptFailure::Timeout,
                         "timeout",
@@ -366,7 +366,7 @@ impl ExternalWorkers {
             at: Utc::now(),
         };
         let job = &held.job;
-        self.shared.events().send_with(|| {
+        self.control.events().send_with(|| {
             EngineEvent::new(
                 EventKind::Progress,
                 format!("{}% {}", progress.percent, progress.message),
@@ -390,7 +390,7 @@ impl ExternalWorkers {
             return Ok(None);
         };
         let duration_ms = millis(held.started.elapsed());
-        let limit = self.shared.config().result_max_bytes;
+        let limit = self.control.config().result_max_bytes;
         let completion = match result {
             Some(text) if text.len() > limit => dead(
                 &held.job,
@@ -452,7 +452,7 @@ impl ExternalWorkers {
             WorkerFailure::Fatal => (AttemptFailure::Fatal, "fatal"),
         };
         let completion = after_failure(
-            &self.shared,
+            &self.control.retry_policy(),
             &held.job,
             attempt_failure,
             kind.unwrap_or(default_kind),
@@ -476,7 +476,7 @@ impl ExternalWorkers {
             .map(|h| Completion::Released { id: h.job.id })
             .collect();
         let applied = self
-            .shared
+            .control
             .store()
             .complete(lease.as_str(), completions.clone())
             .await?;
@@ -490,7 +490,7 @@ impl ExternalWorkers {
         self.registry.drop_jobs(lease, ids);
         self.write_row(lease.worker()).await;
         if !released.is_empty() {
-            self.shared.new_work().notify_waiters();
+            self.control.new_work().notify_waiters();
         }
         Ok(released)
     }
@@ -502,7 +502,7 @@ impl ExternalWorkers {
         completion: Completion,
     ) -> StoreResult<Option<Settled>> {
         let applied = self
-            .shared
+            .control
             .store()
             .complete(lease.as_str(), vec![completion.clone()])
             .await?;
@@ -517,13 +517,13 @@ impl ExternalWorkers {
 
     /// After a committed completion: announce it, answer same-process waiters.
     fn settled(&self, lease: &Lease, held: &Held, completion: &Completion) {
-        let shared = &self.shared;
-        shared.events().send(event_for(&held.job, completion));
+        let control = &self.control;
+        control.events().send(event_for(&held.job, completion));
         if completion.is_final()
-            && let Some(slots) = shared.waiters().take(held.job.id)
+            && let Some(slots) = control.waiters().take(held.job.id)
         {
             let job = finished_job(&held.job, completion, lease.as_str());
-            shared.waiters().resolve(slots, job);
+            control.waiters().resolve(slots, job);
         }
     }
 
@@ -536,16 +536,16 @@ impl ExternalWorkers {
         if let Some(h) = self.registry.get(lease, id) {
             return Ok(Some(h));
         }
-        let Some(job) = self.shared.store().get_job(id).await? else {
+        let Some(job) = self.control.store().get_job(id).await? else {
             return Ok(None);
         };
         if job.state != JobState::Processing || job.worker_id.as_deref() != Some(lease.as_str()) {
             return Ok(None);
         }
-        let shared = &self.shared;
-        let timeout = shared
+        let control = &self.control;
+        let timeout = control
             .queue_cache()
-            .execution_timeout(&job.queue, shared.config().execution_timeout);
+            .execution_timeout(&job.queue, control.config().execution_timeout);
         let ran = job
             .started_at
             .and_then(|at| (Utc::now() - at).to_std().ok())
@@ -565,9 +565,9 @@ impl ExternalWorkers {
     /// Refresh the worker's instance row when due. A failed write is logged: the next call
     /// tries again, and the worker's jobs are safe until the dead-instance timeout.
     async fn write_row(&self, worker: &str) {
-        let every = self.shared.config().instance_heartbeat_interval;
+        let every = self.control.config().instance_heartbeat_interval;
         if let Some(row) = self.registry.row_due(worker, every)
-            && let Err(e) = self.shared.store().heartbeat_instance(&row).await
+            && let Err(e) = self.control.store().heartbeat_instance(&row).await
         {
             tracing::warn!(worker, error = %e, "could not refresh an external worker's instance row");
         }

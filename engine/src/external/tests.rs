@@ -137,7 +137,7 @@ async fn a_stale_lease_is_refused_and_changes_nothing() {
     };
     tokio::time::sleep(Duration::from_millis(5)).await; // let the heartbeat age past zero
     assert_eq!(
-        rescue(&**f.engine.shared().store(), &zero)
+        rescue(&**f.engine.control().store(), &zero)
             .await
             .unwrap()
             .zombies,
@@ -180,7 +180,9 @@ async fn a_silent_worker_is_rescued_by_the_dead_instance_timeout() {
         ..RescuePolicy::default()
     };
     tokio::time::sleep(Duration::from_millis(5)).await;
-    let report = rescue(&**f.engine.shared().store(), &policy).await.unwrap();
+    let report = rescue(&**f.engine.control().store(), &policy)
+        .await
+        .unwrap();
     assert_eq!(report.zombies, 1, "{report:?}");
     assert_eq!(f.job(id).await.state, JobState::Dead(FailureReason::Zombie));
 }

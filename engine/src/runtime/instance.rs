@@ -5,7 +5,7 @@
 //! this instance. On shutdown it deregisters.
 
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use chrono::Utc;
@@ -15,7 +15,7 @@ use tracing::Instrument;
 use crate::error::{StoreError, StoreResult};
 use crate::events::{EngineEvent, EventKind};
 use crate::model::{InstanceInfo, InstanceKind};
-use crate::runtime::Shared;
+use crate::runtime::Control;
 use crate::validation;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -32,50 +32,60 @@ impl Default for InstanceHeartbeatConfig {
 }
 
 pub(crate) struct InstanceHeartbeat {
-    shared: Arc<Shared>,
+    control: Arc<Control>,
     config: InstanceHeartbeatConfig,
+    /// Set when the row was marked gone at shutdown (for the shutdown report).
+    deregistered: Arc<AtomicBool>,
 }
 
 impl InstanceHeartbeat {
-    pub(crate) fn new(shared: Arc<Shared>, config: InstanceHeartbeatConfig) -> Self {
-        InstanceHeartbeat { shared, config }
+    pub(crate) fn new(
+        control: Arc<Control>,
+        config: InstanceHeartbeatConfig,
+        deregistered: Arc<AtomicBool>,
+    ) -> Self {
+        InstanceHeartbeat {
+            control,
+            config,
+            deregistered,
+        }
     }
 
     /// Follow the settings and queue settings as stored, then beat (so the row shows the
     /// worker count now in force). A failed refresh does not skip the beat.
     pub(crate) async fn run_once(&self) -> StoreResult<()> {
-        let shared = &self.shared;
-        let refreshed = if shared.config.run_workers {
+        let control = &self.control;
+        let refreshed = if control.config.run_workers {
             self.refresh().await
         } else {
             Ok(())
         };
         // The beat answers the stored quiet flag: how a quiet or resume made in another
         // process's console reaches this one.
-        let quiet = shared
+        let quiet = control
             .store
-            .heartbeat_instance(&instance_info(shared))
+            .heartbeat_instance(&instance_info(control))
             .await?;
-        shared.set_quiet(quiet);
+        control.set_quiet(quiet);
         refreshed
     }
 
     async fn refresh(&self) -> StoreResult<()> {
-        let shared = &self.shared;
-        let settings = shared.store.load_settings().await?;
-        if shared.apply_settings(settings) {
+        let control = &self.control;
+        let settings = control.store.load_settings().await?;
+        if control.apply_settings(settings) {
             tracing::info!("settings changed elsewhere; now following them");
-            shared.events.send_with(|| {
+            control.events.send_with(|| {
                 EngineEvent::new(
                     EventKind::SettingsChanged,
                     "settings reloaded from the store",
                 )
             });
         }
-        let queues = shared.store.list_queues().await?;
-        let paused = shared.apply_queues(queues);
+        let queues = control.store.list_queues().await?;
+        let paused = control.apply_queues(queues);
         for queue in paused {
-            shared.release_queue(&queue).await;
+            control.release_queue(&queue).await;
         }
         Ok(())
     }
@@ -83,15 +93,15 @@ impl InstanceHeartbeat {
     /// Beat until shutdown, then deregister.
     pub(crate) async fn run(self, shutdown: CancellationToken) {
         super::periodic::run(&self, &shutdown).await;
-        let span = tracing::info_span!("instance_heartbeat", instance = %self.shared.instance_id);
+        let span = tracing::info_span!("instance_heartbeat", instance = %self.control.instance_id);
         async move {
             match self
-                .shared
+                .control
                 .store
-                .deregister_instance(&self.shared.instance_id)
+                .deregister_instance(&self.control.instance_id)
                 .await
             {
-                Ok(()) => self.shared.deregistered.store(true, Ordering::Release),
+                Ok(()) => self.deregistered.store(true, Ordering::Release),
                 Err(e) => tracing::warn!(error = %e, "could not deregister this instance; \
                     the rescuer will notice it is gone"),
             }
@@ -116,28 +126,28 @@ impl super::periodic::Periodic for InstanceHeartbeat {
     }
 }
 
-pub(crate) fn instance_info(shared: &Shared) -> InstanceInfo {
-    let (total, busy) = if shared.config.run_workers {
+pub(crate) fn instance_info(control: &Control) -> InstanceInfo {
+    let (total, busy) = if control.config.run_workers {
         (
-            shared.pool.target.load(Ordering::Acquire),
-            shared.pool.busy.load(Ordering::Acquire),
+            control.workers.load().target(),
+            control.workers.load().busy(),
         )
     } else {
         (0, 0)
     };
     InstanceInfo {
-        id: shared.instance_id.clone(),
+        id: control.instance_id.clone(),
         host: validation::clipped(&host_name(), validation::MAX_HOST_CHARS),
         pid: std::process::id(),
         version: validation::clipped(env!("CARGO_PKG_VERSION"), validation::MAX_VERSION_CHARS),
-        started_at: shared.started_at,
+        started_at: control.started_at,
         heartbeat_at: Utc::now(),
         workers_total: total,
         workers_busy: busy,
         kind: InstanceKind::Engine,
-        queues: shared.config.queues.clone(),
+        queues: control.config.queues.clone(),
         job_types: None,
-        quiet: shared.is_quiet(),
+        quiet: control.is_quiet(),
     }
 }
 

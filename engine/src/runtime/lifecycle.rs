@@ -1,10 +1,10 @@
-//! Starting and stopping the runtime: build its shared state, register the instance, spawn
+//! Starting and stopping the runtime: build its stages and their connections, register the instance, spawn
 //! the pipeline stages and the services; at shutdown stop them in order (claims, buffer,
 //! handlers, outcomes, services) and report what was left to the rescuer.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::Utc;
@@ -21,18 +21,20 @@ use crate::model::JobId;
 use crate::running::{CancelReason, RunningJob, RunningJobs};
 use crate::runtime::buffer::PrefetchBuffer;
 use crate::runtime::circuit_breaker::Breakers;
-use crate::runtime::completer::run_completer;
-use crate::runtime::fetcher::run_fetcher;
+use crate::runtime::completer::Completer;
+use crate::runtime::fetcher::{Fetcher, Quiet};
 use crate::runtime::heartbeat::{JobHeartbeat, JobHeartbeatConfig};
 use crate::runtime::instance::{InstanceHeartbeat, InstanceHeartbeatConfig};
-use crate::runtime::pool::ensure_workers;
+use crate::runtime::launch::Launcher;
+use crate::runtime::outcome::Executor;
+use crate::runtime::policies::Policies;
+use crate::runtime::pool::{PoolLoad, ReadyJobs, WorkerParts, WorkerPool};
 use crate::runtime::result_sweeper::{ResultSweeper, SweeperConfig};
-use crate::runtime::retry::RetryPolicy;
 use crate::runtime::scheduler::{Scheduler, SchedulerConfig};
-use crate::runtime::starter::run_starter;
+use crate::runtime::starter::Starter;
 use crate::runtime::sweeper::{Pruner, PrunerConfig, Rescuer, RescuerConfig};
 use crate::runtime::timeouts::{TimeoutWatchdog, WatchdogConfig};
-use crate::runtime::{Counters, Pool, QueueCache, Shared};
+use crate::runtime::{Control, Counters};
 use crate::store::Store;
 
 /// How long shutdown waits for cancelled jobs to wind down after the grace period.
@@ -43,13 +45,22 @@ const LOOPS_STOP: Duration = Duration::from_secs(5);
 /// Job ids a shutdown log line names at most; the count is always given.
 const LOGGED_IDS: usize = 20;
 
-/// A started runtime: its shared state and the tasks shutdown joins.
+/// A started runtime: its control and the tasks shutdown joins, with what it stops them by.
 pub(crate) struct Runtime {
-    shared: Arc<Shared>,
+    control: Arc<Control>,
     /// Claiming stages, joined first at shutdown.
     intake: Mutex<Vec<JoinHandle<()>>>,
     /// Everything else, joined last.
     loops: Mutex<Vec<JoinHandle<()>>>,
+    /// Cancelled when running work is done (or abandoned): every loop exits.
+    stopped: CancellationToken,
+    /// Cancelled when shutdown's flush timeout has passed: the completer stops trying to
+    /// commit and records what it still held in `uncommitted`.
+    abandon_commits: CancellationToken,
+    /// Finished jobs whose outcome shutdown gave up committing.
+    uncommitted: Arc<Mutex<Vec<JobId>>>,
+    /// The instance row was marked gone at shutdown.
+    deregistered: Arc<AtomicBool>,
 }
 
 impl Runtime {
@@ -67,72 +78,152 @@ impl Runtime {
             .worker_count
             .unwrap_or(settings.worker_count)
             .clamp(1, MAX_WORKERS);
-        let (completions_tx, completions_rx) = mpsc::unbounded_channel();
-        let pool = Pool::default();
-        pool.target.store(workers, Ordering::Release);
-        let shared = Arc::new(Shared {
+        let handlers = Arc::new(handlers);
+        let events = EventBus::new(config.event_capacity);
+        let policies = Arc::new(Policies::new(settings, queues));
+        let running = Arc::new(RunningJobs::default());
+        let buffer = Arc::new(PrefetchBuffer::new(config.prefetch as usize));
+        let breakers = Arc::new(Mutex::new(Breakers::default()));
+        let counters = Arc::new(Counters::default());
+        let load = Arc::new(PoolLoad::with_target(workers));
+        let ready = Arc::new(ReadyJobs::default());
+        let (completions, finished) = mpsc::unbounded_channel();
+        let wake_fetcher = Arc::new(Notify::new());
+        let wake_starter = Arc::new(Notify::new());
+        let claiming = CancellationToken::new();
+        let stopped = CancellationToken::new();
+        let abandon_commits = CancellationToken::new();
+        let uncommitted = Arc::new(Mutex::new(Vec::new()));
+        let deregistered = Arc::new(AtomicBool::new(false));
+
+        let workers_pool = WorkerPool::new(WorkerParts {
+            executor: Executor {
+                handlers: handlers.clone(),
+                instance_id: instance_id.clone(),
+                result_max_bytes: config.result_max_bytes,
+                policies: policies.clone(),
+            },
+            load: load.clone(),
+            ready: ready.clone(),
+            running: running.clone(),
+            completions: completions.clone(),
+            buffer: buffer.clone(),
+            wake_starter: wake_starter.clone(),
+            stopped: stopped.clone(),
+        });
+        let launcher = Launcher {
+            policies: policies.clone(),
+            default_timeout: config.execution_timeout,
+            running: running.clone(),
+            events: events.clone(),
+            load: load.clone(),
+            ready,
+            completions,
+            counters: counters.clone(),
+            wake_starter: wake_starter.clone(),
+        };
+        let control = Arc::new(Control {
             store: store.clone(),
             instance_id,
             started_at: Utc::now(),
-            handlers,
-            events: EventBus::new(config.event_capacity),
+            events: events.clone(),
             waiters: Arc::new(Waiters::default()),
-            buffer: PrefetchBuffer::new(config.prefetch as usize),
-            running: Arc::new(RunningJobs::default()),
-            pool,
-            breakers: Mutex::new(Breakers::default()),
-            retry: RwLock::new(Arc::new(RetryPolicy::from(&settings.retry))),
-            settings: RwLock::new(Arc::new(settings)),
-            queues: RwLock::new(Arc::new(QueueCache::new(queues))),
-            wake_fetcher: Notify::new(),
+            policies: policies.clone(),
+            running: running.clone(),
+            buffer: buffer.clone(),
+            workers: workers_pool.clone(),
+            breakers: breakers.clone(),
+            counters: counters.clone(),
+            quiet: Arc::new(Quiet::new(events.clone(), wake_fetcher.clone())),
+            wake_fetcher: wake_fetcher.clone(),
             new_work: Notify::new(),
-            wake_starter: Notify::new(),
-            ready: Mutex::new(VecDeque::new()),
-            wake_worker: Notify::new(),
-            completions: completions_tx,
-            counters: Counters::default(),
-            claiming: CancellationToken::new(),
-            stopped: CancellationToken::new(),
-            abandon_commits: CancellationToken::new(),
-            uncommitted: Mutex::new(Vec::new()),
-            deregistered: AtomicBool::new(false),
-            quiet: AtomicBool::new(false),
+            claiming: claiming.clone(),
             config,
         });
 
         // Register before anything runs, so a database problem fails the start (and a row
         // an operator quieted before this start is honoured from the first claim).
         let quiet = store
-            .heartbeat_instance(&crate::runtime::instance::instance_info(&shared))
+            .heartbeat_instance(&crate::runtime::instance::instance_info(&control))
             .await?;
-        shared.set_quiet(quiet);
+        control.set_quiet(quiet);
 
-        let cfg = &shared.config;
+        let cfg = &control.config;
+        let instance_id = &control.instance_id;
         let mut intake = Vec::new();
         let mut loops = Vec::new();
         if cfg.run_workers {
-            ensure_workers(&shared);
-            intake.push(tokio::spawn(run_fetcher(shared.clone())));
-            intake.push(tokio::spawn(run_starter(shared.clone())));
-            loops.push(tokio::spawn(run_completer(shared.clone(), completions_rx)));
+            workers_pool.ensure_workers();
+            let fetcher = Fetcher {
+                store: store.clone(),
+                instance_id: instance_id.clone(),
+                poll_interval: cfg.poll_interval,
+                queues: cfg.queues.clone(),
+                // Only types a handler here runs: the others wait for a worker that runs them.
+                types: handlers.claimable_types(),
+                buffer: buffer.clone(),
+                load: load.clone(),
+                breakers: breakers.clone(),
+                launcher: launcher.clone(),
+                quiet: control.quiet.clone(),
+                counters: counters.clone(),
+                wake: wake_fetcher.clone(),
+                wake_starter: wake_starter.clone(),
+                claiming: claiming.clone(),
+            };
+            intake.push(tokio::spawn(fetcher.run()));
+            let starter = Starter {
+                store: store.clone(),
+                instance_id: instance_id.clone(),
+                buffer,
+                load,
+                breakers: breakers.clone(),
+                breaker_config: cfg.breaker.clone(),
+                handlers: handlers.clone(),
+                launcher,
+                events: events.clone(),
+                counters: counters.clone(),
+                wake: wake_starter,
+                claiming: claiming.clone(),
+            };
+            intake.push(tokio::spawn(starter.run()));
+            let completer = Completer {
+                store: store.clone(),
+                instance_id: instance_id.clone(),
+                finished,
+                waiters: control.waiters.clone(),
+                events: events.clone(),
+                running: running.clone(),
+                breakers,
+                breaker_config: cfg.breaker.clone(),
+                handlers,
+                counters,
+                policies,
+                wake_fetcher,
+                claiming: claiming.clone(),
+                stopped: stopped.clone(),
+                abandon_commits: abandon_commits.clone(),
+                uncommitted: uncommitted.clone(),
+            };
+            loops.push(tokio::spawn(completer.run()));
             let beat = JobHeartbeat::new(
                 store.clone(),
-                shared.instance_id.clone(),
-                shared.running.clone(),
-                shared.events.clone(),
+                instance_id.clone(),
+                running.clone(),
+                events.clone(),
                 JobHeartbeatConfig {
                     interval: cfg.heartbeat_interval,
                     give_up_after: cfg.heartbeat_give_up_after(),
                 },
             );
-            loops.push(tokio::spawn(beat.run(shared.stopped.clone())));
+            loops.push(tokio::spawn(beat.run(stopped.clone())));
             let watchdog = TimeoutWatchdog::new(
-                shared.running.clone(),
+                running,
                 WatchdogConfig {
                     interval: cfg.timeout_check_interval,
                 },
             );
-            loops.push(tokio::spawn(watchdog.run(shared.stopped.clone())));
+            loops.push(tokio::spawn(watchdog.run(stopped.clone())));
             let rescuer = Rescuer::new(
                 store.clone(),
                 RescuerConfig {
@@ -140,8 +231,8 @@ impl Runtime {
                     policy: cfg.rescue.clone(),
                 },
             )
-            .with_events(shared.events.clone());
-            loops.push(tokio::spawn(rescuer.run(shared.claiming.clone())));
+            .with_events(events.clone());
+            loops.push(tokio::spawn(rescuer.run(claiming.clone())));
             let pruner = Pruner::new(
                 store.clone(),
                 PrunerConfig {
@@ -149,71 +240,76 @@ impl Runtime {
                     ..PrunerConfig::default()
                 },
             )
-            .with_events(shared.events.clone());
-            loops.push(tokio::spawn(pruner.run(shared.claiming.clone())));
+            .with_events(events.clone());
+            loops.push(tokio::spawn(pruner.run(claiming.clone())));
             let scheduler = Scheduler::new(
-                crate::runtime::operations(&shared),
+                crate::runtime::operations(&control),
                 SchedulerConfig {
                     interval: cfg.schedule_interval,
                 },
             );
-            loops.push(tokio::spawn(scheduler.run(shared.claiming.clone())));
+            loops.push(tokio::spawn(scheduler.run(claiming.clone())));
         } else {
-            drop(completions_rx);
+            drop(finished);
         }
         let instance = InstanceHeartbeat::new(
-            shared.clone(),
+            control.clone(),
             InstanceHeartbeatConfig {
                 interval: cfg.instance_heartbeat_interval,
             },
+            deregistered.clone(),
         );
-        loops.push(tokio::spawn(instance.run(shared.stopped.clone())));
+        loops.push(tokio::spawn(instance.run(stopped.clone())));
         let sweeper = ResultSweeper::new(
             store.clone(),
-            shared.waiters.clone(),
+            control.waiters.clone(),
             SweeperConfig {
                 interval: cfg.wait_poll_interval,
             },
         );
-        loops.push(tokio::spawn(sweeper.run(shared.stopped.clone())));
+        loops.push(tokio::spawn(sweeper.run(stopped.clone())));
 
         tracing::info!(
-            instance = %shared.instance_id,
+            instance = %control.instance_id,
             backend = store.backend(),
             run_workers = cfg.run_workers,
             workers,
             prefetch = cfg.prefetch,
             "engine started"
         );
-        shared.events.send_with(|| {
+        events.send_with(|| {
             EngineEvent::new(
                 EventKind::Instance,
-                format!("instance {} started", shared.instance_id),
+                format!("instance {} started", control.instance_id),
             )
         });
         Ok(Runtime {
-            shared,
+            control,
             intake: Mutex::new(intake),
             loops: Mutex::new(loops),
+            stopped,
+            abandon_commits,
+            uncommitted,
+            deregistered,
         })
     }
 
-    pub(crate) fn shared(&self) -> &Arc<Shared> {
-        &self.shared
+    pub(crate) fn control(&self) -> &Arc<Control> {
+        &self.control
     }
 
     /// Graceful shutdown (see `Engine::shutdown`); called once.
     pub(crate) async fn shutdown(&self) -> ShutdownReport {
-        let shared = &self.shared;
-        let config = &shared.config;
-        tracing::info!(instance = %shared.instance_id, "shutting down: no new claims");
-        shared.running.start_draining();
-        shared.claiming.cancel();
+        let control = &self.control;
+        let config = &control.config;
+        tracing::info!(instance = %control.instance_id, "shutting down: no new claims");
+        control.running.start_draining();
+        control.claiming.cancel();
         for handle in take_handles(&self.intake) {
             let _ = handle.await;
         }
-        let buffered: Vec<JobId> = shared.buffer.take_all().iter().map(|j| j.id).collect();
-        let unreleased = if shared.release(&buffered, "shutdown").await {
+        let buffered: Vec<JobId> = control.buffer.take_all().iter().map(|j| j.id).collect();
+        let unreleased = if control.release(&buffered, "shutdown").await {
             Vec::new()
         } else {
             buffered
@@ -222,19 +318,19 @@ impl Runtime {
         // Handlers first: the grace period is theirs. Outcomes commit as they come meanwhile.
         let handlers_stopped =
             |jobs: &HashMap<JobId, Arc<RunningJob>>| jobs.values().all(|j| j.handler_done());
-        let running = shared.running.executing().len();
+        let running = control.running.executing().len();
         if running > 0 {
             tracing::info!(running, grace = ?config.shutdown_grace,
                 "waiting for running jobs to finish");
         }
         if tokio::time::timeout(
             config.shutdown_grace,
-            shared.running.wait_until(handlers_stopped),
+            control.running.wait_until(handlers_stopped),
         )
         .await
         .is_err()
         {
-            let left = shared.running.executing();
+            let left = control.running.executing();
             tracing::warn!(
                 jobs = left.len(),
                 "grace period over: cancelling running jobs"
@@ -244,13 +340,13 @@ impl Runtime {
             }
             if tokio::time::timeout(
                 CANCEL_WIND_DOWN,
-                shared.running.wait_until(handlers_stopped),
+                control.running.wait_until(handlers_stopped),
             )
             .await
             .is_err()
             {
                 tracing::error!(
-                    jobs = shared.running.executing().len(),
+                    jobs = control.running.executing().len(),
                     "jobs ignored cancellation; leaving them to the rescuer"
                 );
             }
@@ -261,7 +357,7 @@ impl Runtime {
             |jobs: &HashMap<JobId, Arc<RunningJob>>| jobs.values().all(|j| !j.handler_done());
         if tokio::time::timeout(
             config.shutdown_flush_timeout,
-            shared.running.wait_until(only_stuck_left),
+            control.running.wait_until(only_stuck_left),
         )
         .await
         .is_err()
@@ -269,8 +365,8 @@ impl Runtime {
             tracing::warn!(flush_timeout = ?config.shutdown_flush_timeout,
                 "the store did not commit every finished job in time; giving up on the rest");
         }
-        shared.abandon_commits.cancel();
-        shared.stopped.cancel();
+        self.abandon_commits.cancel();
+        self.stopped.cancel();
         let loops = take_handles(&self.loops);
         let aborts: Vec<_> = loops.iter().map(JoinHandle::abort_handle).collect();
         if tokio::time::timeout(LOOPS_STOP, futures::future::join_all(loops))
@@ -287,11 +383,11 @@ impl Runtime {
         }
 
         let mut uncommitted =
-            std::mem::take(&mut *shared.uncommitted.lock().unwrap_or_else(|p| p.into_inner()));
+            std::mem::take(&mut *self.uncommitted.lock().unwrap_or_else(|p| p.into_inner()));
         // Whatever is still registered was never committed either (a completer stopped by
         // force leaves its batch here).
         let mut still_running = Vec::new();
-        for run in shared.running.all() {
+        for run in control.running.all() {
             if run.handler_done() {
                 uncommitted.push(run.job.id);
             } else {
@@ -305,13 +401,13 @@ impl Runtime {
             uncommitted,
             still_running,
             unreleased,
-            deregistered: shared.deregistered.load(Ordering::Acquire),
+            deregistered: self.deregistered.load(Ordering::Acquire),
         };
-        report.log(&shared.instance_id);
+        report.log(&control.instance_id);
         if report.is_clean() {
-            tracing::info!(instance = %shared.instance_id, "engine stopped");
+            tracing::info!(instance = %control.instance_id, "engine stopped");
         } else {
-            tracing::warn!(instance = %shared.instance_id,
+            tracing::warn!(instance = %control.instance_id,
                 "engine stopped, leaving work to the rescuer");
         }
         report

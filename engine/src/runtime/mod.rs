@@ -10,19 +10,24 @@
 //!                                                                                   │
 //!       waiters ◀── completer ◀──complete── completions ◀── workers (handlers) ◀────┘
 //! ```
+//!
+//! Each stage is a struct that holds only its own handles and is moved into its task:
+//! [`fetcher::Fetcher`], [`starter::Starter`] (which hands started jobs to the
+//! [`launch::Launcher`]), the [`pool::WorkerPool`] whose workers run an [`outcome::Executor`],
+//! and [`completer::Completer`]. What changes at run time (settings, retry policy, queue
+//! configuration) lives in [`policies::Policies`]; what the rest of the engine needs from the
+//! runtime lives in [`Control`]. [`lifecycle`] builds all of them and wires the queues.
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio::sync::{Notify, mpsc};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::channel::Waiters;
 use crate::config::{EngineConfig, MAX_WORKERS};
-use crate::handler::HandlerRegistry;
 use crate::model::{EngineSettings, JobId, QueueConfig, Timestamp};
 use crate::ops::{LocalRuntime, Operations};
 use crate::store::Store;
@@ -35,9 +40,11 @@ pub(crate) mod completer;
 pub(crate) mod fetcher;
 pub(crate) mod heartbeat;
 pub(crate) mod instance;
+pub(crate) mod launch;
 pub(crate) mod lifecycle;
 pub(crate) mod outcome;
 pub(crate) mod periodic;
+pub(crate) mod policies;
 pub(crate) mod pool;
 pub(crate) mod result_sweeper;
 pub(crate) mod scheduler;
@@ -55,62 +62,45 @@ pub use snapshot::{BreakerInfo, BreakerStateName, RuntimeCounters, RuntimeSnapsh
 pub use sweeper::{Pruner, PrunerConfig, Rescuer, RescuerConfig};
 
 use crate::events::{EngineEvent, EventBus, EventKind};
-use crate::running::{RunningJob, RunningJobs};
+use crate::running::RunningJobs;
 use buffer::PrefetchBuffer;
 use circuit_breaker::Breakers;
+use fetcher::Quiet;
+use policies::{Policies, QueueCache};
+use pool::WorkerPool;
 
 /// Most jobs one `mark_processing` call starts.
 pub(crate) const MAX_START_BATCH: usize = 2_000;
 /// Most completions one `complete` call commits.
 pub(crate) const MAX_COMPLETE_BATCH: usize = 2_000;
 
-/// Everything the runtime's tasks share. Tasks talk through these queues and signals,
-/// never through each other's state. The fields are private to the runtime: the facade and
-/// the operations layer use the methods below and [`LocalEffects`]; the periodic services
-/// get only the handles they use.
-pub(crate) struct Shared {
+/// The runtime as the rest of the engine sees it: the facade, the operations layer's local
+/// effects, the external workers, the instance heartbeat and the snapshot. The pipeline's
+/// stages do not use it: each owns only the handles it needs (see [`lifecycle`], which builds
+/// them), and they meet only in the queues between them.
+pub(crate) struct Control {
     store: Arc<dyn Store>,
     instance_id: String,
     started_at: Timestamp,
     config: EngineConfig,
-    handlers: HandlerRegistry,
     events: EventBus,
     waiters: Arc<Waiters>,
-    buffer: PrefetchBuffer,
+    policies: Arc<Policies>,
     running: Arc<RunningJobs>,
-    pool: Pool,
-    breakers: Mutex<Breakers>,
-    settings: RwLock<Arc<EngineSettings>>,
-    retry: RwLock<Arc<RetryPolicy>>,
-    queues: RwLock<Arc<QueueCache>>,
+    buffer: Arc<PrefetchBuffer>,
+    workers: WorkerPool,
+    breakers: Arc<Mutex<Breakers>>,
+    counters: Arc<Counters>,
+    quiet: Arc<Quiet>,
     /// Same-process enqueue (and bulkhead capacity freed) wakes the fetcher at once.
-    wake_fetcher: Notify,
+    wake_fetcher: Arc<Notify>,
     /// The same news for every external worker's long-polling claim in this process.
     new_work: Notify,
-    /// Jobs arrived in the buffer or a worker became free.
-    wake_starter: Notify,
-    /// Started jobs waiting for a worker task to pick them up.
-    ready: Mutex<VecDeque<Arc<RunningJob>>>,
-    wake_worker: Notify,
-    completions: mpsc::UnboundedSender<outcome::Finished>,
-    counters: Counters,
     /// Cancelled when shutdown begins: stop claiming and starting.
     claiming: CancellationToken,
-    /// Cancelled when running work is done (or abandoned): every loop exits.
-    stopped: CancellationToken,
-    /// Cancelled when shutdown's flush timeout has passed: the completer stops trying to
-    /// commit and records what it still held in `uncommitted`.
-    abandon_commits: CancellationToken,
-    /// Finished jobs whose outcome shutdown gave up committing.
-    uncommitted: Mutex<Vec<JobId>>,
-    /// The instance row was marked gone at shutdown.
-    deregistered: AtomicBool,
-    /// An operator quieted this instance (learned at the instance heartbeat, or at once when
-    /// the console runs here): the fetcher claims nothing; buffered and running jobs finish.
-    quiet: AtomicBool,
 }
 
-impl Shared {
+impl Control {
     pub(crate) fn store(&self) -> &Arc<dyn Store> {
         &self.store
     }
@@ -133,14 +123,11 @@ impl Shared {
     }
 
     pub(crate) fn settings(&self) -> Arc<EngineSettings> {
-        self.settings
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.policies.settings()
     }
 
     pub(crate) fn retry_policy(&self) -> Arc<RetryPolicy> {
-        self.retry.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.policies.retry()
     }
 
     /// Notified (all waiters at once) when work may have arrived: same-process enqueues,
@@ -155,55 +142,24 @@ impl Shared {
     }
 
     pub(crate) fn queue_cache(&self) -> Arc<QueueCache> {
-        self.queues
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+        self.policies.queues()
     }
 
     /// Adopt new engine-wide settings (saved here or seen in the store).
-    pub(crate) fn apply_settings(self: &Arc<Self>, settings: EngineSettings) -> bool {
-        {
-            let current = self.settings.read().unwrap_or_else(|p| p.into_inner());
-            if **current == settings {
-                return false;
-            }
-        }
-        *self.retry.write().unwrap_or_else(|p| p.into_inner()) =
-            Arc::new(RetryPolicy::from(&settings.retry));
+    pub(crate) fn apply_settings(&self, settings: EngineSettings) -> bool {
         let workers = self.config.worker_count.unwrap_or(settings.worker_count);
-        *self.settings.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(settings);
+        if !self.policies.set_settings(settings) {
+            return false;
+        }
         if self.config.run_workers {
-            self.set_worker_target(workers);
+            self.workers.resize(workers.clamp(1, MAX_WORKERS));
         }
         true
     }
 
-    pub(crate) fn set_worker_target(self: &Arc<Self>, workers: u32) {
-        let workers = workers.clamp(1, MAX_WORKERS);
-        let old = self.pool.target.swap(workers, Ordering::AcqRel);
-        if old != workers {
-            tracing::info!(from = old, to = workers, "worker count changed");
-            pool::ensure_workers(self);
-            // Fewer workers: idle ones retire. More: the starter may start more now.
-            self.wake_worker.notify_waiters();
-            self.wake_starter.notify_one();
-        }
-    }
-
-    /// Adopt the queues' settings (seen in the store or changed here).
-    pub(crate) fn apply_queues(self: &Arc<Self>, queues: Vec<QueueConfig>) -> Vec<String> {
-        let cache = QueueCache::new(queues);
-        let paused: Vec<String> = cache.paused().map(str::to_string).collect();
-        *self.queues.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(cache);
-        paused
-    }
-
-    pub(crate) fn apply_queue(self: &Arc<Self>, queue: QueueConfig) {
-        let mut all: Vec<QueueConfig> = self.queue_cache().by_name.values().cloned().collect();
-        all.retain(|q| q.name != queue.name);
-        all.push(queue);
-        self.apply_queues(all);
+    /// Adopt the queues' settings (seen in the store); returns the paused ones.
+    pub(crate) fn apply_queues(&self, queues: Vec<QueueConfig>) -> Vec<String> {
+        self.policies.set_queues(queues)
     }
 
     /// Hand buffered jobs back to pending (no attempt spent). False when the store refused.
@@ -236,28 +192,12 @@ impl Shared {
     }
 
     pub(crate) fn is_quiet(&self) -> bool {
-        self.quiet.load(Ordering::Acquire)
+        self.quiet.is_on()
     }
 
-    /// Follow the instance's quiet flag as stored. Resuming wakes the fetcher, which waits
-    /// for exactly that while quiet. True when the flag changed.
+    /// Follow the instance's quiet flag as stored. True when the flag changed.
     pub(crate) fn set_quiet(&self, quiet: bool) -> bool {
-        if self.quiet.swap(quiet, Ordering::AcqRel) == quiet {
-            return false;
-        }
-        let message = if quiet {
-            tracing::info!("instance quieted: claiming no new jobs, finishing what it holds");
-            "instance quieted: claiming no new jobs"
-        } else {
-            tracing::info!("instance resumed: claiming again");
-            "instance resumed: claiming again"
-        };
-        self.events
-            .send_with(|| EngineEvent::new(EventKind::Instance, message));
-        if !quiet {
-            self.wake_fetcher.notify_one();
-        }
-        true
+        self.quiet.set(quiet)
     }
 
     /// Release the buffered jobs of one (paused) queue.
@@ -272,15 +212,15 @@ impl Shared {
 /// The operations layer's view of this runtime ([`crate::ops::LocalRuntime`]): what a write
 /// made here changes at once.
 #[derive(Clone)]
-pub(crate) struct LocalEffects(Arc<Shared>);
+pub(crate) struct LocalEffects(Arc<Control>);
 
 /// The operations layer of an engine running here: its writes take effect on this runtime at
 /// once.
-pub(crate) fn operations(shared: &Arc<Shared>) -> Operations {
+pub(crate) fn operations(control: &Arc<Control>) -> Operations {
     Operations::with_runtime(
-        shared.store.clone(),
-        shared.events.clone(),
-        Arc::new(LocalEffects(shared.clone())),
+        control.store.clone(),
+        control.events.clone(),
+        Arc::new(LocalEffects(control.clone())),
     )
 }
 
@@ -300,7 +240,7 @@ impl LocalRuntime for LocalEffects {
 
     async fn queue_changed(&self, queue: QueueConfig, paused: bool, claim_again: bool) {
         let name = queue.name.clone();
-        self.0.apply_queue(queue);
+        self.0.policies.set_queue(queue);
         if paused {
             self.0.release_queue(&name).await;
         }
@@ -317,58 +257,6 @@ impl LocalRuntime for LocalEffects {
 
     fn settings_changed(&self, settings: EngineSettings) {
         self.0.apply_settings(settings);
-    }
-}
-
-/// The worker pool's size and load.
-#[derive(Debug, Default)]
-pub(crate) struct Pool {
-    /// How many jobs may run at once (settings or config).
-    pub(crate) target: AtomicU32,
-    /// Jobs handed to workers and not finished yet.
-    pub(crate) busy: AtomicU32,
-    /// Worker tasks alive (mirror of `spawned_lock` for lock-free reads).
-    pub(crate) spawned: AtomicU32,
-    pub(crate) spawned_lock: Mutex<u32>,
-}
-
-impl Pool {
-    pub(crate) fn free(&self) -> u32 {
-        self.target
-            .load(Ordering::Acquire)
-            .saturating_sub(self.busy.load(Ordering::Acquire))
-    }
-}
-
-/// The queues' settings as last seen, for execution timeouts, pause and bulkheads.
-#[derive(Debug, Default)]
-pub(crate) struct QueueCache {
-    pub(crate) by_name: HashMap<String, QueueConfig>,
-    pub(crate) any_bulkhead: bool,
-}
-
-impl QueueCache {
-    pub(crate) fn new(queues: Vec<QueueConfig>) -> Self {
-        let any_bulkhead = queues.iter().any(|q| q.max_workers.is_some());
-        QueueCache {
-            by_name: queues.into_iter().map(|q| (q.name.clone(), q)).collect(),
-            any_bulkhead,
-        }
-    }
-
-    pub(crate) fn execution_timeout(&self, queue: &str, default: Duration) -> Duration {
-        self.by_name
-            .get(queue)
-            .and_then(|q| q.execution_timeout_secs)
-            .map(|s| Duration::from_secs(u64::from(s)))
-            .unwrap_or(default)
-    }
-
-    pub(crate) fn paused(&self) -> impl Iterator<Item = &str> {
-        self.by_name
-            .values()
-            .filter(|q| q.paused)
-            .map(|q| q.name.as_str())
     }
 }
 

@@ -11,12 +11,13 @@ use chrono::Utc;
 use futures::FutureExt;
 use tracing::Instrument;
 
-use crate::handler::{HandlerError, HandlerOutcome, JobContext};
+use crate::handler::{HandlerError, HandlerOutcome, HandlerRegistry, JobContext};
 use crate::model::{AttemptError, Completion, FailureReason, Job};
 use crate::running::{CancelReason, RunningJob};
 use crate::runtime::circuit_breaker::Signal;
-use crate::runtime::retry::{AttemptFailure, RetryDecision};
-use crate::runtime::{Shared, millis};
+use crate::runtime::millis;
+use crate::runtime::policies::Policies;
+use crate::runtime::retry::{AttemptFailure, RetryDecision, RetryPolicy};
 use crate::trace;
 
 /// A handler finished (or was stopped); the completer commits `completion`.
@@ -28,35 +29,47 @@ pub(crate) struct Finished {
     pub(crate) signal: Signal,
 }
 
-/// Run one job's handler until it returns, panics or its token fires.
-pub(crate) async fn execute(shared: &Shared, run: Arc<RunningJob>) -> Finished {
-    let ctx = JobContext::new(run.clone());
-    let handlers = &shared.handlers;
-    // The handler runs inside the attempt's span: its own spans and outgoing calls join it.
-    let span = trace::run_span(&run.job, &shared.instance_id);
-    // The handler is created inside the guarded future, so a panic while building it is caught too.
-    let handler = AssertUnwindSafe(async move { handlers.dispatch(ctx).await })
-        .catch_unwind()
-        .instrument(span.clone());
-    let mut outcome = tokio::select! {
-        biased;
-        r = handler => Some(r),
-        _ = run.token.cancelled() => None,
-    };
-    // A handler that fails because it noticed its token was cancelled: the cancel's reason
-    // (operator, timeout, shutdown) decides what happens, not the handler's error. Work that
-    // succeeded anyway stands.
-    if !matches!(outcome, Some(Ok(Ok(_)))) && run.token.is_cancelled() {
-        outcome = None;
-    }
-    let (completion, signal) = conclude(shared, &run, outcome);
-    if !span.is_disabled() {
-        record_outcome(&span, completion.as_ref());
-    }
-    Finished {
-        run,
-        completion,
-        signal,
+/// What running a job's handler needs: the handlers, and what decides the outcome (the
+/// retry policy in force, the result size limit).
+pub(crate) struct Executor {
+    pub(crate) handlers: Arc<HandlerRegistry>,
+    pub(crate) instance_id: String,
+    pub(crate) result_max_bytes: usize,
+    pub(crate) policies: Arc<Policies>,
+}
+
+impl Executor {
+    /// Run one job's handler until it returns, panics or its token fires.
+    pub(crate) async fn execute(&self, run: Arc<RunningJob>) -> Finished {
+        let ctx = JobContext::new(run.clone());
+        let handlers = &self.handlers;
+        // The handler runs inside the attempt's span: its own spans and outgoing calls join it.
+        let span = trace::run_span(&run.job, &self.instance_id);
+        // The handler is created inside the guarded future, so a panic while building it is
+        // caught too.
+        let handler = AssertUnwindSafe(async move { handlers.dispatch(ctx).await })
+            .catch_unwind()
+            .instrument(span.clone());
+        let mut outcome = tokio::select! {
+            biased;
+            r = handler => Some(r),
+            _ = run.token.cancelled() => None,
+        };
+        // A handler that fails because it noticed its token was cancelled: the cancel's
+        // reason (operator, timeout, shutdown) decides what happens, not the handler's error.
+        // Work that succeeded anyway stands.
+        if !matches!(outcome, Some(Ok(Ok(_)))) && run.token.is_cancelled() {
+            outcome = None;
+        }
+        let (completion, signal) = self.conclude(&run, outcome);
+        if !span.is_disabled() {
+            record_outcome(&span, completion.as_ref());
+        }
+        Finished {
+            run,
+            completion,
+            signal,
+        }
     }
 }
 
@@ -75,121 +88,121 @@ fn record_outcome(span: &tracing::Span, completion: Option<&Completion>) {
 
 type Caught = Result<HandlerOutcome, Box<dyn Any + Send>>;
 
-fn conclude(
-    shared: &Shared,
-    run: &RunningJob,
-    outcome: Option<Caught>,
-) -> (Option<Completion>, Signal) {
-    let job = &run.job;
-    let duration_ms = millis(run.started.elapsed());
-    match outcome {
-        Some(Ok(Ok(result))) => {
-            if let Some(text) = &result
-                && text.len() > shared.config.result_max_bytes
-            {
-                let message = format!(
-                    "the handler's result is {} bytes, over the limit of {} bytes \
+impl Executor {
+    fn conclude(&self, run: &RunningJob, outcome: Option<Caught>) -> (Option<Completion>, Signal) {
+        let retry = self.policies.retry();
+        let job = &run.job;
+        let duration_ms = millis(run.started.elapsed());
+        match outcome {
+            Some(Ok(Ok(result))) => {
+                if let Some(text) = &result
+                    && text.len() > self.result_max_bytes
+                {
+                    let message = format!(
+                        "the handler's result is {} bytes, over the limit of {} bytes \
                      (result_max_bytes); return less, or store the data elsewhere and \
                      return a reference to it",
-                    text.len(),
-                    shared.config.result_max_bytes
-                );
-                let c = dead(
+                        text.len(),
+                        self.result_max_bytes
+                    );
+                    let c = dead(
+                        job,
+                        FailureReason::Fatal,
+                        "result_too_large",
+                        message,
+                        duration_ms,
+                    );
+                    return (Some(c), Signal::Neutral);
+                }
+                let c = Completion::Succeeded {
+                    id: job.id,
+                    result,
+                    duration_ms,
+                };
+                (Some(c), Signal::Success)
+            }
+            Some(Ok(Err(e))) => {
+                let (failure, signal) = match &e {
+                    HandlerError::Transient(_) => (AttemptFailure::Transient, Signal::Failure),
+                    HandlerError::Fatal(_) => (AttemptFailure::Fatal, Signal::Neutral),
+                    HandlerError::Throttled { retry_after, .. } => (
+                        AttemptFailure::Throttled {
+                            retry_after: *retry_after,
+                        },
+                        Signal::Failure,
+                    ),
+                };
+                let c = after_failure(&retry, job, failure, e.kind(), e.to_string(), duration_ms);
+                (Some(c), signal)
+            }
+            Some(Err(panic)) => {
+                let message = format!("the handler panicked: {}", panic_message(&*panic));
+                let c = after_failure(
+                    &retry,
                     job,
-                    FailureReason::Fatal,
-                    "result_too_large",
+                    AttemptFailure::Fatal,
+                    "panic",
                     message,
                     duration_ms,
                 );
-                return (Some(c), Signal::Neutral);
-            }
-            let c = Completion::Succeeded {
-                id: job.id,
-                result,
-                duration_ms,
-            };
-            (Some(c), Signal::Success)
-        }
-        Some(Ok(Err(e))) => {
-            let (failure, signal) = match &e {
-                HandlerError::Transient(_) => (AttemptFailure::Transient, Signal::Failure),
-                HandlerError::Fatal(_) => (AttemptFailure::Fatal, Signal::Neutral),
-                HandlerError::Throttled { retry_after, .. } => (
-                    AttemptFailure::Throttled {
-                        retry_after: *retry_after,
-                    },
-                    Signal::Failure,
-                ),
-            };
-            let c = after_failure(shared, job, failure, e.kind(), e.to_string(), duration_ms);
-            (Some(c), signal)
-        }
-        Some(Err(panic)) => {
-            let message = format!("the handler panicked: {}", panic_message(&*panic));
-            let c = after_failure(
-                shared,
-                job,
-                AttemptFailure::Fatal,
-                "panic",
-                message,
-                duration_ms,
-            );
-            (Some(c), Signal::Neutral)
-        }
-        None => match run.cancel_reason() {
-            CancelReason::Operator => {
-                let c = dead(
-                    job,
-                    FailureReason::Cancelled,
-                    "cancelled",
-                    "cancelled by an operator while running".to_string(),
-                    duration_ms,
-                );
                 (Some(c), Signal::Neutral)
             }
-            CancelReason::Timeout => {
-                let limit = run.deadline.saturating_duration_since(run.started);
-                let message = format!("execution timeout of {} exceeded", humanize(limit));
-                let c = after_failure(
-                    shared,
-                    job,
-                    AttemptFailure::Timeout,
-                    "timeout",
-                    message,
-                    duration_ms,
-                );
-                (Some(c), Signal::Failure)
-            }
-            CancelReason::HeartbeatFailure => {
-                let c = dead(
-                    job,
-                    FailureReason::HeartbeatFailure,
-                    "heartbeat",
-                    "this worker could not write heartbeats for too long and stopped the job"
-                        .to_string(),
-                    duration_ms,
-                );
-                (Some(c), Signal::Neutral)
-            }
-            CancelReason::Lost => (None, Signal::Neutral),
-            CancelReason::Shutdown | CancelReason::None => {
-                let c = after_failure(
-                    shared,
-                    job,
-                    AttemptFailure::Transient,
-                    "shutdown",
-                    "interrupted: the worker shut down and the grace period ran out".to_string(),
-                    duration_ms,
-                );
-                (Some(c), Signal::Neutral)
-            }
-        },
+            None => match run.cancel_reason() {
+                CancelReason::Operator => {
+                    let c = dead(
+                        job,
+                        FailureReason::Cancelled,
+                        "cancelled",
+                        "cancelled by an operator while running".to_string(),
+                        duration_ms,
+                    );
+                    (Some(c), Signal::Neutral)
+                }
+                CancelReason::Timeout => {
+                    let limit = run.deadline.saturating_duration_since(run.started);
+                    let message = format!("execution timeout of {} exceeded", humanize(limit));
+                    let c = after_failure(
+                        &retry,
+                        job,
+                        AttemptFailure::Timeout,
+                        "timeout",
+                        message,
+                        duration_ms,
+                    );
+                    (Some(c), Signal::Failure)
+                }
+                CancelReason::HeartbeatFailure => {
+                    let c = dead(
+                        job,
+                        FailureReason::HeartbeatFailure,
+                        "heartbeat",
+                        "this worker could not write heartbeats for too long and stopped the job"
+                            .to_string(),
+                        duration_ms,
+                    );
+                    (Some(c), Signal::Neutral)
+                }
+                CancelReason::Lost => (None, Signal::Neutral),
+                CancelReason::Shutdown | CancelReason::None => {
+                    let c = after_failure(
+                        &retry,
+                        job,
+                        AttemptFailure::Transient,
+                        "shutdown",
+                        "interrupted: the worker shut down and the grace period ran out"
+                            .to_string(),
+                        duration_ms,
+                    );
+                    (Some(c), Signal::Neutral)
+                }
+            },
+        }
     }
 }
 
-/// The completion a failed attempt of `job` comes to under the retry policy in force.
+/// The completion a failed attempt of `job` comes to under `retry`.
 pub(crate) fn after_failure(
-    shared: &Shared,
+    retry: &RetryPolicy,
     job: &Job,
     failure: AttemptFailure,
     kind: &str,
@@ -203,10 +216,7 @@ pub(crate) fn after_failure(
         kind: kind.to_string(),
         message,
     };
-    match shared
-        .retry_policy()
-        .decide(job, failure, now, &mut rand::rng())
-    {
+    match retry.decide(job, failure, now, &mut rand::rng()) {
         RetryDecision::RetryAt(retry_at) => Completion::Retry {
             id: job.id,
             error,

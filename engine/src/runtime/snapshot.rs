@@ -6,7 +6,7 @@ use std::time::Instant;
 use serde::{Deserialize, Serialize};
 
 use crate::running::RunningJobInfo;
-use crate::runtime::Shared;
+use crate::runtime::Control;
 use crate::runtime::circuit_breaker::BreakerState;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -79,8 +79,8 @@ pub struct RuntimeCounters {
     pub abandoned: u64,
 }
 
-pub(crate) fn counters(shared: &Shared) -> RuntimeCounters {
-    let c = &shared.counters;
+pub(crate) fn counters(control: &Control) -> RuntimeCounters {
+    let c = &control.counters;
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     RuntimeCounters {
         claimed: load(&c.claimed),
@@ -96,18 +96,18 @@ pub(crate) fn counters(shared: &Shared) -> RuntimeCounters {
     }
 }
 
-pub(crate) fn build(shared: &Shared) -> RuntimeSnapshot {
-    let mut snapshot = status(shared);
-    snapshot.buffered_by_queue = shared.buffer.per_queue();
-    snapshot.running = shared.running.infos(Instant::now());
+pub(crate) fn build(control: &Control) -> RuntimeSnapshot {
+    let mut snapshot = status(control);
+    snapshot.buffered_by_queue = control.buffer.per_queue();
+    snapshot.running = control.running.infos(Instant::now());
     snapshot
 }
 
 /// The snapshot without its per-job and per-queue lists (`running`, `buffered_by_queue`
 /// stay empty): no lock the workers take on every job is held while they are copied.
-pub(crate) fn status(shared: &Shared) -> RuntimeSnapshot {
+pub(crate) fn status(control: &Control) -> RuntimeSnapshot {
     let now = Instant::now();
-    let mut breakers: Vec<BreakerInfo> = shared
+    let mut breakers: Vec<BreakerInfo> = control
         .breakers
         .lock()
         .unwrap_or_else(|p| p.into_inner())
@@ -131,20 +131,20 @@ pub(crate) fn status(shared: &Shared) -> RuntimeSnapshot {
         .collect();
     breakers.sort_by(|a, b| a.job_type.cmp(&b.job_type));
     RuntimeSnapshot {
-        instance_id: shared.instance_id.clone(),
-        run_workers: shared.config.run_workers,
-        workers_total: if shared.config.run_workers {
-            shared.pool.target.load(Ordering::Acquire)
+        instance_id: control.instance_id.clone(),
+        run_workers: control.config.run_workers,
+        workers_total: if control.config.run_workers {
+            control.workers.load().target()
         } else {
             0
         },
-        workers_busy: shared.pool.busy.load(Ordering::Acquire),
-        buffered: u32::try_from(shared.buffer.len()).unwrap_or(u32::MAX),
-        prefetch: shared.config.prefetch,
+        workers_busy: control.workers.load().busy(),
+        buffered: u32::try_from(control.buffer.len()).unwrap_or(u32::MAX),
+        prefetch: control.config.prefetch,
         buffered_by_queue: Vec::new(),
         running: Vec::new(),
         breakers,
-        counters: counters(shared),
-        draining: shared.claiming.is_cancelled(),
+        counters: counters(control),
+        draining: control.claiming.is_cancelled(),
     }
 }

@@ -2,6 +2,7 @@
 //! hand against a real SQLite file (the loops' own timers are set far in the future).
 
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use tokio::sync::Notify;
@@ -119,13 +120,17 @@ async fn instance_heartbeat_iteration_registers_and_follows_stored_settings() {
         .unwrap();
     other.update_queue("q", execution_timeout(7)).await.unwrap();
 
-    let beat = InstanceHeartbeat::new(engine.shared().clone(), InstanceHeartbeatConfig::default());
+    let beat = InstanceHeartbeat::new(
+        engine.control().clone(),
+        InstanceHeartbeatConfig::default(),
+        Arc::new(AtomicBool::new(false)),
+    );
     beat.run_once().await.unwrap();
 
     assert_eq!(engine.snapshot().workers_total, 4);
     assert_eq!(
         engine
-            .shared()
+            .control()
             .queue_cache()
             .execution_timeout("q", Duration::from_secs(1)),
         Duration::from_secs(7)
@@ -148,7 +153,8 @@ async fn watchdog_iteration_times_out_an_overdue_job() {
     req.max_attempts = Some(1);
     let id = engine.enqueue(req).await.unwrap().id;
     started.notified().await;
-    let watchdog = TimeoutWatchdog::new(engine.shared().running.clone(), WatchdogConfig::default());
+    let watchdog =
+        TimeoutWatchdog::new(engine.control().running.clone(), WatchdogConfig::default());
 
     assert_eq!(watchdog.run_once(Instant::now()), 0, "not overdue yet");
     // 15 minutes and one second later, by the watchdog's clock.
@@ -181,8 +187,8 @@ async fn sweeper_iteration_wakes_waiters_of_jobs_finished_elsewhere() {
         .id;
     // Registered directly, so the job cannot finish before anyone waits (a wait that
     // finds it finished would resolve without the sweeper).
-    let shared = producer.shared();
-    let (_waiter, resolved) = shared.waiters.register(id);
+    let control = producer.control();
+    let (_waiter, resolved) = control.waiters.register(id);
     // Another process runs the job by hand.
     let other = open(&dir).await;
     assert_eq!(claim(&*other, "elsewhere", 1).await, [id]);
@@ -190,7 +196,7 @@ async fn sweeper_iteration_wakes_waiters_of_jobs_finished_elsewhere() {
     let finished = succeeded(id, Some("7"));
     assert!(complete_one(&*other, "elsewhere", finished).await);
 
-    let sweeper = ResultSweeper::new(store, shared.waiters.clone(), SweeperConfig::default());
+    let sweeper = ResultSweeper::new(store, control.waiters.clone(), SweeperConfig::default());
     assert_eq!(sweeper.run_once().await.unwrap(), 1);
 
     let job = resolved.await.unwrap();
@@ -200,12 +206,12 @@ async fn sweeper_iteration_wakes_waiters_of_jobs_finished_elsewhere() {
 
 /// The job heartbeat of `engine`'s runtime, with the default interval (10 s).
 fn job_heartbeat(engine: &Engine) -> JobHeartbeat {
-    let shared = engine.shared();
+    let control = engine.control();
     JobHeartbeat::new(
-        shared.store.clone(),
-        shared.instance_id.clone(),
-        shared.running.clone(),
-        shared.events.clone(),
+        control.store.clone(),
+        control.instance_id.clone(),
+        control.running.clone(),
+        control.events.clone(),
         JobHeartbeatConfig::default(),
     )
 }
