@@ -13,6 +13,7 @@ use super::migrations::MIGRATIONS;
 use super::queries::{self, Class, Reads};
 use super::routines::{ROUTINES, RoutineKind};
 use super::tsql::{self, Answer, Kind, Stmt, Target, Tok};
+use crate::model::FailureReason;
 
 const SCHEMA: &str = "deck";
 
@@ -764,6 +765,66 @@ fn rule_parameters(b: &Batch, problems: &mut Vec<String>) {
 #[test]
 fn parameters_are_numbered_without_gaps() {
     check("@P1 … @Pn", rule_parameters);
+}
+
+/// The failure reasons' names, where T-SQL spells them (a continuation's payload carries its
+/// parent's reason by name): every `CASE <x>.reason WHEN <code> THEN N'<name>' … END` must
+/// map exactly `FailureReason::ALL`'s codes to their names, so the Rust enum stays the one
+/// place a reason is defined.
+fn rule_reason_names(b: &Batch, problems: &mut Vec<String>) {
+    let expected: BTreeMap<i64, String> = FailureReason::ALL
+        .iter()
+        .map(|r| (r.code(), r.as_str().to_string()))
+        .collect();
+    let toks = &b.toks;
+    for at in 0..toks.len() {
+        let is_reason_case = toks[at].kw("CASE")
+            && toks.get(at + 2).is_some_and(|t| t.p("."))
+            && toks.get(at + 3).is_some_and(|t| t.kw("reason"));
+        if !is_reason_case {
+            continue;
+        }
+        let mut found = BTreeMap::new();
+        let mut i = at + 4;
+        while let [when, code, then, name, ..] = &toks[i..] {
+            if !(when.kw("WHEN") && code.kind == Kind::Num && then.kw("THEN")) {
+                break;
+            }
+            let Ok(code) = code.text.parse::<i64>() else {
+                problems.push(format!("reason code {} is not a number", code.text));
+                break;
+            };
+            if name.kind != Kind::Str {
+                problems.push(format!(
+                    "reason {code} is named by {:?}, not a literal",
+                    name.text
+                ));
+                break;
+            }
+            found.insert(code, name.text.clone());
+            i += 4;
+        }
+        if found != expected {
+            problems.push(format!(
+                "reason names {found:?} differ from FailureReason::ALL {expected:?}"
+            ));
+        }
+    }
+}
+
+#[test]
+fn reason_names_match_the_failure_reasons() {
+    check("reason names as FailureReason", rule_reason_names);
+    // The rule reads something: the continuation statements spell the names.
+    let spelled = batches()
+        .iter()
+        .filter(|b| {
+            b.toks
+                .windows(4)
+                .any(|w| w[0].kw("CASE") && w[2].p(".") && w[3].kw("reason"))
+        })
+        .count();
+    assert!(spelled > 0, "no statement spells the reason names any more");
 }
 
 fn statement(name: &str) -> Batch {
