@@ -110,6 +110,21 @@ fn finish(back: &str, outcome: ActionResult) -> Result<(), ServerFnError> {
     Ok(())
 }
 
+/// The frame of an action: run it as the signed-in operator (a viewer is refused before it
+/// runs), then answer with the redirect back and its flash.
+#[cfg(feature = "ssr")]
+async fn act<F, Fut>(back: &str, action: F) -> Result<(), ServerFnError>
+where
+    F: FnOnce(Console, Identity) -> Fut,
+    Fut: std::future::Future<Output = ActionResult>,
+{
+    let outcome = match operator().await {
+        Ok((console, who)) => action(console, who).await,
+        Err(refused) => Err(refused),
+    };
+    finish(back, outcome)
+}
+
 #[cfg(feature = "ssr")]
 async fn operator() -> Result<(Console, Identity), String> {
     let console = use_context::<Console>().ok_or("console is not configured")?;

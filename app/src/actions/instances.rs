@@ -4,7 +4,7 @@ use leptos::prelude::*;
 use leptos::server_fn::error::ServerFnError;
 
 #[cfg(feature = "ssr")]
-use super::{Done, finish, operator};
+use super::{Done, act};
 
 /// Quiet an instance (it claims no new jobs and finishes what it runs and holds) or resume it.
 #[server(prefix = "/fn", endpoint = "instance/state")]
@@ -13,8 +13,7 @@ pub async fn instance_state(
     op: String,
     back: String,
 ) -> Result<(), ServerFnError> {
-    let outcome = async {
-        let (console, who) = operator().await?;
+    act(&back, async move |console, who| {
         let (quiet, done) = match op.as_str() {
             "quiet" => (
                 true,
@@ -34,7 +33,6 @@ pub async fn instance_state(
                 "No instance {instance} is registered; it may have stopped."
             )),
         }
-    }
-    .await;
-    finish(&back, outcome)
+    })
+    .await
 }

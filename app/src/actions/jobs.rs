@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use leptos::server_fn::error::ServerFnError;
 
 #[cfg(feature = "ssr")]
-use super::{Done, confirmed, finish, operator, parse_id};
+use super::{Done, act, confirmed, parse_id};
 
 #[server(prefix = "/fn", endpoint = "job/cancel")]
 pub async fn job_cancel(
@@ -13,8 +13,7 @@ pub async fn job_cancel(
     confirm: Option<String>,
     back: String,
 ) -> Result<(), ServerFnError> {
-    let outcome = async {
-        let (console, who) = operator().await?;
+    act(&back, async move |console, who| {
         let job = parse_id(&id)?;
         // Stopping work in flight is asked first (the job page shows the box); a job that has
         // not started yet can be resurrected from the dead-letter queue, so it is not.
@@ -45,15 +44,13 @@ pub async fn job_cancel(
                 "Nothing to cancel: the job already finished or is gone."
             }
         }))
-    }
-    .await;
-    finish(&back, outcome)
+    })
+    .await
 }
 
 #[server(prefix = "/fn", endpoint = "job/resurrect")]
 pub async fn job_resurrect(id: String, back: String) -> Result<(), ServerFnError> {
-    let outcome = async {
-        let (console, who) = operator().await?;
+    act(&back, async move |console, who| {
         let job = parse_id(&id)?;
         let applied = console
             .ops()
@@ -65,9 +62,8 @@ pub async fn job_resurrect(id: String, back: String) -> Result<(), ServerFnError
         } else {
             "Nothing to resurrect: the job is no longer dead."
         }))
-    }
-    .await;
-    finish(&back, outcome)
+    })
+    .await
 }
 
 #[server(prefix = "/fn", endpoint = "job/purge")]
@@ -77,8 +73,7 @@ pub async fn job_purge(
     confirm: Option<String>,
     back: String,
 ) -> Result<(), ServerFnError> {
-    let outcome = async {
-        let (console, who) = operator().await?;
+    act(&back, async move |console, who| {
         confirmed(&confirm)?;
         let job = parse_id(&id)?;
         let pillar: deck_engine::Pillar = source
@@ -95,9 +90,8 @@ pub async fn job_purge(
             );
         }
         Ok(Done::msg(format!("Job {id} purged.")))
-    }
-    .await;
-    finish(&back, outcome)
+    })
+    .await
 }
 
 /// Turn the edit form's text into a `JobEdit` holding only what changed.
@@ -134,20 +128,36 @@ fn build_edit(
     Ok(edit)
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The edit form's two steps: `preview` with the whole job as typed (only what differs from
+/// the stored job becomes the edit), then `save` or `save_resurrect` with the draft the
+/// preview stored. A field the browser leaves out is empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct JobEditForm {
+    pub id: String,
+    pub step: String,
+    pub payload: String,
+    pub tags: String,
+    pub priority: String,
+    pub queue: String,
+    pub draft: String,
+}
+
 #[server(prefix = "/fn", endpoint = "job/edit")]
 pub async fn job_edit(
-    id: String,
-    step: String,
-    payload: Option<String>,
-    tags: Option<String>,
-    priority: Option<String>,
-    queue: Option<String>,
-    draft: Option<String>,
+    #[server(flatten)] form: JobEditForm,
     back: String,
 ) -> Result<(), ServerFnError> {
-    let outcome = async {
-        let (console, who) = operator().await?;
+    let JobEditForm {
+        id,
+        step,
+        payload,
+        tags,
+        priority,
+        queue,
+        draft,
+    } = form;
+    act(&back, async move |console, who| {
         let job_id = parse_id(&id)?;
         let page = format!("/jobs/{job_id}");
         match step.as_str() {
@@ -158,12 +168,6 @@ pub async fn job_edit(
                     .await
                     .map_err(|e| e.to_string())?
                     .ok_or_else(|| format!("job {job_id} is gone"))?;
-                let (payload, tags, priority, queue) = (
-                    payload.unwrap_or_default(),
-                    tags.unwrap_or_default(),
-                    priority.unwrap_or_default(),
-                    queue.unwrap_or_default(),
-                );
                 let built = build_edit(&job, &payload, &tags, &priority, &queue);
                 let error = built.as_ref().err().cloned();
                 let draft_id = console.put_draft(crate::state::Draft {
@@ -190,9 +194,8 @@ pub async fn job_edit(
                 }
             }
             "save" | "save_resurrect" => {
-                let draft_id = draft.unwrap_or_default();
                 let d = console
-                    .take_draft(&draft_id)
+                    .take_draft(&draft)
                     .filter(|d| d.job == job_id && d.error.is_none())
                     .ok_or("This edit expired or was already saved; edit again.")?;
                 if step == "save_resurrect" {
@@ -216,9 +219,8 @@ pub async fn job_edit(
             }
             other => Err(format!("unknown edit step {other:?}")),
         }
-    }
-    .await;
-    finish(&back, outcome)
+    })
+    .await
 }
 
 // ------------------------------------------------------------------------------- many jobs
@@ -231,8 +233,7 @@ pub async fn jobs_bulk(
     confirm: Option<String>,
     back: String,
 ) -> Result<(), ServerFnError> {
-    let outcome = async {
-        let (console, who) = operator().await?;
+    act(&back, async move |console, who| {
         let pillar: deck_engine::Pillar = source
             .parse()
             .map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
@@ -260,9 +261,8 @@ pub async fn jobs_bulk(
             action.as_str(),
             ids.len()
         )))
-    }
-    .await;
-    finish(&back, outcome)
+    })
+    .await
 }
 
 #[server(prefix = "/fn", endpoint = "dlq/bulk")]
@@ -273,8 +273,7 @@ pub async fn dlq_bulk(
     confirm: Option<String>,
     back: String,
 ) -> Result<(), ServerFnError> {
-    let outcome = async {
-        let (console, who) = operator().await?;
+    act(&back, async move |console, who| {
         let action: deck_engine::BulkAction = action
             .parse()
             .map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
@@ -337,7 +336,6 @@ pub async fn dlq_bulk(
             format!("/dlq/bulk/{run_id}"),
             format!("{} started (at most {cap}).", action.as_str()),
         ))
-    }
-    .await;
-    finish(&back, outcome)
+    })
+    .await
 }

@@ -5,7 +5,7 @@ use leptos::prelude::*;
 use leptos::server_fn::error::ServerFnError;
 
 #[cfg(feature = "ssr")]
-use super::{Done, finish, operator};
+use super::{Done, act};
 
 /// "100 starts per 60 s", or "none".
 pub fn rate_limit_text(limit: Option<deck_engine::RateLimit>) -> String {
@@ -31,8 +31,7 @@ fn optional_u32(field: &str, value: &Option<String>) -> Result<Option<u32>, Stri
 
 #[server(prefix = "/fn", endpoint = "queue/state")]
 pub async fn queue_state(queue: String, op: String, back: String) -> Result<(), ServerFnError> {
-    let outcome = async {
-        let (console, who) = operator().await?;
+    act(&back, async move |console, who| {
         let mut patch = deck_engine::QueuePatch::default();
         let done = match op.as_str() {
             "pause" => {
@@ -59,29 +58,34 @@ pub async fn queue_state(queue: String, op: String, back: String) -> Result<(), 
             .await
             .map_err(|e| e.to_string())?;
         Ok(Done::msg(format!("Queue {queue} {done}.")))
-    }
-    .await;
-    finish(&back, outcome)
+    })
+    .await
 }
 
-#[allow(clippy::too_many_arguments)]
-#[server(prefix = "/fn", endpoint = "queue/limits")]
-pub async fn queue_limits(
-    queue: String,
-    max_workers: Option<String>,
-    zombie_timeout: Option<String>,
-    execution_timeout: Option<String>,
-    lag_warn: Option<String>,
-    lag_crit: Option<String>,
-    rate_starts: Option<String>,
-    rate_per: Option<String>,
-    back: String,
-) -> Result<(), ServerFnError> {
-    let outcome = async {
-        let (console, who) = operator().await?;
+/// The queue limits form, exactly as typed; an empty or missing field clears the limit (the
+/// default applies).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct QueueLimitsForm {
+    pub queue: String,
+    pub max_workers: Option<String>,
+    pub zombie_timeout: Option<String>,
+    pub execution_timeout: Option<String>,
+    pub lag_warn: Option<String>,
+    pub lag_crit: Option<String>,
+    /// Starts allowed per `rate_per` seconds.
+    pub rate_starts: Option<String>,
+    pub rate_per: Option<String>,
+}
+
+#[cfg(feature = "ssr")]
+impl QueueLimitsForm {
+    /// The change the form asks for: every limit it shows, set or cleared. Only the shape is
+    /// read here; the ranges are the rules table's, checked by the operations layer.
+    fn patch(&self) -> Result<deck_engine::QueuePatch, String> {
         let rate_limit = match (
-            optional_u32("rate limit starts", &rate_starts)?,
-            optional_u32("rate limit period", &rate_per)?,
+            optional_u32("rate limit starts", &self.rate_starts)?,
+            optional_u32("rate limit period", &self.rate_per)?,
         ) {
             (None, None) => None,
             (Some(starts), per) => Some(deck_engine::RateLimit {
@@ -96,15 +100,29 @@ pub async fn queue_limits(
                 );
             }
         };
-        let patch = deck_engine::QueuePatch {
+        Ok(deck_engine::QueuePatch {
             rate_limit: Some(rate_limit),
-            max_workers: Some(optional_u32("max workers", &max_workers)?),
-            zombie_timeout_secs: Some(optional_u32("zombie timeout", &zombie_timeout)?),
-            execution_timeout_secs: Some(optional_u32("execution timeout", &execution_timeout)?),
-            lag_warn_secs: Some(optional_u32("lag warning", &lag_warn)?),
-            lag_crit_secs: Some(optional_u32("lag critical", &lag_crit)?),
+            max_workers: Some(optional_u32("max workers", &self.max_workers)?),
+            zombie_timeout_secs: Some(optional_u32("zombie timeout", &self.zombie_timeout)?),
+            execution_timeout_secs: Some(optional_u32(
+                "execution timeout",
+                &self.execution_timeout,
+            )?),
+            lag_warn_secs: Some(optional_u32("lag warning", &self.lag_warn)?),
+            lag_crit_secs: Some(optional_u32("lag critical", &self.lag_crit)?),
             ..Default::default()
-        };
+        })
+    }
+}
+
+#[server(prefix = "/fn", endpoint = "queue/limits")]
+pub async fn queue_limits(
+    #[server(flatten)] form: QueueLimitsForm,
+    back: String,
+) -> Result<(), ServerFnError> {
+    act(&back, async move |console, who| {
+        let patch = form.patch()?;
+        let queue = form.queue;
         let saved = console
             .ops()
             .update_queue(&who.name, &queue, patch)
@@ -126,7 +144,6 @@ pub async fn queue_limits(
                 .unwrap_or_else(|| "default".into()),
             rate_limit_text(saved.rate_limit),
         )))
-    }
-    .await;
-    finish(&back, outcome)
+    })
+    .await
 }

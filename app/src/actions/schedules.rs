@@ -7,15 +7,14 @@ use leptos::prelude::*;
 use leptos::server_fn::error::ServerFnError;
 
 #[cfg(feature = "ssr")]
-use super::{ActionResult, Done, confirmed, finish, operator};
+use super::{ActionResult, Done, act, confirmed, finish, operator};
 #[cfg(feature = "ssr")]
 use crate::pages::schedules::{next_run, schedule_url};
 use crate::schedule_form::ScheduleForm;
 
 #[server(prefix = "/fn", endpoint = "schedule/state")]
 pub async fn schedule_state(name: String, op: String, back: String) -> Result<(), ServerFnError> {
-    let outcome = async {
-        let (console, who) = operator().await?;
+    act(&back, async move |console, who| {
         let enabled = match op.as_str() {
             "pause" => false,
             "resume" => true,
@@ -40,15 +39,13 @@ pub async fn schedule_state(name: String, op: String, back: String) -> Result<()
                  are not caught up on)."
             )
         }))
-    }
-    .await;
-    finish(&back, outcome)
+    })
+    .await
 }
 
 #[server(prefix = "/fn", endpoint = "schedule/run")]
 pub async fn schedule_run(name: String, back: String) -> Result<(), ServerFnError> {
-    let outcome = async {
-        let (console, who) = operator().await?;
+    act(&back, async move |console, who| {
         let fired = console
             .ops()
             .run_schedule_now(&who.name, &name)
@@ -62,9 +59,8 @@ pub async fn schedule_run(name: String, back: String) -> Result<(), ServerFnErro
                 Err(format!("Schedule {name}: nothing was enqueued."))
             }
         }
-    }
-    .await;
-    finish(&back, outcome)
+    })
+    .await
 }
 
 #[server(prefix = "/fn", endpoint = "schedule/delete")]
@@ -73,8 +69,7 @@ pub async fn schedule_delete(
     confirm: Option<String>,
     back: String,
 ) -> Result<(), ServerFnError> {
-    let outcome = async {
-        let (console, who) = operator().await?;
+    act(&back, async move |console, who| {
         confirmed(&confirm)?;
         let applied = console
             .ops()
@@ -91,9 +86,8 @@ pub async fn schedule_delete(
             "/schedules".into(),
             format!("Schedule {name} and its history deleted; the jobs it enqueued stay."),
         ))
-    }
-    .await;
-    finish(&back, outcome)
+    })
+    .await
 }
 
 #[server(prefix = "/fn", endpoint = "schedule/create")]

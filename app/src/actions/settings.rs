@@ -4,64 +4,85 @@ use leptos::prelude::*;
 use leptos::server_fn::error::ServerFnError;
 
 #[cfg(feature = "ssr")]
-use super::{Done, confirmed, finish, operator};
+use super::{Done, act, confirmed};
 
-#[allow(clippy::too_many_arguments)]
-#[server(prefix = "/fn", endpoint = "settings/save")]
-pub async fn settings_save(
-    worker_count: String,
-    max_attempts: String,
-    base_delay: String,
-    max_delay: String,
-    jitter: String,
-    max_job_age: String,
-    archive_days: String,
-    dlq_days: String,
-    metrics_days: String,
-    back: String,
-) -> Result<(), ServerFnError> {
-    let outcome = async {
-        let (console, who) = operator().await?;
-        // Numbers here; their ranges are the engine's (`validation::SETTING_RANGES`).
+/// The engine settings form, exactly as typed: numbers and durations (`500ms`, `10m`) as
+/// text, read into `EngineSettings` by [`SettingsForm::settings`].
+/// A field the browser leaves out is empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct SettingsForm {
+    pub worker_count: String,
+    pub max_attempts: String,
+    pub base_delay: String,
+    pub max_delay: String,
+    pub jitter: String,
+    pub max_job_age: String,
+    pub archive_days: String,
+    pub dlq_days: String,
+    pub metrics_days: String,
+}
+
+#[cfg(feature = "ssr")]
+impl SettingsForm {
+    /// The settings the form asks for, or every field that is not a number or a duration.
+    /// Only the shape is read here; their ranges are the engine's
+    /// (`validation::SETTING_RANGES`), checked by the operations layer.
+    fn settings(&self) -> Result<deck_engine::EngineSettings, String> {
         let mut problems = Vec::new();
-        let mut num = |name: &str, v: &str| -> u64 {
-            v.trim().parse::<u64>().unwrap_or_else(|_| {
-                problems.push(format!("{name} must be a whole number (got {v:?})"));
-                0
-            })
+        let mut num = |name: &str, v: &str| -> u32 {
+            match v.trim().parse::<u64>() {
+                Ok(n) => u32::try_from(n).unwrap_or(u32::MAX),
+                Err(_) => {
+                    problems.push(format!("{name} must be a whole number (got {v:?})"));
+                    0
+                }
+            }
         };
-        let narrow = |n: u64| u32::try_from(n).unwrap_or(u32::MAX);
-        let mut durations = Vec::new();
+        let worker_count = num("workers", &self.worker_count);
+        let max_attempts = num("max attempts", &self.max_attempts);
+        let archive_days = num("archive retention", &self.archive_days);
+        let dlq_days = num("dead-letter retention", &self.dlq_days);
+        let metrics_days = num("metrics retention", &self.metrics_days);
         let mut duration = |name: &str, v: &str| {
             crate::format::parse_duration_input(name, v).unwrap_or_else(|e| {
-                durations.push(e);
+                problems.push(e);
                 std::time::Duration::ZERO
             })
         };
         let millis = |d: std::time::Duration| u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
-        let base_delay_ms = millis(duration("base delay", &base_delay));
-        let max_delay_ms = millis(duration("max delay", &max_delay));
-        let jitter_ms = millis(duration("jitter", &jitter));
-        let max_job_age_secs = duration("max job age", &max_job_age).as_secs();
-        let settings = deck_engine::EngineSettings {
-            worker_count: narrow(num("workers", &worker_count)),
+        let base_delay_ms = millis(duration("base delay", &self.base_delay));
+        let max_delay_ms = millis(duration("max delay", &self.max_delay));
+        let jitter_ms = millis(duration("jitter", &self.jitter));
+        let max_job_age_secs = duration("max job age", &self.max_job_age).as_secs();
+        if !problems.is_empty() {
+            return Err(format!("Not saved: {}.", problems.join("; ")));
+        }
+        Ok(deck_engine::EngineSettings {
+            worker_count,
             retry: deck_engine::RetrySettings {
-                max_attempts: narrow(num("max attempts", &max_attempts)),
+                max_attempts,
                 base_delay_ms,
                 max_delay_ms,
                 jitter_ms,
                 max_job_age_secs,
             },
             retention: deck_engine::RetentionSettings {
-                archive_days: narrow(num("archive retention", &archive_days)),
-                dlq_days: narrow(num("dead-letter retention", &dlq_days)),
-                metrics_days: narrow(num("metrics retention", &metrics_days)),
+                archive_days,
+                dlq_days,
+                metrics_days,
             },
-        };
-        problems.extend(durations);
-        if !problems.is_empty() {
-            return Err(format!("Not saved: {}.", problems.join("; ")));
-        }
+        })
+    }
+}
+
+#[server(prefix = "/fn", endpoint = "settings/save")]
+pub async fn settings_save(
+    #[server(flatten)] form: SettingsForm,
+    back: String,
+) -> Result<(), ServerFnError> {
+    act(&back, async move |console, who| {
+        let settings = form.settings()?;
         console
             .ops()
             .save_settings(&who.name, settings)
@@ -70,15 +91,13 @@ pub async fn settings_save(
         Ok(Done::msg(
             "Settings saved; every instance applies them now.",
         ))
-    }
-    .await;
-    finish(&back, outcome)
+    })
+    .await
 }
 
 #[server(prefix = "/fn", endpoint = "settings/prune")]
 pub async fn settings_prune(confirm: Option<String>, back: String) -> Result<(), ServerFnError> {
-    let outcome = async {
-        let (console, who) = operator().await?;
+    act(&back, async move |console, who| {
         confirmed(&confirm)?;
         let report = console
             .ops()
@@ -89,7 +108,6 @@ pub async fn settings_prune(confirm: Option<String>, back: String) -> Result<(),
             "Pruned {} archived, {} dead, {} metric rows.",
             report.archive, report.dlq, report.metric_buckets
         )))
-    }
-    .await;
-    finish(&back, outcome)
+    })
+    .await
 }

@@ -169,3 +169,65 @@ pub fn TextBox(
 pub fn ErrorBox(message: String) -> impl IntoView {
     view! { <div class="flash err" role="alert">{message}</div> }
 }
+
+/// One column heading of a [`DenseTable`]; numeric columns are right-aligned.
+#[derive(Debug, Clone, Copy)]
+pub struct Col {
+    pub title: &'static str,
+    pub numeric: bool,
+}
+
+impl Col {
+    pub const fn text(title: &'static str) -> Self {
+        Col {
+            title,
+            numeric: false,
+        }
+    }
+
+    pub const fn num(title: &'static str) -> Self {
+        Col {
+            title,
+            numeric: true,
+        }
+    }
+}
+
+/// A list table as every page shows one: a scrollable, keyboard-focusable region named by
+/// `label`, column headings a screen reader announces per cell, and an optional caption
+/// read to screen readers only. `children` are the body's rows.
+#[component]
+pub fn DenseTable(
+    label: &'static str,
+    cols: Vec<Col>,
+    #[prop(optional)] id: Option<&'static str>,
+    /// Classes beside `dense`.
+    #[prop(optional)]
+    class: Option<&'static str>,
+    #[prop(optional)] caption: Option<&'static str>,
+    /// The live-update region this table is (`data-live-page`).
+    #[prop(optional)]
+    live_page: Option<&'static str>,
+    children: Children,
+) -> impl IntoView {
+    let class = class.map_or_else(|| "dense".to_string(), |c| format!("dense {c}"));
+    let heads = cols
+        .into_iter()
+        .map(|c| {
+            if c.numeric {
+                view! { <th scope="col" class="num">{c.title}</th> }.into_any()
+            } else {
+                view! { <th scope="col">{c.title}</th> }.into_any()
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="table-wrap" tabindex="0" role="region" aria-label=label data-live-page=live_page>
+            <table class=class id=id>
+                {caption.map(|c| view! { <caption class="visually-hidden">{c}</caption> })}
+                <thead><tr>{heads}</tr></thead>
+                <tbody>{children()}</tbody>
+            </table>
+        </div>
+    }
+}

@@ -7,7 +7,7 @@ use deck_engine::{Batch, BatchId, JobState, JobSummary};
 use leptos::prelude::*;
 
 use super::{BatchProgress, BatchStateBadge, CALLBACKS, CallbackStatus, Timestamp};
-use crate::components::layout::{ErrorBox, Layout, PostForm};
+use crate::components::layout::{Col, DenseTable, ErrorBox, Layout, PostForm};
 use crate::format::{self, short_id, url};
 use crate::pages::schedules::state_word;
 use crate::request::{path, session};
@@ -166,18 +166,19 @@ fn callbacks_view(b: &Batch) -> AnyView {
         })
         .collect_view();
     view! {
-        <div class="table-wrap" tabindex="0" role="region" aria-label="Callbacks">
-            <table class="dense" id="batch-callbacks">
-                <caption class="visually-hidden">"The batch's callbacks: the job each enqueues, when, and whether it fired"</caption>
-                <thead><tr>
-                    <th scope="col">"Callback"</th>
-                    <th scope="col">"Job → queue"</th>
-                    <th scope="col">"Fires"</th>
-                    <th scope="col">"Status"</th>
-                </tr></thead>
-                <tbody>{rows}</tbody>
-            </table>
-        </div>
+        <DenseTable
+            label="Callbacks"
+            id="batch-callbacks"
+            caption="The batch's callbacks: the job each enqueues, when, and whether it fired"
+            cols=vec![
+                Col::text("Callback"),
+                Col::text("Job → queue"),
+                Col::text("Fires"),
+                Col::text("Status"),
+            ]
+        >
+            {rows}
+        </DenseTable>
     }
     .into_any()
 }
@@ -241,24 +242,28 @@ fn members_table(b: &Batch, members: Result<Vec<JobSummary>, String>, can_act: b
             }
         })
         .collect_view();
+    let mut cols = vec![
+        Col::text("Job"),
+        Col::text("Type"),
+        Col::text("Queue"),
+        Col::text("State"),
+        Col::num("Attempt"),
+        Col::text("Last error"),
+    ];
+    if actions {
+        cols.push(Col::text("Actions"));
+    }
     view! {
         {limit_note}
         {read_only}
-        <div class="table-wrap" tabindex="0" role="region" aria-label="Members">
-            <table class="dense" id="batch-members">
-                <caption class="visually-hidden">"The batch's members: active first, then dead, then succeeded"</caption>
-                <thead><tr>
-                    <th scope="col">"Job"</th>
-                    <th scope="col">"Type"</th>
-                    <th scope="col">"Queue"</th>
-                    <th scope="col">"State"</th>
-                    <th scope="col" class="num">"Attempt"</th>
-                    <th scope="col">"Last error"</th>
-                    {actions.then(|| view! { <th scope="col">"Actions"</th> })}
-                </tr></thead>
-                <tbody>{rows}</tbody>
-            </table>
-        </div>
+        <DenseTable
+            label="Members"
+            id="batch-members"
+            caption="The batch's members: active first, then dead, then succeeded"
+            cols=cols
+        >
+            {rows}
+        </DenseTable>
     }
     .into_any()
 }

@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use deck_engine::{Batch, BatchEvent, BatchId};
 use leptos::prelude::*;
 
-use crate::components::layout::{ErrorBox, Layout};
+use crate::components::layout::{Col, DenseTable, ErrorBox, Layout};
 use crate::format::{self, short_id};
 use crate::request::query;
 use crate::state::Console;
@@ -294,21 +294,24 @@ pub fn BatchList(data: BatchPageData, now: Timestamp) -> impl IntoView {
         </nav>
     };
     view! {
-        <div class="table-wrap" tabindex="0" role="region" aria-label="Batches" data-live-page="batches">
-            <table class="dense batches" id="batches">
-                <caption class="visually-hidden">"Batches, newest first: progress, state and callbacks"</caption>
-                <thead><tr>
-                    <th scope="col">"Batch"</th>
-                    <th scope="col">"Description"</th>
-                    <th scope="col">"Created"</th>
-                    <th scope="col">"By"</th>
-                    <th scope="col">"Progress"</th>
-                    <th scope="col">"State"</th>
-                    <th scope="col">"Callbacks"</th>
-                </tr></thead>
-                <tbody>{rows}</tbody>
-            </table>
-        </div>
+        <DenseTable
+            label="Batches"
+            id="batches"
+            class="batches"
+            live_page="batches"
+            caption="Batches, newest first: progress, state and callbacks"
+            cols=vec![
+                Col::text("Batch"),
+                Col::text("Description"),
+                Col::text("Created"),
+                Col::text("By"),
+                Col::text("Progress"),
+                Col::text("State"),
+                Col::text("Callbacks"),
+            ]
+        >
+            {rows}
+        </DenseTable>
         {pager}
     }
     .into_any()

@@ -12,7 +12,7 @@ use super::{
     BY_QUERY, LastRun, NextRun, Outcome, RunView, ScheduleActions, StateBadges, Timestamp,
     ZonedTime, next_run, schedule_url, upcoming,
 };
-use crate::components::layout::{ErrorBox, Layout, OperatorOnly};
+use crate::components::layout::{Col, DenseTable, ErrorBox, Layout, OperatorOnly};
 use crate::format::{self, pretty_json, url};
 use crate::request::{path, query, session};
 use crate::schedule_form::ScheduleForm;
@@ -219,17 +219,18 @@ pub fn ScheduleDetail(
                 })
                 .collect_view();
             view! {
-                <div class="table-wrap" tabindex="0" role="region" aria-label="Recent runs">
-                    <table class="dense" id="schedule-history">
-                        <thead><tr>
-                            <th scope="col">"Occurrence"</th>
-                            <th scope="col">"Run"</th>
-                            <th scope="col">"Job and outcome"</th>
-                            <th scope="col">"Recorded"</th>
-                        </tr></thead>
-                        <tbody>{rows}</tbody>
-                    </table>
-                </div>
+                <DenseTable
+                    label="Recent runs"
+                    id="schedule-history"
+                    cols=vec![
+                        Col::text("Occurrence"),
+                        Col::text("Run"),
+                        Col::text("Job and outcome"),
+                        Col::text("Recorded"),
+                    ]
+                >
+                    {rows}
+                </DenseTable>
             }
             .into_any()
         }

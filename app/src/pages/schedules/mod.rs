@@ -12,7 +12,7 @@ use deck_engine::schedule::Timing;
 use deck_engine::{JobId, JobState, Schedule, ScheduleOrigin, ScheduleRun, StoreResult};
 use leptos::prelude::*;
 
-use crate::components::layout::{ErrorBox, Layout, OperatorOnly, PostForm};
+use crate::components::layout::{Col, DenseTable, ErrorBox, Layout, OperatorOnly, PostForm};
 use crate::format::{self, url};
 use crate::request::{query, session};
 use crate::schedule_form::ScheduleForm;
@@ -200,21 +200,21 @@ pub fn ScheduleList(rows: Vec<ScheduleRow>, now: Timestamp, can_act: bool) -> im
             }
         })
         .collect_view();
+    let mut cols = vec![
+        Col::text("Name"),
+        Col::text("When"),
+        Col::text("Job → queue"),
+        Col::text("Next run"),
+        Col::text("Last run"),
+        Col::text("State"),
+    ];
+    if can_act {
+        cols.push(Col::text("Actions"));
+    }
     view! {
-        <div class="table-wrap" tabindex="0" role="region" aria-label="Schedules" data-live-page="schedules">
-            <table class="dense schedules" id="schedules">
-                <thead><tr>
-                    <th scope="col">"Name"</th>
-                    <th scope="col">"When"</th>
-                    <th scope="col">"Job → queue"</th>
-                    <th scope="col">"Next run"</th>
-                    <th scope="col">"Last run"</th>
-                    <th scope="col">"State"</th>
-                    {can_act.then(|| view! { <th scope="col">"Actions"</th> })}
-                </tr></thead>
-                <tbody>{body}</tbody>
-            </table>
-        </div>
+        <DenseTable label="Schedules" id="schedules" class="schedules" live_page="schedules" cols=cols>
+            {body}
+        </DenseTable>
     }
     .into_any()
 }
