@@ -34,8 +34,7 @@ impl Operations {
         actor: &str,
         definition: ScheduleDefinition,
     ) -> StoreResult<Schedule> {
-        validation::validate_name("actor", actor)?;
-        schedule::validate_definition(&definition)?;
+        check_definition(actor, &definition)?;
         let detail = serde_json::to_string(&definition).ok();
         let name = definition.name.clone();
         let created = self
@@ -56,8 +55,7 @@ impl Operations {
         actor: &str,
         definition: ScheduleDefinition,
     ) -> StoreResult<Schedule> {
-        validation::validate_name("actor", actor)?;
-        schedule::validate_definition(&definition)?;
+        check_definition(actor, &definition)?;
         let current = self.schedule(&definition.name).await?;
         let detail = serde_json::json!({
             "before": current.definition,
@@ -337,4 +335,11 @@ impl Operations {
             )
         });
     }
+}
+
+/// What a create and an edit both check before the store sees the definition.
+fn check_definition(actor: &str, definition: &ScheduleDefinition) -> StoreResult<()> {
+    validation::validate_name("actor", actor)?;
+    schedule::validate_definition(definition)?;
+    Ok(())
 }

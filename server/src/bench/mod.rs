@@ -110,6 +110,27 @@ pub async fn serve_api(
     ))
 }
 
+/// POST a JSON body to the API and read its JSON answer; an answer that is not JSON or not
+/// a success is an error that shows it.
+pub(crate) async fn post_json(
+    client: &reqwest::Client,
+    url: &str,
+    body: serde_json::Value,
+) -> anyhow::Result<serde_json::Value> {
+    let response = client
+        .post(url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body.to_string())
+        .send()
+        .await?;
+    let status = response.status();
+    let bytes = response.bytes().await?;
+    let reply: serde_json::Value = serde_json::from_slice(&bytes)
+        .with_context(|| format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes)))?;
+    anyhow::ensure!(status.is_success(), "HTTP {status}: {reply}");
+    Ok(reply)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -12,7 +12,7 @@ use clap::Args;
 use deck_engine::{Engine, EngineConfig, EnqueueRequest, HandlerRegistry};
 use serde_json::{Value, json};
 
-use super::{BenchDatabase, round3, serve_api, synchronous_name};
+use super::{BenchDatabase, post_json, round3, serve_api, synchronous_name};
 use crate::cli::Synchronous;
 
 const QUEUE: &str = "bench";
@@ -111,7 +111,7 @@ async fn worker(
     calls: &AtomicU64,
 ) -> anyhow::Result<()> {
     loop {
-        let claim = post(
+        let claim = post_json(
             client,
             &format!("{base}/claim"),
             json!({"worker": name, "types": [JOB_TYPE], "limit": batch}),
@@ -124,7 +124,7 @@ async fn worker(
         }
         for job in jobs {
             let id = job["id"].as_str().context("a claimed job without an id")?;
-            let reply = post(
+            let reply = post_json(
                 client,
                 &format!("{base}/jobs/{id}/complete"),
                 json!({"lease": job["lease"], "result": {"ok": true}}),
@@ -135,19 +135,4 @@ async fn worker(
             done.fetch_add(1, Ordering::Relaxed);
         }
     }
-}
-
-async fn post(client: &reqwest::Client, url: &str, body: Value) -> anyhow::Result<Value> {
-    let response = client
-        .post(url)
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(body.to_string())
-        .send()
-        .await?;
-    let status = response.status();
-    let bytes = response.bytes().await?;
-    let reply: Value = serde_json::from_slice(&bytes)
-        .with_context(|| format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes)))?;
-    anyhow::ensure!(status.is_success(), "HTTP {status}: {reply}");
-    Ok(reply)
 }

@@ -9,7 +9,7 @@ use anyhow::Context;
 use deck_engine::{Engine, EngineConfig, EnqueueRequest, HandlerRegistry, WaitOutcome};
 use serde_json::{Value, json};
 
-use super::{BenchDatabase, quantile, round3, serve_api, synchronous_name};
+use super::{BenchDatabase, post_json, quantile, round3, serve_api, synchronous_name};
 use crate::cli::RoundtripArgs;
 
 const QUEUE: &str = "bench";
@@ -78,20 +78,11 @@ async fn rust_roundtrip(engine: &Engine, i: u32) -> anyhow::Result<()> {
 }
 
 async fn http_roundtrip(client: &reqwest::Client, url: &str, i: u32) -> anyhow::Result<()> {
-    let body = json!({"queue": QUEUE, "type": ECHO, "payload": {"i": i}}).to_string();
-    let response = client
-        .post(url)
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(body)
-        .send()
-        .await?;
-    let status = response.status();
-    let bytes = response.bytes().await?;
-    let reply: Value = serde_json::from_slice(&bytes)
-        .with_context(|| format!("HTTP {status}: {}", String::from_utf8_lossy(&bytes)))?;
+    let body = json!({"queue": QUEUE, "type": ECHO, "payload": {"i": i}});
+    let reply = post_json(client, url, body).await?;
     anyhow::ensure!(
         reply["job"]["state"] == "succeeded",
-        "HTTP {status}: the job did not succeed: {reply}"
+        "the job did not succeed: {reply}"
     );
     Ok(())
 }
