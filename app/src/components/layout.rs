@@ -191,6 +191,11 @@ impl Col {
             numeric: true,
         }
     }
+
+    /// Text columns, in order.
+    pub fn texts<const N: usize>(titles: [&'static str; N]) -> Vec<Col> {
+        titles.into_iter().map(Col::text).collect()
+    }
 }
 
 /// A list table as every page shows one: a scrollable, keyboard-focusable region named by

@@ -170,12 +170,7 @@ fn callbacks_view(b: &Batch) -> AnyView {
             label="Callbacks"
             id="batch-callbacks"
             caption="The batch's callbacks: the job each enqueues, when, and whether it fired"
-            cols=vec![
-                Col::text("Callback"),
-                Col::text("Job → queue"),
-                Col::text("Fires"),
-                Col::text("Status"),
-            ]
+            cols=Col::texts(["Callback", "Job → queue", "Fires", "Status"])
         >
             {rows}
         </DenseTable>
@@ -242,14 +237,9 @@ fn members_table(b: &Batch, members: Result<Vec<JobSummary>, String>, can_act: b
             }
         })
         .collect_view();
-    let mut cols = vec![
-        Col::text("Job"),
-        Col::text("Type"),
-        Col::text("Queue"),
-        Col::text("State"),
-        Col::num("Attempt"),
-        Col::text("Last error"),
-    ];
+    let mut cols = Col::texts(["Job", "Type", "Queue", "State"]);
+    cols.push(Col::num("Attempt"));
+    cols.push(Col::text("Last error"));
     if actions {
         cols.push(Col::text("Actions"));
     }

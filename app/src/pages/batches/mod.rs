@@ -300,15 +300,7 @@ pub fn BatchList(data: BatchPageData, now: Timestamp) -> impl IntoView {
             class="batches"
             live_page="batches"
             caption="Batches, newest first: progress, state and callbacks"
-            cols=vec![
-                Col::text("Batch"),
-                Col::text("Description"),
-                Col::text("Created"),
-                Col::text("By"),
-                Col::text("Progress"),
-                Col::text("State"),
-                Col::text("Callbacks"),
-            ]
+            cols=Col::texts(["Batch", "Description", "Created", "By", "Progress", "State", "Callbacks"])
         >
             {rows}
         </DenseTable>

@@ -222,12 +222,7 @@ pub fn ScheduleDetail(
                 <DenseTable
                     label="Recent runs"
                     id="schedule-history"
-                    cols=vec![
-                        Col::text("Occurrence"),
-                        Col::text("Run"),
-                        Col::text("Job and outcome"),
-                        Col::text("Recorded"),
-                    ]
+                    cols=Col::texts(["Occurrence", "Run", "Job and outcome", "Recorded"])
                 >
                     {rows}
                 </DenseTable>

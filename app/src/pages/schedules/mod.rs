@@ -200,14 +200,14 @@ pub fn ScheduleList(rows: Vec<ScheduleRow>, now: Timestamp, can_act: bool) -> im
             }
         })
         .collect_view();
-    let mut cols = vec![
-        Col::text("Name"),
-        Col::text("When"),
-        Col::text("Job → queue"),
-        Col::text("Next run"),
-        Col::text("Last run"),
-        Col::text("State"),
-    ];
+    let mut cols = Col::texts([
+        "Name",
+        "When",
+        "Job → queue",
+        "Next run",
+        "Last run",
+        "State",
+    ]);
     if can_act {
         cols.push(Col::text("Actions"));
     }
