@@ -19,11 +19,11 @@ pub fn router(state: AppState) -> Router {
         .merge(crate::auth::console(&state));
     crate::request_limits::apply(routes, &state.settings.http)
         .layer(axum::middleware::from_fn_with_state(
-            crate::ops_auth::OpsAccess::new(&state.settings.auth),
-            crate::ops_auth::guard,
+            deck_web::auth::ops::OpsAccess::new(&state.settings.auth),
+            deck_web::auth::ops::guard,
         ))
         // Last, so outermost: every response, whichever layer made it, carries the headers.
-        .layer(deck_app::security_headers::layer())
+        .layer(deck_web::security_headers::layer())
 }
 
 /// The demo's own HTTP handler endpoint, with `--demo` only.

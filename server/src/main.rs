@@ -13,7 +13,6 @@ mod health;
 mod http;
 mod logging;
 mod metrics;
-mod ops_auth;
 mod request_limits;
 mod serve;
 mod state;

@@ -17,9 +17,11 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use deck_app::{Console, ConsoleOptions, EngineBackend};
 use deck_engine::Engine;
 use deck_engine::validation::MAX_PAYLOAD_BYTES;
+use deck_web::SharedTelemetry;
+use deck_web::auth::AUTH_CHALLENGE;
+use deck_web::telemetry::DEFAULT_TICK;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -72,8 +74,8 @@ pub struct ApiState {
     pub credentials_required: bool,
     /// `[auth] public_openapi`: the document itself is served without credentials.
     pub openapi_public: bool,
-    /// Whose telemetry snapshot `/stats` serves (one read per tick, however many ask).
-    pub telemetry: Console,
+    /// The telemetry snapshot `/stats` serves (one read per tick, however many ask).
+    pub telemetry: Arc<SharedTelemetry>,
     /// The progress tokens of HTTP-handled attempts in flight (`/jobs/{id}/progress`).
     pub progress: deck_http_handlers::ProgressTokens,
 }
@@ -82,10 +84,7 @@ impl ApiState {
     /// Callers authenticate through `authenticate`.
     pub fn new(engine: Engine, authenticate: Authenticator) -> Self {
         ApiState {
-            telemetry: Console::new(
-                EngineBackend::new(engine.clone()),
-                ConsoleOptions::default(),
-            ),
+            telemetry: Arc::new(SharedTelemetry::of_engine(&engine, DEFAULT_TICK)),
             engine,
             max_wait: MAX_WAIT,
             authenticate,
@@ -95,9 +94,9 @@ impl ApiState {
         }
     }
 
-    /// Serve telemetry from this console's snapshot (`deck serve` shares its console's).
-    pub fn with_telemetry(mut self, console: Console) -> Self {
-        self.telemetry = console;
+    /// Serve `telemetry`, a snapshot shared with others (`deck serve` shares the console's).
+    pub fn with_telemetry(mut self, telemetry: Arc<SharedTelemetry>) -> Self {
+        self.telemetry = telemetry;
         self
     }
 
@@ -120,7 +119,7 @@ pub fn router(app: AppState) -> Router {
         openapi_public: auth.public_openapi,
         progress: app.progress.clone(),
         ..ApiState::new(app.engine.clone(), crate::auth::api_authenticator(auth))
-            .with_telemetry(app.console.clone())
+            .with_telemetry(app.telemetry.clone())
     })
 }
 
@@ -318,7 +317,7 @@ async fn guard(State(state): State<ApiState>, mut req: Request, next: Next) -> R
         let mut response = response;
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
-            axum::http::HeaderValue::from_static("Basic realm=\"The Deck\", charset=\"UTF-8\""),
+            axum::http::HeaderValue::from_static(AUTH_CHALLENGE),
         );
         return response;
     }
@@ -329,7 +328,7 @@ fn unauthorized(e: ApiError) -> Response {
     let mut response = e.into_response();
     response.headers_mut().insert(
         header::WWW_AUTHENTICATE,
-        axum::http::HeaderValue::from_static("Basic realm=\"The Deck\", charset=\"UTF-8\""),
+        axum::http::HeaderValue::from_static(AUTH_CHALLENGE),
     );
     response
 }

@@ -7,25 +7,10 @@ use axum::http::request::Parts;
 
 use super::error::ApiError;
 
-/// The console's roles: viewers read everything; operators also enqueue and act (cancel,
-/// resurrect, queue changes); workers only claim and report jobs.
-pub use deck_app::Role;
-
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    pub name: String,
-    pub role: Role,
-}
-
-impl Principal {
-    /// The caller when authentication is off (allowed on loopback only).
-    pub fn anonymous() -> Self {
-        Principal {
-            name: "anonymous".to_string(),
-            role: Role::Operator,
-        }
-    }
-}
+/// The callers and roles of the web platform, the console's too: viewers read everything;
+/// operators also enqueue and act (cancel, resurrect, queue changes); workers only claim and
+/// report jobs.
+pub use deck_web::auth::{Principal, Role};
 
 fn principal(parts: &Parts) -> Result<Principal, ApiError> {
     parts.extensions.get::<Principal>().cloned().ok_or_else(|| {

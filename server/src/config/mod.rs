@@ -147,4 +147,4 @@ impl Default for HttpSettings {
 pub const MAX_BODY_BYTES: u64 = crate::api::BATCH_BODY_LIMIT as u64;
 
 /// `[auth]`: who may use the console and the API. The console owns the keys of this table.
-pub type AuthSettings = deck_app::AuthConfig;
+pub type AuthSettings = deck_web::AuthConfig;
