@@ -8,6 +8,9 @@
 //! everything that changes state needs an operator, the worker protocol a worker (or an
 //! operator) (see `principal`); operator actions on
 //! existing jobs, queues and schedules are written to the audit log.
+//!
+//! It stands on the engine and the web platform (`deck_web`: users, roles, the shared
+//! telemetry snapshot) and knows nothing of the console; `deck serve` mounts both.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -20,7 +23,7 @@ use axum::response::{IntoResponse, Response};
 use deck_engine::Engine;
 use deck_engine::validation::MAX_PAYLOAD_BYTES;
 use deck_web::SharedTelemetry;
-use deck_web::auth::AUTH_CHALLENGE;
+use deck_web::auth::{AUTH_CHALLENGE, AuthConfig};
 use deck_web::telemetry::DEFAULT_TICK;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
@@ -42,13 +45,12 @@ mod schedules;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod traces;
 mod wire;
 mod workers;
 
 use error::{ApiError, ErrorBody};
 use principal::Principal;
-
-use crate::state::AppState;
 
 /// Where the API is mounted.
 pub const PREFIX: &str = "/api/v1";
@@ -94,7 +96,8 @@ impl ApiState {
         }
     }
 
-    /// Serve `telemetry`, a snapshot shared with others (`deck serve` shares the console's).
+    /// Serve `telemetry`, a snapshot shared with others (`deck serve` hands over the one its
+    /// console reads).
     pub fn with_telemetry(mut self, telemetry: Arc<SharedTelemetry>) -> Self {
         self.telemetry = telemetry;
         self
@@ -107,20 +110,17 @@ impl ApiState {
             ..Self::new(engine, Arc::new(|_| Some(Principal::anonymous())))
         }
     }
-}
 
-/// The API router of `deck serve`, paths already under `/api/v1`. Callers authenticate as
-/// the console's users (`[auth]`); with none configured, `deck serve` only starts on
-/// loopback and every caller is the local operator.
-pub fn router(app: AppState) -> Router {
-    let auth = &app.settings.auth;
-    api_router(ApiState {
-        credentials_required: !auth.is_open(),
-        openapi_public: auth.public_openapi,
-        progress: app.progress.clone(),
-        ..ApiState::new(app.engine.clone(), crate::auth::api_authenticator(auth))
-            .with_telemetry(app.telemetry.clone())
-    })
+    /// Callers authenticate as the users of `auth` (`[auth]`, the console's users too);
+    /// with none configured, `deck serve` only starts on loopback and every caller is the
+    /// local operator.
+    pub fn for_users(engine: Engine, auth: &AuthConfig) -> Self {
+        ApiState {
+            credentials_required: !auth.is_open(),
+            openapi_public: auth.public_openapi,
+            ..Self::new(engine, principal::authenticator(auth))
+        }
+    }
 }
 
 /// The API router over an explicit state (tests, benchmarks, embedding).
