@@ -22,9 +22,9 @@ pub use queues::*;
 pub use settings::*;
 
 #[cfg(feature = "ssr")]
-use crate::auth::Identity;
-#[cfg(feature = "ssr")]
 use crate::state::Console;
+#[cfg(feature = "ssr")]
+use deck_web::auth::Principal;
 
 /// What an action reports: where to go and what to say.
 #[cfg(feature = "ssr")]
@@ -126,9 +126,9 @@ where
 }
 
 #[cfg(feature = "ssr")]
-async fn operator() -> Result<(Console, Identity), String> {
+async fn operator() -> Result<(Console, Principal), String> {
     let console = use_context::<Console>().ok_or("console is not configured")?;
-    let axum::Extension(session): axum::Extension<crate::session::Session> =
+    let axum::Extension(session): axum::Extension<deck_web::auth::session::Session> =
         leptos_axum::extract().await.map_err(|e| e.to_string())?;
     if !session.can_act() {
         return Err(format!(

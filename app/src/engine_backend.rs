@@ -75,14 +75,7 @@ impl ConsoleBackend for EngineBackend {
     }
 
     fn runtime(&self) -> RuntimeView {
-        let s = self.engine.status();
-        RuntimeView {
-            instance_id: s.instance_id,
-            workers_total: s.workers_total,
-            workers_busy: s.workers_busy,
-            buffered: u64::from(s.buffered),
-            breakers: s.breakers,
-        }
+        self.engine.status().into()
     }
 
     fn running_jobs(&self) -> Vec<deck_engine::RunningJobInfo> {

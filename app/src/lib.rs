@@ -1,11 +1,11 @@
 //! The Deck console: server-rendered Leptos pages (no WebAssembly, no hydration), actions as
 //! server functions answering plain form posts, and live panels pushed over SSE.
 //!
-//! Mount it with [`console_router`]; it brings its own auth, CSRF protection and assets.
+//! Mount it with [`console_router`]; it brings its own assets, and its door from the web
+//! platform (`deck_web`): sign-in, CSRF protection and the browser security headers.
 
 pub mod actions;
 pub mod assets;
-pub mod auth;
 pub mod bulk_runner;
 pub mod components;
 pub mod diff;
@@ -18,11 +18,8 @@ pub mod page_cache;
 pub mod pages;
 pub mod request;
 pub mod schedule_form;
-pub mod security_headers;
-pub mod session;
 pub mod state;
 pub mod telemetry_view;
-pub mod tick_cache;
 
 use std::sync::Arc;
 
@@ -31,19 +28,20 @@ use axum::extract::RawQuery;
 use axum::http::{HeaderValue, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::get;
+use deck_web::auth::session;
+use deck_web::security_headers;
 use leptos::prelude::*;
 use leptos_axum::{LeptosRoutes, generate_route_list};
 use leptos_meta::{MetaTags, Title, provide_meta_context};
 use leptos_router::components::{Route, Router as LeptosRouter, Routes};
 use leptos_router::{SsrMode, path};
 
-pub use auth::{AuthConfig, Role, UserConfig};
+pub use deck_web::auth::{AuthConfig, Role, UserConfig};
 pub use engine_backend::EngineBackend;
 pub use state::{Console, ConsoleBackend, ConsoleOptions, StoreBackend};
 pub use telemetry_view::{
     BreakerState, BreakerView, ConsoleEvent, EventLevel, RuntimeView, Telemetry,
 };
-pub use tick_cache::TickCache;
 
 use pages::admin::{AuditPage, InstancesPage, SettingsPage};
 use pages::batches::BatchesPage;
@@ -63,7 +61,7 @@ pub const FN_PREFIX: &str = "/fn";
 /// served; `live.js` only swaps in fresh server-rendered panels.
 pub fn shell(_options: LeptosOptions) -> impl IntoView {
     let theme = request::theme();
-    security_headers::provide_page_policy();
+    provide_page_policy();
     view! {
         <!DOCTYPE html>
         <html lang="en" data-theme=theme>
@@ -80,6 +78,19 @@ pub fn shell(_options: LeptosOptions) -> impl IntoView {
                 <App/>
             </body>
         </html>
+    }
+}
+
+/// Called while rendering a page: give this response the policy that admits its nonce.
+fn provide_page_policy() {
+    let (Some(res), Some(nonce)) = (
+        use_context::<leptos_axum::ResponseOptions>(),
+        leptos::nonce::use_nonce(),
+    ) else {
+        return;
+    };
+    if let Ok(value) = HeaderValue::from_str(&security_headers::page_policy(&nonce)) {
+        res.insert_header(header::CONTENT_SECURITY_POLICY, value);
     }
 }
 

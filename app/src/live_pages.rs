@@ -16,12 +16,11 @@ use axum::extract::{Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
+use deck_web::TickCache;
+use deck_web::auth::session::Session;
 use futures::Stream;
 use serde::Deserialize;
 use tower::ServiceExt;
-
-use crate::session::Session;
-use crate::tick_cache::TickCache;
 
 /// The most a page may weigh to be pushed (a list page of 200 rows is well under this).
 const MAX_PAGE_BYTES: usize = 4 * 1024 * 1024;

@@ -21,13 +21,13 @@ use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use deck_web::auth::Role;
+use deck_web::auth::session::{Session, random_token};
 
-use crate::auth::Role;
 use crate::live::OverviewFrame;
 use crate::pages::queues::QueuesData;
 use crate::request::Query;
-use crate::session::Session;
-use crate::state::{Console, random_token};
+use crate::state::Console;
 use crate::telemetry_view::Telemetry;
 
 /// Pages kept per snapshot (viewers × queries); beyond that, requests just render.
@@ -259,7 +259,7 @@ fn respond(rendered: &Rendered, csrf: &str) -> Response {
     let html = rendered.page.fill(csrf, &nonce);
     let mut response = Response::new(Body::from(html));
     *response.headers_mut() = rendered.headers.clone();
-    if let Ok(policy) = HeaderValue::from_str(&crate::security_headers::page_policy(&nonce)) {
+    if let Ok(policy) = HeaderValue::from_str(&deck_web::security_headers::page_policy(&nonce)) {
         response
             .headers_mut()
             .insert(header::CONTENT_SECURITY_POLICY, policy);
@@ -285,8 +285,8 @@ mod tests {
     use tower::ServiceExt;
 
     use super::*;
-    use crate::auth::Identity;
     use crate::state::{ConsoleOptions, StoreBackend};
+    use deck_web::auth::Principal;
 
     #[test]
     fn a_template_puts_each_secret_where_its_stand_in_was() {
@@ -301,7 +301,7 @@ mod tests {
 
     #[test]
     fn the_nonce_is_read_from_the_policy() {
-        let policy = crate::security_headers::page_policy("abc123");
+        let policy = deck_web::security_headers::page_policy("abc123");
         assert_eq!(nonce_of(&policy), Some("abc123"));
         assert_eq!(nonce_of("script-src 'self'"), None);
         assert_eq!(nonce_of("script-src 'nonce-'"), None);
@@ -322,7 +322,7 @@ mod tests {
         )));
         res.headers_mut().insert(
             header::CONTENT_SECURITY_POLICY,
-            HeaderValue::from_str(&crate::security_headers::page_policy(&nonce)).unwrap(),
+            HeaderValue::from_str(&deck_web::security_headers::page_policy(&nonce)).unwrap(),
         );
         res
     }
@@ -330,7 +330,7 @@ mod tests {
     async fn fetch(router: &Router, name: &str, csrf: &str) -> (String, String) {
         let mut req = Request::get("/").body(Body::empty()).unwrap();
         req.extensions_mut().insert(Session {
-            identity: Identity {
+            identity: Principal {
                 name: name.into(),
                 role: Role::Operator,
             },

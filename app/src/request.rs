@@ -2,10 +2,9 @@
 //! the current URL. leptos_axum puts the request's `Parts` into context.
 
 use axum::http::request::Parts;
+use deck_web::auth::session::{Session, THEME_COOKIE, cookie};
+use deck_web::auth::{Principal, Role};
 use leptos::prelude::*;
-
-use crate::auth::{Identity, Role};
-use crate::session::{Session, THEME_COOKIE, cookie};
 
 /// Query-string pairs in order; empty values count as absent.
 #[derive(Debug, Clone, Default)]
@@ -75,7 +74,7 @@ pub fn session() -> Session {
         .and_then(|p| p.extensions.get::<Session>().cloned())
         .unwrap_or(Session {
             // Rendering outside a request (tests, fragments): read-only.
-            identity: Identity {
+            identity: Principal {
                 name: "anonymous".into(),
                 role: Role::Viewer,
             },

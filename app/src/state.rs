@@ -1,5 +1,6 @@
 //! The console's shared state: what it reads and acts through (`ConsoleBackend`), the
-//! recent-event ring, the shared telemetry snapshot, edit drafts and bulk runs.
+//! recent-event ring, the telemetry snapshot it shares with the API and the ops endpoints
+//! (`deck_web::telemetry`), edit drafts and bulk runs.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -10,11 +11,13 @@ use deck_engine::{
     EngineEvent, JobEdit, JobId, Operations, RunTimeHistogram, Store, StoreError, StoreReads,
     StoreResult,
 };
+use deck_web::TickCache;
+use deck_web::auth::session::random_token;
+use deck_web::telemetry::{DEFAULT_TICK, SharedTelemetry};
 use tokio::sync::broadcast;
 
 use crate::live::OverviewFrame;
 use crate::telemetry_view::{ConsoleEvent, EventLevel, RuntimeView, Telemetry};
-use crate::tick_cache::TickCache;
 
 /// What the console needs from the engine: the one door for writes (`operations`), the
 /// store for reads, this process's runtime and its events. Implemented for a running
@@ -74,8 +77,9 @@ impl ConsoleBackend for StoreBackend {
 /// Knobs with defaults; the server may override them.
 #[derive(Debug, Clone)]
 pub struct ConsoleOptions {
-    /// One telemetry snapshot per tick, shared by every browser and by the server's
-    /// `/metrics`, `/readyz` and `/api/v1/stats`.
+    /// How often the live panels refresh and a queue's chart is read again. A console made
+    /// by [`Console::new`] reads its own snapshot this often too; one made by
+    /// [`Console::sharing`] reads the shared snapshot at that snapshot's tick.
     pub tick: Duration,
     /// Default and hard maximum of jobs one bulk-by-filter run touches.
     pub bulk_cap_default: u32,
@@ -89,7 +93,7 @@ pub struct ConsoleOptions {
 impl Default for ConsoleOptions {
     fn default() -> Self {
         ConsoleOptions {
-            tick: Duration::from_secs(2),
+            tick: DEFAULT_TICK,
             bulk_cap_default: 1_000,
             bulk_cap_max: 10_000,
             page_size: 50,
@@ -147,17 +151,16 @@ impl BulkRun {
 }
 
 struct Inner {
-    backend: Box<dyn ConsoleBackend>,
+    backend: Arc<dyn ConsoleBackend>,
     options: ConsoleOptions,
     events: Mutex<VecDeque<ConsoleEvent>>,
-    telemetry: TickCache<Telemetry, StoreError>,
+    /// The snapshot and run times, each read once per tick for every reader of them.
+    telemetry: Arc<SharedTelemetry>,
     /// The overview rendered from the current snapshot, shared by page loads and the live
     /// stream; held while a new one renders so concurrent loads wait for it.
     overview: tokio::sync::Mutex<Option<Arc<OverviewFrame>>>,
     /// Each queue's chart on the queues page, shared the same way.
     charts: Mutex<HashMap<String, Arc<QueueChart>>>,
-    /// Run times per job type over the last hour, read once per tick like the snapshot.
-    run_times: TickCache<Vec<RunTimeHistogram>, StoreError>,
     drafts: Mutex<HashMap<String, Draft>>,
     schedule_drafts: Mutex<HashMap<String, ScheduleDraft>>,
     runs: Mutex<HashMap<String, BulkRun>>,
@@ -174,17 +177,40 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 
 type QueueChart = TickCache<String, StoreError>;
 
-/// The window of the run-time percentiles the console and `/metrics` show.
-pub const RUN_TIME_WINDOW_MINUTES: u32 = 60;
-
 impl Console {
+    /// A console with a telemetry snapshot of its own, read through `backend` every
+    /// `options.tick` (tests, benchmarks, a console-only process).
     pub fn new(backend: impl ConsoleBackend, options: ConsoleOptions) -> Self {
+        let backend: Arc<dyn ConsoleBackend> = Arc::new(backend);
+        let source = Arc::clone(&backend);
+        let telemetry = SharedTelemetry::new(
+            backend.store().clone(),
+            move || source.runtime(),
+            options.tick,
+        );
+        Self::build(backend, options, Arc::new(telemetry))
+    }
+
+    /// A console that reads `telemetry`, the snapshot the server also serves to the API and
+    /// the ops endpoints.
+    pub fn sharing(
+        backend: impl ConsoleBackend,
+        options: ConsoleOptions,
+        telemetry: Arc<SharedTelemetry>,
+    ) -> Self {
+        Self::build(Arc::new(backend), options, telemetry)
+    }
+
+    fn build(
+        backend: Arc<dyn ConsoleBackend>,
+        options: ConsoleOptions,
+        telemetry: Arc<SharedTelemetry>,
+    ) -> Self {
         Console(Arc::new(Inner {
-            backend: Box::new(backend),
-            telemetry: TickCache::new(options.tick),
+            backend,
+            telemetry,
             overview: tokio::sync::Mutex::new(None),
             charts: Mutex::new(HashMap::new()),
-            run_times: TickCache::new(options.tick),
             options,
             events: Mutex::new(VecDeque::new()),
             drafts: Mutex::new(HashMap::new()),
@@ -248,33 +274,11 @@ impl Console {
         lock(&self.0.events).iter().cloned().collect()
     }
 
-    /// Read a fresh telemetry snapshot through the store's telemetry class. The event
-    /// console's lines are not part of it (`overview` adds them): reading the snapshot for
-    /// `/metrics` must not subscribe this process to the engine's per-job events.
-    pub async fn compute_telemetry(&self) -> StoreResult<Telemetry> {
-        let store = self.store();
-        let (summary, queues, throughput, errors) = futures::try_join!(
-            store.summary(),
-            store.queue_stats(),
-            store.throughput(60, None),
-            store.top_errors(8),
-        )?;
-        Ok(Telemetry {
-            at: Utc::now(),
-            summary,
-            queues,
-            throughput,
-            errors,
-            runtime: self.0.backend.runtime(),
-            events: Vec::new(),
-        })
-    }
-
     /// The shared snapshot, read at most once per tick however many callers ask: console
-    /// pages, the live stream and the server's ops endpoints. Callers that arrive while it
-    /// is being read wait for that read, so a hundred requests cost the database one.
+    /// pages, the live stream and (when shared) the API and the server's ops endpoints.
+    /// The event console's lines are not part of it (`overview` adds them).
     pub async fn telemetry(&self) -> StoreResult<Arc<Telemetry>> {
-        self.0.telemetry.get(|| self.compute_telemetry()).await
+        self.0.telemetry.snapshot().await
     }
 
     /// The overview's panels for the current snapshot, with the event console's lines as
@@ -319,10 +323,7 @@ impl Console {
     /// Per job type, the run times of the runs that ended in the last hour (the queues page
     /// and `/metrics`): read at most once per tick, from the run-time bins, never the archive.
     pub async fn run_times(&self) -> StoreResult<Arc<Vec<RunTimeHistogram>>> {
-        self.0
-            .run_times
-            .get(|| self.store().run_times(RUN_TIME_WINDOW_MINUTES))
-            .await
+        self.0.telemetry.run_times().await
     }
 
     pub fn put_draft(&self, draft: Draft) -> String {
@@ -370,9 +371,4 @@ impl Console {
             f(run);
         }
     }
-}
-
-/// 128 random bits as hex: draft ids, run ids, CSRF tokens.
-pub fn random_token() -> String {
-    format!("{:032x}", rand::random::<u128>())
 }

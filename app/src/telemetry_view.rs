@@ -1,75 +1,9 @@
-//! The telemetry snapshot the overview shows and the live stream pushes: one per tick,
-//! computed once by the server and shared by every browser.
+//! How the console shows the shared telemetry snapshot (`deck_web::telemetry`, one per
+//! tick, shared with the API and the ops endpoints): the thresholds behind its colours.
 
-use chrono::{DateTime, Utc};
-use deck_engine::{ErrorGroup, QueueStats, Summary, ThroughputBucket};
-use serde::Serialize;
-
-/// What the runtime of this process reports (workers, prefetch buffer, circuit breakers).
-#[derive(Debug, Clone, Default, PartialEq, Serialize)]
-pub struct RuntimeView {
-    pub instance_id: String,
-    pub workers_total: u32,
-    pub workers_busy: u32,
-    /// Jobs in this instance's prefetch buffer.
-    pub buffered: u64,
-    pub breakers: Vec<BreakerView>,
-}
-
-// A breaker and its state are the engine's: the console shows them and adds nothing.
-pub use deck_engine::BreakerInfo as BreakerView;
-pub use deck_engine::BreakerStateName as BreakerState;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-pub enum EventLevel {
-    Info,
-    Warn,
-    /// An operator did something from the console.
-    Action,
-}
-
-impl EventLevel {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            EventLevel::Info => "info",
-            EventLevel::Warn => "warn",
-            EventLevel::Action => "action",
-        }
-    }
-}
-
-/// One line of the live event console.
-#[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct ConsoleEvent {
-    pub at: DateTime<Utc>,
-    pub level: EventLevel,
-    pub text: String,
-    /// The job it is about, shown as a link to the job.
-    pub job_id: Option<deck_engine::JobId>,
-}
-
-/// Everything the overview's live panels show, read through the store's telemetry class.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Telemetry {
-    pub at: DateTime<Utc>,
-    pub summary: Summary,
-    /// Every queue, hidden ones too (`/metrics` reports them); the console shows
-    /// `visible_queues`.
-    pub queues: Vec<QueueStats>,
-    /// Last hour, per minute, oldest first.
-    pub throughput: Vec<ThroughputBucket>,
-    pub errors: Vec<ErrorGroup>,
-    pub runtime: RuntimeView,
-    /// Newest first.
-    pub events: Vec<ConsoleEvent>,
-}
-
-impl Telemetry {
-    /// The queues an operator has not hidden from the overview.
-    pub fn visible_queues(&self) -> Vec<QueueStats> {
-        self.queues.iter().filter(|q| !q.hidden).cloned().collect()
-    }
-}
+pub use deck_web::telemetry::{
+    BreakerState, BreakerView, ConsoleEvent, EventLevel, RuntimeView, Telemetry,
+};
 
 /// Lag thresholds when a queue sets none (seconds).
 pub const DEFAULT_LAG_WARN_SECS: u32 = 30;

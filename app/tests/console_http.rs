@@ -421,7 +421,7 @@ async fn an_action_never_redirects_off_site_nor_fails_on_its_back_field() {
 /// their nonce), assets, the live stream, redirects and refusals alike.
 #[tokio::test]
 async fn the_console_router_alone_sends_the_security_headers() {
-    use deck_app::security_headers::{CONTENT_SECURITY_POLICY, page_policy};
+    use deck_web::security_headers::{CONTENT_SECURITY_POLICY, page_policy};
     let auth = token_operator("ops", "a-token-of-sixteen-chars");
     let f = fixture_with(auth, ConsoleOptions::default()).await;
     let bearer = "Bearer a-token-of-sixteen-chars";

@@ -4,14 +4,13 @@
 
 use std::time::{Duration, Instant};
 
-use deck_app::TickCache;
-
 use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use deck_engine::StoreHealth;
+use deck_web::TickCache;
 use serde::Serialize;
 
 use crate::state::AppState;
@@ -138,7 +137,8 @@ async fn readyz(State(state): State<AppState>) -> Response {
     // Lag is reported, not failed on: taking this instance out of rotation would not make a
     // backed-up queue drain any faster. It comes from the shared telemetry snapshot (one
     // read per tick), not a read per probe.
-    if let Ok(Ok(telemetry)) = tokio::time::timeout(PING_TIMEOUT, state.console.telemetry()).await {
+    if let Ok(Ok(telemetry)) = tokio::time::timeout(PING_TIMEOUT, state.telemetry.snapshot()).await
+    {
         let lagging: Vec<String> = telemetry
             .queues
             .iter()

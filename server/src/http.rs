@@ -2,6 +2,7 @@
 //! runtime it is served on. Each part mounts itself with one line here.
 
 use axum::Router;
+use deck_api::ApiState;
 use tokio::net::TcpListener;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -10,20 +11,39 @@ use crate::connections::ConnectionLimits;
 
 use crate::state::AppState;
 
+#[cfg(test)]
+mod doors;
+
 pub fn router(state: AppState) -> Router {
     let routes = Router::new()
         .merge(crate::health::router(state.clone()))
         .merge(crate::metrics::router(state.clone()))
-        .merge(crate::api::router(state.clone()))
+        .merge(api(&state))
         .merge(demo_routes(&state))
-        .merge(crate::auth::console(&state));
+        .merge(console(&state));
     crate::request_limits::apply(routes, &state.settings.http)
         .layer(axum::middleware::from_fn_with_state(
-            crate::ops_auth::OpsAccess::new(&state.settings.auth),
-            crate::ops_auth::guard,
+            deck_web::auth::ops::OpsAccess::new(&state.settings.auth),
+            deck_web::auth::ops::guard,
         ))
         // Last, so outermost: every response, whichever layer made it, carries the headers.
-        .layer(deck_app::security_headers::layer())
+        .layer(deck_web::security_headers::layer())
+}
+
+/// The JSON API, paths already under `/api/v1`: the console's users, this process's
+/// progress tokens, and the telemetry snapshot the console reads too.
+fn api(state: &AppState) -> Router {
+    deck_api::api_router(ApiState {
+        progress: state.progress.clone(),
+        ..ApiState::for_users(state.engine.clone(), &state.settings.auth)
+            .with_telemetry(state.telemetry.clone())
+    })
+}
+
+/// The console (pages, actions, live stream, assets) over this process's engine, sharing
+/// the state's telemetry snapshot with the API and the ops endpoints.
+fn console(state: &AppState) -> Router {
+    deck_app::console_router(state.console.clone(), state.settings.auth.clone())
 }
 
 /// The demo's own HTTP handler endpoint, with `--demo` only.

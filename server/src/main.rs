@@ -1,8 +1,6 @@
 //! `deck`: the engine, the console and the JSON API in one binary, plus the operator's
 //! command-line tools (migrate, stats, enqueue, bench).
 
-mod api;
-mod auth;
 mod bench;
 mod cli;
 mod commands;
@@ -13,7 +11,6 @@ mod health;
 mod http;
 mod logging;
 mod metrics;
-mod ops_auth;
 mod request_limits;
 mod serve;
 mod state;

@@ -23,10 +23,10 @@ use axum::extract::Request;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
+use deck_api::error::ApiError;
 use http_body::{Body as HttpBody, Frame, SizeHint};
 use tower_http::limit::RequestBodyLimitLayer;
 
-use crate::api::error::ApiError;
 use crate::config::HttpSettings;
 
 /// `router` with the body bounds of `settings` in front of every route.
@@ -84,7 +84,7 @@ async fn bound_body(bounds: BodyBounds, req: Request, next: Next) -> Response {
 }
 
 fn is_api(path: &str) -> bool {
-    path.strip_prefix(crate::api::PREFIX)
+    path.strip_prefix(deck_api::PREFIX)
         .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
 }
 

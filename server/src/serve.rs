@@ -41,7 +41,10 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<Exi
         .listen
         .parse()
         .with_context(|| format!("listen address {:?} is not IP:PORT", settings.listen))?;
-    crate::auth::check(&settings.auth, addr)?;
+    settings
+        .auth
+        .check_serving(addr)
+        .map_err(anyhow::Error::msg)?;
     let listener = TcpListener::bind(addr).await.with_context(|| {
         format!(
             "cannot listen on {addr}\n  help: another process (another deck?) may hold the \

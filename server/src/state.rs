@@ -6,6 +6,7 @@ use std::time::Instant;
 
 use deck_app::{Console, ConsoleOptions, EngineBackend};
 use deck_engine::{Engine, StoreReads};
+use deck_web::SharedTelemetry;
 
 use crate::config::Settings;
 use crate::health::DatabaseCheck;
@@ -16,8 +17,10 @@ pub struct AppState {
     pub settings: Arc<Settings>,
     /// When this process started serving (uptime in `/metrics`).
     pub started: Instant,
-    /// The console, and with it the one telemetry snapshot per tick that its pages,
-    /// `/metrics`, `/readyz` and `/api/v1/stats` all read.
+    /// The one telemetry snapshot per tick that the console's pages, `/metrics`, `/readyz`
+    /// and `/api/v1/stats` all read.
+    pub telemetry: Arc<SharedTelemetry>,
+    /// The console, reading `telemetry`.
     pub console: Console,
     /// `/readyz`'s database ping, shared by concurrent probes.
     pub database_check: Arc<DatabaseCheck>,
@@ -36,12 +39,16 @@ impl AppState {
         settings: Settings,
         progress: deck_http_handlers::ProgressTokens,
     ) -> Self {
+        let options = ConsoleOptions::default();
+        let telemetry = Arc::new(SharedTelemetry::of_engine(&engine, options.tick));
         AppState {
             progress,
-            console: Console::new(
+            console: Console::sharing(
                 EngineBackend::new(engine.clone()),
-                ConsoleOptions::default(),
+                options,
+                Arc::clone(&telemetry),
             ),
+            telemetry,
             database_check: Arc::new(DatabaseCheck::default()),
             engine,
             settings: Arc::new(settings),

@@ -5,7 +5,7 @@
 mod common;
 
 use common::{Server, sqlite_url};
-use deck_app::security_headers::{CONTENT_SECURITY_POLICY, page_policy};
+use deck_web::security_headers::{CONTENT_SECURITY_POLICY, page_policy};
 use reqwest::header::HeaderMap;
 
 /// The one value of `name`, failing when it is missing or repeated.

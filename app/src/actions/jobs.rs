@@ -310,7 +310,7 @@ pub async fn dlq_bulk(
             .await
             .map_err(|e| e.to_string())?
             .matching;
-        let run_id = crate::state::random_token();
+        let run_id = deck_web::auth::session::random_token();
         console.put_run(crate::state::BulkRun {
             id: run_id.clone(),
             actor: who.name.clone(),

@@ -1,12 +1,12 @@
 //! The frame around every page: navigation, who is signed in, the theme switch, flash
 //! messages after an action, and the form wrapper every action uses.
 
+use deck_web::auth::session::CSRF_FIELD;
 use leptos::prelude::*;
 use leptos_meta::Title;
 
 use crate::format::enc;
 use crate::request::{current_url, path, query, session, theme};
-use crate::session::CSRF_FIELD;
 
 const NAV: [(&str, &str); 9] = [
     ("/", "Overview"),
@@ -77,7 +77,7 @@ pub fn Layout(
     // leptos_meta (0.8) writes the title into `<title>` as given, unescaped: a queue or
     // schedule name holding `</title>` would end it and inject markup. Browsers decode
     // entities in a title, so escaping here shows the name as it is.
-    let doc_title = crate::session::escape(&format!(
+    let doc_title = deck_web::auth::session::escape(&format!(
         "{} · The Deck",
         doc_title.as_deref().unwrap_or(&title)
     ));
@@ -161,7 +161,7 @@ pub fn TextBox(
     text: String,
     #[prop(optional)] invalid: bool,
 ) -> impl IntoView {
-    let content = format!("\n{}", crate::session::escape(&text));
+    let content = format!("\n{}", deck_web::auth::session::escape(&text));
     view! { <textarea name=name rows=rows.to_string() spellcheck="false" aria-invalid=invalid.then_some("true") inner_html=content></textarea> }
 }
 

@@ -103,7 +103,7 @@ pub async fn serve_api(
         .await
         .with_context(|| format!("cannot bind 127.0.0.1:0 for {what}"))?;
     let addr = listener.local_addr()?;
-    let app = crate::api::api_router(crate::api::ApiState::open(engine.clone()));
+    let app = deck_api::api_router(deck_api::ApiState::open(engine.clone()));
     Ok((
         addr,
         tokio::spawn(async move { axum::serve(listener, app).await }),

@@ -144,7 +144,7 @@ impl Default for HttpSettings {
 
 /// No endpoint accepts more than a batch does, so a larger `http.max_body_bytes` could
 /// only ever waste memory.
-pub const MAX_BODY_BYTES: u64 = crate::api::BATCH_BODY_LIMIT as u64;
+pub const MAX_BODY_BYTES: u64 = deck_api::BATCH_BODY_LIMIT as u64;
 
 /// `[auth]`: who may use the console and the API. The console owns the keys of this table.
-pub type AuthSettings = deck_app::AuthConfig;
+pub type AuthSettings = deck_web::AuthConfig;

@@ -246,12 +246,12 @@ fn validate_http(
                  32 MiB, the batch limit; no endpoint accepts more)"
             ),
         );
-    } else if h.max_body_bytes < crate::api::SINGLE_BODY_LIMIT as u64 {
+    } else if h.max_body_bytes < deck_api::SINGLE_BODY_LIMIT as u64 {
         warnings.push(format!(
             "http.max_body_bytes = {} is below one maximal job ({} bytes): jobs with payloads \
              near the 1 MiB limit will be refused with 413",
             h.max_body_bytes,
-            crate::api::SINGLE_BODY_LIMIT
+            deck_api::SINGLE_BODY_LIMIT
         ));
     }
 }

@@ -1,5 +1,5 @@
 //! `/metrics`: Prometheus text exposition of the store's telemetry and this instance's
-//! runtime numbers. The store's part comes from the console's shared snapshot (read at most
+//! runtime numbers. The store's part comes from the shared snapshot (read at most
 //! once per 2 s tick, however many scrapers ask); the runtime's part is read live.
 
 mod prom;
@@ -25,7 +25,7 @@ pub fn router(state: AppState) -> Router {
 
 async fn metrics(State(state): State<AppState>) -> Response {
     let (telemetry, run_times) =
-        futures::join!(state.console.telemetry(), state.console.run_times());
+        futures::join!(state.telemetry.snapshot(), state.telemetry.run_times());
     let telemetry = match telemetry {
         Ok(t) => Some(t),
         Err(e) => {

@@ -81,7 +81,7 @@ async fn a_schedule_has_exactly_one_timing_in_the_document_too() {
 
 #[tokio::test]
 async fn schedule_limits_in_the_document_are_the_ones_enforced() {
-    use crate::api::limits::{MAX_RUNS, MAX_UPCOMING};
+    use crate::limits::{MAX_RUNS, MAX_UPCOMING};
     use deck_engine::schedule::{MAX_EXPIRES_AFTER_SECS, MAX_INTERVAL_SECS, MAX_MISFIRE_CAP};
 
     let h = harness().await;
@@ -261,7 +261,7 @@ async fn a_misfire_policy_is_a_closed_object() {
 /// grammar, so the server checks them and the contract test generates valid ones.
 #[tokio::test]
 async fn cron_and_zone_formats_are_the_ones_the_contract_test_generates() {
-    use crate::api::limits::{CRON_FORMAT, TIME_ZONE_FORMAT};
+    use crate::limits::{CRON_FORMAT, TIME_ZONE_FORMAT};
 
     let h = harness().await;
     let doc = document(&h).await;
@@ -290,7 +290,7 @@ async fn cron_and_zone_formats_are_the_ones_the_contract_test_generates() {
         .find(|p| p["name"] == "tz")
         .unwrap();
     assert_eq!(resolve(&doc, &tz["schema"]), &schemas["TimeZone"]);
-    let hooks = include_str!("../../../../../contract/hooks.py");
+    let hooks = include_str!("../../../../contract/hooks.py");
     for format in [CRON_FORMAT, TIME_ZONE_FORMAT] {
         assert!(
             hooks.contains(&format!("schemathesis.openapi.format(\"{format}\"")),

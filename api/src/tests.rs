@@ -21,7 +21,6 @@ use super::principal::{Principal, Role};
 
 mod batches;
 mod document;
-mod doors;
 mod schedules;
 mod workers;
 use super::{ApiState, Authenticator, api_router as router};

@@ -19,6 +19,6 @@ use super::responses::ReadErrors;
     )
 )]
 pub async fn stats(State(state): State<ApiState>, Viewer(_who): Viewer) -> ApiResult<Json<Stats>> {
-    let telemetry = state.telemetry.telemetry().await?;
+    let telemetry = state.telemetry.snapshot().await?;
     Ok(Json(Stats::from(&telemetry.summary)))
 }

@@ -54,20 +54,6 @@ pub fn layer() -> SecurityHeadersLayer {
     )
 }
 
-/// Called while rendering a page: give this response the policy that admits its nonce.
-pub fn provide_page_policy() {
-    use leptos::prelude::use_context;
-    let (Some(res), Some(nonce)) = (
-        use_context::<leptos_axum::ResponseOptions>(),
-        leptos::nonce::use_nonce(),
-    ) else {
-        return;
-    };
-    if let Ok(value) = HeaderValue::from_str(&page_policy(&nonce)) {
-        res.insert_header(header::CONTENT_SECURITY_POLICY, value);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -8,6 +8,9 @@
 //! everything that changes state needs an operator, the worker protocol a worker (or an
 //! operator) (see `principal`); operator actions on
 //! existing jobs, queues and schedules are written to the audit log.
+//!
+//! It stands on the engine and the web platform (`deck_web`: users, roles, the shared
+//! telemetry snapshot) and knows nothing of the console; `deck serve` mounts both.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,9 +20,11 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use deck_app::{Console, ConsoleOptions, EngineBackend};
 use deck_engine::Engine;
 use deck_engine::validation::MAX_PAYLOAD_BYTES;
+use deck_web::SharedTelemetry;
+use deck_web::auth::{AUTH_CHALLENGE, AuthConfig};
+use deck_web::telemetry::DEFAULT_TICK;
 use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -40,13 +45,12 @@ mod schedules;
 mod stats;
 #[cfg(test)]
 mod tests;
+mod traces;
 mod wire;
 mod workers;
 
 use error::{ApiError, ErrorBody};
 use principal::Principal;
-
-use crate::state::AppState;
 
 /// Where the API is mounted.
 pub const PREFIX: &str = "/api/v1";
@@ -72,8 +76,8 @@ pub struct ApiState {
     pub credentials_required: bool,
     /// `[auth] public_openapi`: the document itself is served without credentials.
     pub openapi_public: bool,
-    /// Whose telemetry snapshot `/stats` serves (one read per tick, however many ask).
-    pub telemetry: Console,
+    /// The telemetry snapshot `/stats` serves (one read per tick, however many ask).
+    pub telemetry: Arc<SharedTelemetry>,
     /// The progress tokens of HTTP-handled attempts in flight (`/jobs/{id}/progress`).
     pub progress: deck_http_handlers::ProgressTokens,
 }
@@ -82,10 +86,7 @@ impl ApiState {
     /// Callers authenticate through `authenticate`.
     pub fn new(engine: Engine, authenticate: Authenticator) -> Self {
         ApiState {
-            telemetry: Console::new(
-                EngineBackend::new(engine.clone()),
-                ConsoleOptions::default(),
-            ),
+            telemetry: Arc::new(SharedTelemetry::of_engine(&engine, DEFAULT_TICK)),
             engine,
             max_wait: MAX_WAIT,
             authenticate,
@@ -95,9 +96,10 @@ impl ApiState {
         }
     }
 
-    /// Serve telemetry from this console's snapshot (`deck serve` shares its console's).
-    pub fn with_telemetry(mut self, console: Console) -> Self {
-        self.telemetry = console;
+    /// Serve `telemetry`, a snapshot shared with others (`deck serve` hands over the one its
+    /// console reads).
+    pub fn with_telemetry(mut self, telemetry: Arc<SharedTelemetry>) -> Self {
+        self.telemetry = telemetry;
         self
     }
 
@@ -108,20 +110,17 @@ impl ApiState {
             ..Self::new(engine, Arc::new(|_| Some(Principal::anonymous())))
         }
     }
-}
 
-/// The API router of `deck serve`, paths already under `/api/v1`. Callers authenticate as
-/// the console's users (`[auth]`); with none configured, `deck serve` only starts on
-/// loopback and every caller is the local operator.
-pub fn router(app: AppState) -> Router {
-    let auth = &app.settings.auth;
-    api_router(ApiState {
-        credentials_required: !auth.is_open(),
-        openapi_public: auth.public_openapi,
-        progress: app.progress.clone(),
-        ..ApiState::new(app.engine.clone(), crate::auth::api_authenticator(auth))
-            .with_telemetry(app.console.clone())
-    })
+    /// Callers authenticate as the users of `auth` (`[auth]`, the console's users too);
+    /// with none configured, `deck serve` only starts on loopback and every caller is the
+    /// local operator.
+    pub fn for_users(engine: Engine, auth: &AuthConfig) -> Self {
+        ApiState {
+            credentials_required: !auth.is_open(),
+            openapi_public: auth.public_openapi,
+            ..Self::new(engine, principal::authenticator(auth))
+        }
+    }
 }
 
 /// The API router over an explicit state (tests, benchmarks, embedding).
@@ -318,7 +317,7 @@ async fn guard(State(state): State<ApiState>, mut req: Request, next: Next) -> R
         let mut response = response;
         response.headers_mut().insert(
             header::WWW_AUTHENTICATE,
-            axum::http::HeaderValue::from_static("Basic realm=\"The Deck\", charset=\"UTF-8\""),
+            axum::http::HeaderValue::from_static(AUTH_CHALLENGE),
         );
         return response;
     }
@@ -329,7 +328,7 @@ fn unauthorized(e: ApiError) -> Response {
     let mut response = e.into_response();
     response.headers_mut().insert(
         header::WWW_AUTHENTICATE,
-        axum::http::HeaderValue::from_static("Basic realm=\"The Deck\", charset=\"UTF-8\""),
+        axum::http::HeaderValue::from_static(AUTH_CHALLENGE),
     );
     response
 }

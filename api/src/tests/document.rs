@@ -8,7 +8,7 @@ use deck_engine::validation::{
 };
 
 use super::*;
-use crate::api::limits::{WAIT_PATTERN, name_pattern, schedule_name_pattern, tag_pattern};
+use crate::limits::{WAIT_PATTERN, name_pattern, schedule_name_pattern, tag_pattern};
 
 mod schedules;
 
@@ -580,7 +580,7 @@ async fn error_statuses_are_documented_per_operation() {
     let documented = |path: &str, method: &str, status: StatusCode| {
         doc["paths"][path][method]["responses"][status.as_str()].is_object()
     };
-    let big = "x".repeat(crate::api::SINGLE_BODY_LIMIT + 1);
+    let big = "x".repeat(crate::SINGLE_BODY_LIMIT + 1);
     let cases = [
         (
             "/api/v1/jobs",

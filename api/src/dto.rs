@@ -682,7 +682,7 @@ pub fn check_batch_size(len: usize) -> Result<(), ApiError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::extract::parse_json;
+    use crate::extract::parse_json;
 
     #[test]
     fn queue_patch_null_clears_and_absent_keeps() {

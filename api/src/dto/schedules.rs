@@ -19,9 +19,9 @@ use utoipa::{PartialSchema, ToSchema};
 use uuid::Uuid;
 
 use super::json_value;
-use crate::api::error::ApiError;
-use crate::api::limits::{AnyJson, CronExpr, IanaTimeZone, Name, ScheduleName, Tag};
-use crate::api::wire::{integer, object, optional_integer};
+use crate::error::ApiError;
+use crate::limits::{AnyJson, CronExpr, IanaTimeZone, Name, ScheduleName, Tag};
+use crate::wire::{integer, object, optional_integer};
 
 /// A schedule's definition, as `PUT /schedules/{name}` takes it: the path names the schedule,
 /// so `name` may be left out (given, it must be the path's).

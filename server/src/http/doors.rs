@@ -1,12 +1,20 @@
 //! One door for every write: an action taken in the console and the same action over the
 //! JSON API leave the same audit row and the same events, because both go through the
-//! engine's operations layer.
+//! engine's operations layer. Driven through `deck serve`'s router, where both are mounted.
 
-use deck_app::{Role as ConsoleRole, UserConfig};
-use deck_engine::{EngineConfig, EngineEvent, EnqueueRequest, EventKind, NewAuditEntry};
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use deck_engine::{
+    Engine, EngineConfig, EngineEvent, EnqueueRequest, EventKind, HandlerRegistry, JobId,
+    NewAuditEntry, StoreOptions,
+};
+use deck_web::auth::{Role, UserConfig};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
 use tokio::sync::broadcast;
+use tower::ServiceExt;
 
-use super::*;
 use crate::config::Settings;
 use crate::state::AppState;
 
@@ -36,7 +44,7 @@ async fn doors() -> Doors {
     let mut settings = Settings::default();
     settings.auth.users.push(UserConfig {
         name: "ada".into(),
-        role: ConsoleRole::Operator,
+        role: Role::Operator,
         password: Some("pw-ada".into()),
         token: None,
     });

@@ -1,4 +1,4 @@
-//! Who is using the console and what they may do.
+//! Who is using the console and the API, and what they may do: the one place for auth.
 //!
 //! Users authenticate with HTTP basic auth or a bearer token; each has a role. `viewer`
 //! reads, `operator` acts, `worker` only claims and reports jobs (external workers). With no users configured the console runs without auth, which
@@ -6,6 +6,13 @@
 //!
 //! The server's operations endpoints (`/metrics`, `/readyz`, the OpenAPI document) need a
 //! viewer too once users exist, unless their `public_…` key opens them to anyone.
+//!
+//! `session` is the console's door (identity and CSRF per request), `ops` the operations
+//! endpoints'; the API's door (its JSON refusals) is in `deck-api`, over the same
+//! [`AuthConfig::authenticate`].
+
+pub mod ops;
+pub mod session;
 
 use std::net::SocketAddr;
 
@@ -88,12 +95,25 @@ pub struct AuthConfig {
     pub public_openapi: bool,
 }
 
-/// An authenticated caller.
+/// An authenticated caller, of the console or the API.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Identity {
+pub struct Principal {
     pub name: String,
     pub role: Role,
 }
+
+impl Principal {
+    /// The API's caller when authentication is off (allowed on loopback only).
+    pub fn anonymous() -> Self {
+        Principal {
+            name: "anonymous".to_string(),
+            role: Role::Operator,
+        }
+    }
+}
+
+/// The challenge every 401 carries (RFC 9110 §11.6.1): basic auth, or a bearer token.
+pub const AUTH_CHALLENGE: &str = "Basic realm=\"The Deck\", charset=\"UTF-8\"";
 
 impl AuthConfig {
     /// No users: everyone who can reach the (loopback) address is an operator.
@@ -145,10 +165,37 @@ impl AuthConfig {
         Ok(())
     }
 
+    /// Everything `deck serve` checks before it listens on `addr`: no unusable users, no
+    /// open console off loopback. Says (in the log) which endpoints need sign-in.
+    pub fn check_serving(&self, addr: SocketAddr) -> Result<(), String> {
+        if let Err(problems) = self.validate() {
+            return Err(format!("invalid [auth] configuration:\n{problems}"));
+        }
+        self.check_bind(addr)?;
+        if !self.is_open() {
+            let public: Vec<&str> = [
+                (self.public_metrics, "/metrics"),
+                (self.public_readyz, "/readyz"),
+                (self.public_openapi, "/api/v1/openapi.json"),
+            ]
+            .into_iter()
+            .filter_map(|(open, path)| open.then_some(path))
+            .collect();
+            tracing::info!(
+                event = "console.auth",
+                users = self.users.len(),
+                public = ?public,
+                "console, API and operations endpoints require sign-in (open to anyone: /healthz{})",
+                public.iter().map(|p| format!(", {p}")).collect::<String>()
+            );
+        }
+        Ok(())
+    }
+
     /// Who sent this `Authorization` header value. `None` means unauthenticated.
-    pub fn authenticate(&self, authorization: Option<&str>) -> Option<Identity> {
+    pub fn authenticate(&self, authorization: Option<&str>) -> Option<Principal> {
         if self.is_open() {
-            return Some(Identity {
+            return Some(Principal {
                 name: "local".to_string(),
                 role: Role::Operator,
             });
@@ -189,8 +236,8 @@ impl AuthConfig {
     }
 }
 
-fn identity(u: &UserConfig) -> Identity {
-    Identity {
+fn identity(u: &UserConfig) -> Principal {
+    Principal {
         name: u.name.clone(),
         role: u.role,
     }

@@ -9,6 +9,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use deck_engine::StoreError;
 use deck_engine::validation::ValidationError;
+use deck_web::auth::AUTH_CHALLENGE;
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
@@ -174,9 +175,6 @@ impl From<StoreError> for ApiError {
         }
     }
 }
-
-/// The challenge every 401 carries (RFC 9110 §11.6.1): basic auth, or a bearer token.
-pub const AUTH_CHALLENGE: &str = "Basic realm=\"The Deck\", charset=\"UTF-8\"";
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {

@@ -1,8 +1,8 @@
 //! A value read at most once per interval however many callers ask for it: the first caller
 //! after it expired reads it, callers arriving meanwhile wait for that read and share its
 //! outcome (a failure too, so a failing database is asked once per interval, not once per
-//! request). The console's telemetry snapshot, its per-queue charts and the server's
-//! readiness ping are each one of these.
+//! request). The shared telemetry snapshot (`telemetry`), the console's per-queue charts and
+//! the server's readiness ping are each one of these.
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};

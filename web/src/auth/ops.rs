@@ -15,9 +15,8 @@ use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use deck_app::AuthConfig;
 
-use crate::api::error::AUTH_CHALLENGE;
+use super::{AUTH_CHALLENGE, AuthConfig};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum OpsEndpoint {

@@ -13,9 +13,9 @@ use utoipa::{PartialSchema, ToSchema};
 use uuid::Uuid;
 
 use super::{EnqueueJob, StateDto, json_value, state_dto};
-use crate::api::error::ApiError;
-use crate::api::limits::{AnyJson, Description, Name};
-use crate::api::wire::{integer, objects, optional_integer, optional_object};
+use crate::error::ApiError;
+use crate::limits::{AnyJson, Description, Name};
+use crate::wire::{integer, objects, optional_integer, optional_object};
 
 /// A job a callback enqueues. Its payload is built by the engine:
 /// `{"batch_id", "event", "description", "total", "succeeded", "dead", "args"}`, where `args`

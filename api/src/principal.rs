@@ -2,29 +2,24 @@
 //! console) puts a `Principal` into the request extensions; these extractors read it and
 //! enforce the role an endpoint needs, answering in the API's JSON error shape.
 
+use std::sync::Arc;
+
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
+use deck_web::AuthConfig;
 
+use super::Authenticator;
 use super::error::ApiError;
 
-/// The console's roles: viewers read everything; operators also enqueue and act (cancel,
-/// resurrect, queue changes); workers only claim and report jobs.
-pub use deck_app::Role;
+/// The callers and roles of the web platform, the console's too: viewers read everything;
+/// operators also enqueue and act (cancel, resurrect, queue changes); workers only claim and
+/// report jobs.
+pub use deck_web::auth::{Principal, Role};
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Principal {
-    pub name: String,
-    pub role: Role,
-}
-
-impl Principal {
-    /// The caller when authentication is off (allowed on loopback only).
-    pub fn anonymous() -> Self {
-        Principal {
-            name: "anonymous".to_string(),
-            role: Role::Operator,
-        }
-    }
+/// Callers checked against `auth`'s users, as the console checks them.
+pub fn authenticator(auth: &AuthConfig) -> Authenticator {
+    let auth = Arc::new(auth.clone());
+    Arc::new(move |header: Option<&str>| auth.authenticate(header))
 }
 
 fn principal(parts: &Parts) -> Result<Principal, ApiError> {

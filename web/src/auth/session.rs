@@ -13,8 +13,7 @@ use axum::http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::auth::{AuthConfig, Identity, constant_time_eq};
-use crate::state::random_token;
+use super::{AUTH_CHALLENGE, AuthConfig, Principal, constant_time_eq};
 
 pub const CSRF_COOKIE: &str = "deck_csrf";
 pub const CSRF_FIELD: &str = "csrf";
@@ -26,7 +25,7 @@ const MAX_FORM_BYTES: usize = 4 * 1024 * 1024;
 /// Who is asking, and the CSRF token their forms must carry. In the request extensions.
 #[derive(Debug, Clone)]
 pub struct Session {
-    pub identity: Identity,
+    pub identity: Principal,
     pub csrf: String,
 }
 
@@ -34,6 +33,11 @@ impl Session {
     pub fn can_act(&self) -> bool {
         self.identity.role.may_act()
     }
+}
+
+/// 128 random bits as hex: CSRF tokens, and the console's draft and run ids.
+pub fn random_token() -> String {
+    format!("{:032x}", rand::random::<u128>())
 }
 
 pub fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -107,7 +111,7 @@ pub async fn guard(State(auth): State<Arc<AuthConfig>>, req: Request, next: Next
         );
         res.headers_mut().insert(
             header::WWW_AUTHENTICATE,
-            HeaderValue::from_static("Basic realm=\"The Deck\", charset=\"UTF-8\""),
+            HeaderValue::from_static(AUTH_CHALLENGE),
         );
         return res;
     };
