@@ -115,7 +115,7 @@ fn finish(back: &str, outcome: ActionResult) -> Result<(), ServerFnError> {
 #[cfg(feature = "ssr")]
 async fn act<F, Fut>(back: &str, action: F) -> Result<(), ServerFnError>
 where
-    F: FnOnce(Console, Identity) -> Fut,
+    F: FnOnce(Console, Principal) -> Fut,
     Fut: std::future::Future<Output = ActionResult>,
 {
     let outcome = match operator().await {
