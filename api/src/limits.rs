@@ -1,33 +1,19 @@
-//! The limits the API enforces, stated once. The OpenAPI document publishes these numbers and
-//! patterns (the `Name`, `Tag` and `AnyJson` schemas below, and the DTOs' attributes, which a
-//! test compares with these constants), and the request checks use the same constants, so a
-//! generated client's validation and the server's agree on every input.
+//! The API's schemas of the engine's input rules, and the limits of its own reads. The numbers
+//! and patterns are the engine's (`deck_engine::validation`, the rules table the operations
+//! layer checks every write with); the OpenAPI document publishes them (the `Name`, `Tag`
+//! and `AnyJson` schemas below, and the DTOs' attributes, which a test compares with these
+//! constants), so a generated client's validation and the server's agree on every input.
 
 use std::borrow::Cow;
 
-use deck_engine::validation::{MAX_NAME_CHARS, MAX_TAGS_CHARS};
+use deck_engine::validation::{
+    MAX_NAME_CHARS, MAX_TAGS_CHARS, name_pattern, schedule_name_pattern, tag_pattern, text_pattern,
+};
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaFormat, SchemaType, Type};
 use utoipa::{PartialSchema, ToSchema};
 
 use super::error::ApiError;
-
-/// Control characters (Unicode `Cc`): what `char::is_control` refuses.
-const CONTROL: &str = r"\u0000-\u001F\u007F-\u009F";
-/// The whitespace `str::trim` strips that is not already a control character.
-const SPACE: &str = r" \u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000";
-
-/// Queue names, type keys, idempotency keys, correlation ids, created-by: no control
-/// characters, no leading or trailing whitespace (the engine's `validate_name`). Written
-/// without look-around so ECMA-262, Python's `re` and Rust's `regex` read it alike.
-pub fn name_pattern() -> String {
-    format!("^[^{CONTROL}{SPACE}]([^{CONTROL}]*[^{CONTROL}{SPACE}])?$")
-}
-
-/// One tag: like a name, and no commas either (tags are stored comma-joined).
-pub fn tag_pattern() -> String {
-    format!("^[^{CONTROL}{SPACE},]([^{CONTROL},]*[^{CONTROL}{SPACE},])?$")
-}
 
 /// `?wait=`: a non-negative decimal number with an optional unit (`parse_wait`).
 pub const WAIT_PATTERN: &str = r"^[0-9]+(\.[0-9]+)?(ms|s|m)?$";
@@ -41,7 +27,7 @@ impl PartialSchema for Description {
         ObjectBuilder::new()
             .schema_type(Type::String)
             .max_length(Some(deck_engine::batch::MAX_DESCRIPTION_CHARS))
-            .pattern(Some(format!("^[^{CONTROL}]*$")))
+            .pattern(Some(text_pattern()))
             .description(Some(format!(
                 "At most {} characters, no control characters.",
                 deck_engine::batch::MAX_DESCRIPTION_CHARS
@@ -56,7 +42,7 @@ impl ToSchema for Description {
     }
 }
 
-/// The schema of a name (see `name_pattern`).
+/// The schema of a name (`validation::name_pattern`).
 pub struct Name;
 
 impl PartialSchema for Name {
@@ -80,17 +66,7 @@ impl ToSchema for Name {
     }
 }
 
-/// A schedule's name: a name (see `name_pattern`) other than `.` and `..`, path segments
-/// browsers and routers resolve (the schedule's URL would point elsewhere). Spelled out by
-/// length, as one, two, or three and more characters, again without look-around.
-pub fn schedule_name_pattern() -> String {
-    let edge = format!("[^{CONTROL}{SPACE}]");
-    let edge_not_dot = format!("[^{CONTROL}{SPACE}.]");
-    let inner = format!("[^{CONTROL}]");
-    format!("^({edge_not_dot}|{edge_not_dot}{edge}|\\.{edge_not_dot}|{edge}{inner}+{edge})$")
-}
-
-/// The schema of a schedule's name (see `schedule_name_pattern`).
+/// The schema of a schedule's name (`validation::schedule_name_pattern`).
 pub struct ScheduleName;
 
 impl PartialSchema for ScheduleName {
@@ -114,7 +90,7 @@ impl ToSchema for ScheduleName {
     }
 }
 
-/// The schema of one tag (see `tag_pattern`).
+/// The schema of one tag (`validation::tag_pattern`).
 pub struct Tag;
 
 impl PartialSchema for Tag {

@@ -12,8 +12,7 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use deck_engine::external::{
-    ClaimedJob, ExternalClaim, Lease, MAX_CLAIM_WAIT, Settled, StopReason, WorkerFailure,
-    WorkerProfile,
+    ClaimedJob, ExternalClaim, Lease, Settled, StopReason, WorkerFailure, WorkerProfile,
 };
 use deck_engine::{JobId, RetryPolicy};
 use serde::{Deserialize, Serialize};
@@ -127,24 +126,15 @@ pub async fn claim(
     JobRunner(_who): JobRunner,
     ApiJson(body): ApiJson<ClaimBody>,
 ) -> ApiResult<Json<ClaimAnswer>> {
-    let max_wait = MAX_CLAIM_WAIT.as_secs();
-    if u64::from(body.wait_seconds) > max_wait {
-        return Err(ApiError::bad_request(
-            "invalid_field",
-            format!(
-                "invalid wait_seconds: is {} (wait 0 to {max_wait} seconds; claim again after)",
-                body.wait_seconds
-            ),
-        )
-        .with_field("wait_seconds"));
-    }
     // Given means given: an empty host or agent is refused as the document says.
     for (field, value) in [("host", &body.host), ("agent", &body.agent)] {
         if let Some(value) = value {
             deck_engine::validation::validate_name(field, value)?;
         }
     }
-    let wait = Duration::from_secs(u64::from(body.wait_seconds)).min(state.max_wait);
+    let wait = Duration::from_secs(u64::from(body.wait_seconds));
+    deck_engine::external::validate_claim_wait(wait)?;
+    let wait = wait.min(state.max_wait);
     let req = ExternalClaim {
         profile: WorkerProfile {
             name: body.worker,

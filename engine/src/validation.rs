@@ -71,6 +71,41 @@ pub fn validate_name(field: &str, value: &str) -> Result<(), ValidationError> {
     Ok(())
 }
 
+// The name rules again as regular expressions, for documents that state them (the API's
+// OpenAPI schemas); the API's tests hold each against its `validate_*` function.
+
+/// Control characters (Unicode `Cc`): what `char::is_control` refuses.
+const CONTROL: &str = r"\u0000-\u001F\u007F-\u009F";
+/// The whitespace `str::trim` strips that is not already a control character.
+const SPACE: &str = r" \u00A0\u1680\u2000-\u200A\u2028\u2029\u202F\u205F\u3000";
+
+/// Queue names, type keys, idempotency keys, correlation ids, created-by: no control
+/// characters, no leading or trailing whitespace ([`validate_name`]). Written
+/// without look-around so ECMA-262, Python's `re` and Rust's `regex` read it alike.
+pub fn name_pattern() -> String {
+    format!("^[^{CONTROL}{SPACE}]([^{CONTROL}]*[^{CONTROL}{SPACE}])?$")
+}
+
+/// Free text shown to people (a batch's description): no control characters.
+pub fn text_pattern() -> String {
+    format!("^[^{CONTROL}]*$")
+}
+
+/// One tag: like a name, and no commas either (tags are stored comma-joined).
+pub fn tag_pattern() -> String {
+    format!("^[^{CONTROL}{SPACE},]([^{CONTROL},]*[^{CONTROL}{SPACE},])?$")
+}
+
+/// A schedule's name (`schedule::validate_definition`): a name other than `.` and `..`, path segments
+/// browsers and routers resolve (the schedule's URL would point elsewhere). Spelled out by
+/// length, as one, two, or three and more characters, again without look-around.
+pub fn schedule_name_pattern() -> String {
+    let edge = format!("[^{CONTROL}{SPACE}]");
+    let edge_not_dot = format!("[^{CONTROL}{SPACE}.]");
+    let inner = format!("[^{CONTROL}]");
+    format!("^({edge_not_dot}|{edge_not_dot}{edge}|\\.{edge_not_dot}|{edge}{inner}+{edge})$")
+}
+
 pub fn validate_optional_name(field: &str, value: Option<&str>) -> Result<(), ValidationError> {
     value.map_or(Ok(()), |v| validate_name(field, v))
 }

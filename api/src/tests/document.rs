@@ -3,12 +3,14 @@
 //! server applies, not a looser or stricter one). `contract/run.sh` checks the same with
 //! generated requests against a running `deck serve`.
 
+use deck_engine::external::{MAX_WORKER_NAME, validate_worker_name};
 use deck_engine::validation::{
-    MAX_DELAY_MS, MAX_NAME_CHARS, MAX_STORED_INT, MAX_TAGS_CHARS, validate_name, validate_tags,
+    MAX_DELAY_MS, MAX_NAME_CHARS, MAX_STORED_INT, MAX_TAGS_CHARS, name_pattern,
+    schedule_name_pattern, tag_pattern, validate_name, validate_tags,
 };
 
 use super::*;
-use crate::limits::{WAIT_PATTERN, name_pattern, schedule_name_pattern, tag_pattern};
+use crate::limits::WAIT_PATTERN;
 
 mod schedules;
 
@@ -533,6 +535,40 @@ async fn name_and_tag_schemas_state_the_engines_rules() {
         assert_eq!(
             documented,
             validate_tags(std::slice::from_ref(&s)).is_ok(),
+            "{s:?}"
+        );
+    }
+    h.finish().await;
+}
+
+/// The worker name's pattern is written out in the claim's schema (an attribute takes a
+/// literal); it accepts exactly what the engine's `validate_worker_name` accepts.
+#[tokio::test]
+async fn the_worker_name_schema_states_the_engines_rule() {
+    let h = harness().await;
+    let doc = document(&h).await;
+    let worker = non_null(&doc, property(&doc, "ClaimBody", "worker"));
+    let pattern = worker["pattern"]
+        .as_str()
+        .expect("the worker name has a pattern");
+    let pattern = regex::Regex::new(pattern).unwrap();
+    let mut samples = edge_strings(MAX_WORKER_NAME);
+    samples.extend(
+        [
+            "billing-py@host1",
+            "a:b",
+            "a/b",
+            "w.1_x-y",
+            "ä",
+            "a b",
+            "ext:w",
+        ]
+        .map(String::from),
+    );
+    for s in samples {
+        assert_eq!(
+            pattern.is_match(&s),
+            validate_worker_name(&s).is_ok(),
             "{s:?}"
         );
     }

@@ -59,7 +59,8 @@ pub struct ExternalClaim {
     pub profile: WorkerProfile,
     /// At most this many jobs (1 to [`MAX_CLAIM`]).
     pub limit: u32,
-    /// Wait up to this long for work when none is there (cut to [`MAX_CLAIM_WAIT`]).
+    /// Wait up to this long for work when none is there (cut to [`MAX_CLAIM_WAIT`]; the
+    /// pull protocol refuses a longer one with [`validate_claim_wait`]).
     pub wait: Duration,
 }
 
@@ -572,6 +573,23 @@ impl ExternalWorkers {
             tracing::warn!(worker, error = %e, "could not refresh an external worker's instance row");
         }
     }
+}
+
+/// The pull protocol's bound on a claim's wait: at most [`MAX_CLAIM_WAIT`], named as the
+/// protocol names it (`wait_seconds`). The API refuses a longer wait with this; a Rust
+/// caller's is cut to the bound.
+pub fn validate_claim_wait(wait: Duration) -> Result<(), ValidationError> {
+    if wait > MAX_CLAIM_WAIT {
+        return Err(ValidationError::new(
+            "wait_seconds",
+            format!("is {:?}", wait),
+            format!(
+                "wait 0 to {} seconds; claim again after",
+                MAX_CLAIM_WAIT.as_secs()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 fn check_claim(req: &ExternalClaim) -> Result<(), ValidationError> {
