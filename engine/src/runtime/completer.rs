@@ -126,8 +126,8 @@ impl Completer {
         let (mut succeeded, mut retried, mut dead, mut not_applied, mut abandoned) =
             (0u64, 0u64, 0u64, 0u64, 0u64);
         let mut results = applied.into_iter();
-        // Waiters are woken only after the counters below are bumped, and the job
-        // leaves the running set, so a woken waiter never sees a snapshot still counting it as running.
+        // Waiters are woken only after the counters below are bumped and the job leaves the
+        // running set, so a woken waiter never sees a snapshot still counting it as running.
         let mut resolved = Vec::new();
         for f in &batch {
             let Some(completion) = &f.completion else {
@@ -180,7 +180,8 @@ impl Completer {
             self.waiters.resolve(senders, finished);
         }
         if self.policies.queues().any_bulkhead {
-            // Capacity of a bulkheaded queue was freed; jobs the last claim left behind may fit now.
+            // Capacity of a bulkheaded queue was freed; jobs the last claim left behind may
+            // fit now.
             self.wake_fetcher.notify_one();
         }
     }

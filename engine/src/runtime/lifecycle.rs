@@ -1,6 +1,7 @@
-//! Starting and stopping the runtime: build its stages and their connections, register the instance, spawn
-//! the pipeline stages and the services; at shutdown stop them in order (claims, buffer,
-//! handlers, outcomes, services) and report what was left to the rescuer.
+//! Starting and stopping the runtime: build its stages and the queues between them,
+//! register the instance, spawn the pipeline stages and the services; at shutdown stop them
+//! in order (claims, buffer, handlers, outcomes, services) and report what was left to the
+//! rescuer.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
