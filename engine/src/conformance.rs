@@ -21,6 +21,7 @@ pub mod admin;
 pub mod batches;
 pub mod concurrency;
 pub mod enqueue;
+pub mod incident;
 pub mod maintenance;
 pub mod ownership;
 pub mod queues;
@@ -111,6 +112,10 @@ macro_rules! store_conformance_tests {
             transitions::bulk_preview_counts_and_samples,
             transitions::bulk_by_filter_respects_filter_and_cap,
             transitions::continuations_follow_their_trigger,
+            incident::timing_filters_list_exactly_what_the_tiles_count,
+            incident::run_now_makes_a_waiting_job_due_without_spending_an_attempt,
+            incident::bulk_run_now_and_priority_change_only_pending_jobs,
+            incident::bulk_cancel_by_filter_racing_workers_loses_no_job,
             transitions::finished_jobs_returns_only_finished_ones,
             ownership::wrong_worker_changes_nothing,
             ownership::completion_requires_processing,

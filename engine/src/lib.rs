@@ -42,7 +42,7 @@ pub use handler::{
     HandlerError, HandlerOutcome, HandlerRegistry, JobContext, Middleware, Next, Route,
 };
 pub use model::*;
-pub use ops::{BulkReport, DeclareReport, Operations};
+pub use ops::{BulkReport, BulkRun, BulkRunRequest, DeclareReport, Operations};
 pub use query::*;
 pub use running::{Progress, RunningJobInfo};
 pub use runtime::{

@@ -21,6 +21,10 @@ pub struct JobFilter {
     pub job_type: Option<String>,
     /// Only for the active source.
     pub status: Option<HotStatus>,
+    /// Only for the active source: pending jobs due now, or waiting for a later time
+    /// (delayed or retrying), or waiting for a retry. Implies `status = pending`.
+    #[serde(default)]
+    pub timing: Option<Timing>,
     /// Only for the DLQ source.
     pub reason: Option<FailureReason>,
     /// Only for the DLQ source: the dead letters of one error group (`ErrorGroup`).
@@ -54,6 +58,47 @@ pub struct JobFilter {
 impl JobFilter {
     pub fn is_empty(&self) -> bool {
         *self == JobFilter::default()
+    }
+}
+
+/// When a pending job runs, as the overview's tiles split the pending ones: a list filtered
+/// by a timing shows exactly what its tile counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Timing {
+    /// Pending and due now (`scheduled_at <= now`): the Pending tile.
+    Due,
+    /// Pending with a later run time, delayed or waiting for a retry: the Scheduled tile.
+    Scheduled,
+    /// Pending with a later run time after a failed attempt (attempt > 0): waiting for a retry.
+    Retrying,
+}
+
+impl Timing {
+    pub const ALL: [Timing; 3] = [Timing::Due, Timing::Scheduled, Timing::Retrying];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Timing::Due => "due",
+            Timing::Scheduled => "scheduled",
+            Timing::Retrying => "retrying",
+        }
+    }
+}
+
+impl fmt::Display for Timing {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for Timing {
+    type Err = ParseEnumError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|t| t.as_str().eq_ignore_ascii_case(s.trim()))
+            .ok_or_else(|| ParseEnumError::new("timing", s, "due, scheduled, retrying"))
     }
 }
 
@@ -280,7 +325,7 @@ pub struct Page<T> {
     pub next: Option<Cursor>,
 }
 
-/// Bulk actions over a filter (DLQ) or a selection of ids.
+/// Bulk actions over a filter or a selection of ids.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BulkAction {
@@ -288,25 +333,41 @@ pub enum BulkAction {
     Resurrect,
     /// Pending/fetched → DLQ `Cancelled`; processing → cancel requested.
     Cancel,
-    /// Delete for good.
+    /// Delete for good (on the active pillar: pending jobs only).
     Purge,
+    /// Pending jobs waiting for a later time (delayed or retrying) become due now; the
+    /// attempt count is unchanged, so no attempt is spent.
+    RunNow,
+    /// Pending jobs take this priority (claims order by it).
+    SetPriority(i32),
 }
 
 impl BulkAction {
+    /// The action's name in audit rows, events and URLs.
     pub fn as_str(self) -> &'static str {
         match self {
             BulkAction::Resurrect => "resurrect",
             BulkAction::Cancel => "cancel",
             BulkAction::Purge => "purge",
+            BulkAction::RunNow => "run_now",
+            BulkAction::SetPriority(_) => "set_priority",
         }
     }
 
+    /// Whether the action destroys or ends jobs (asks for typed confirmation).
+    pub fn is_destructive(self) -> bool {
+        matches!(self, BulkAction::Cancel | BulkAction::Purge)
+    }
+
     /// Whether the action applies to jobs of `source`: resurrect to the dead-letter pillar,
-    /// cancel to active jobs, purge to any. The one statement of the rule and its message.
+    /// cancel, run now and priority to active jobs, purge to any. The one statement of the
+    /// rule and its message.
     pub fn check_source(self, source: Pillar) -> Result<(), crate::validation::ValidationError> {
         let applies = match self {
             BulkAction::Resurrect => source == Pillar::Dlq,
-            BulkAction::Cancel => source == Pillar::Hot,
+            BulkAction::Cancel | BulkAction::RunNow | BulkAction::SetPriority(_) => {
+                source == Pillar::Hot
+            }
             BulkAction::Purge => true,
         };
         if applies {
@@ -315,7 +376,8 @@ impl BulkAction {
         Err(crate::validation::ValidationError::new(
             "source",
             format!("{} does not apply to {source} jobs", self.as_str()),
-            "resurrect works on dead jobs (dlq), cancel on active jobs (hot), purge on any",
+            "resurrect works on dead jobs (dlq); cancel, run_now and set_priority on active \
+             jobs (hot); purge on any",
         ))
     }
 }
@@ -344,15 +406,18 @@ pub struct BulkStep {
 
 impl FromStr for BulkAction {
     type Err = ParseEnumError;
+    /// Parses the actions without a value; `set_priority` needs its priority and is built
+    /// by the caller from its own field.
     fn from_str(s: &str) -> Result<Self, Self::Err> {
         match s.to_ascii_lowercase().as_str() {
             "resurrect" | "retry" => Ok(BulkAction::Resurrect),
             "cancel" => Ok(BulkAction::Cancel),
             "purge" | "delete" => Ok(BulkAction::Purge),
+            "run_now" | "run-now" => Ok(BulkAction::RunNow),
             _ => Err(ParseEnumError::new(
                 "bulk action",
                 s,
-                "resurrect, cancel, purge",
+                "resurrect, cancel, purge, run_now (set_priority takes a priority)",
             )),
         }
     }

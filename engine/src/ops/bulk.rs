@@ -84,12 +84,16 @@ impl Operations {
                 }
             }
         }
-        if action == BulkAction::Resurrect && done > 0 {
+        if matches!(action, BulkAction::Resurrect | BulkAction::RunNow) && done > 0 {
             self.wake_fetcher();
         }
         let target = serde_json::to_string(filter).unwrap_or_else(|_| format!("{filter:?}"));
+        let value = match action {
+            BulkAction::SetPriority(p) => format!("priority {p}, "),
+            _ => String::new(),
+        };
         let detail = format!(
-            "cap {cap}{}",
+            "{value}cap {cap}{}",
             stopped
                 .as_ref()
                 .map(|e| format!("; stopped: {e}"))

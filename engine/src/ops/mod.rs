@@ -19,6 +19,7 @@
 mod audit;
 mod batches;
 mod bulk;
+mod bulk_runs;
 mod enqueue;
 mod schedules;
 
@@ -31,8 +32,8 @@ use crate::error::{StoreError, StoreResult};
 use crate::events::{EngineEvent, EventBus, EventKind};
 use crate::maintenance;
 use crate::model::{
-    Applied, CancelOutcome, EngineSettings, InstanceKind, Job, JobEdit, JobId, Pillar, PruneReport,
-    QueueConfig, QueuePatch,
+    Applied, CancelOutcome, EngineSettings, InstanceKind, Job, JobEdit, JobId, JobState, Pillar,
+    PruneReport, QueueConfig, QueuePatch,
 };
 use crate::query::BulkAction;
 use crate::store::{Store, StoreReads};
@@ -40,6 +41,7 @@ use crate::validation;
 
 pub use audit::Audited;
 pub use bulk::{BULK_STEP, BulkReport};
+pub use bulk_runs::{BulkRun, BulkRunRequest};
 pub use schedules::DeclareReport;
 
 /// How far back `set_instance_quiet` looks for the instance's kind: any row a console still
@@ -81,6 +83,8 @@ pub struct Operations {
     /// The engine running in this process, when one does.
     runtime: Option<Arc<dyn LocalRuntime>>,
     events: EventBus,
+    /// Bulk-by-filter runs started here, shared by every clone.
+    runs: bulk_runs::BulkRuns,
 }
 
 impl std::fmt::Debug for Operations {
@@ -101,6 +105,7 @@ impl Operations {
             store,
             runtime: None,
             events: EventBus::new(STANDALONE_EVENTS),
+            runs: bulk_runs::BulkRuns::default(),
         }
     }
 
@@ -115,6 +120,7 @@ impl Operations {
             store,
             events,
             runtime: Some(runtime),
+            runs: bulk_runs::BulkRuns::default(),
         }
     }
 
@@ -196,6 +202,38 @@ impl Operations {
         Ok(applied)
     }
 
+    /// Run a pending job now that waits for a later time (delayed, or waiting for its
+    /// retry): due at once, its attempt count unchanged, so no attempt is spent.
+    /// `InvalidState` for a job that is not pending (buffered, running, finished);
+    /// `NotApplied` when it was already due.
+    pub async fn run_now(&self, actor: &str, id: JobId) -> StoreResult<Applied> {
+        validation::validate_name("actor", actor)?;
+        let job = self
+            .reads
+            .get_job(id)
+            .await?
+            .ok_or(StoreError::JobNotFound(id))?;
+        if job.state != JobState::Pending {
+            return Err(StoreError::InvalidState {
+                id,
+                state: job.state,
+                action: "run now",
+            });
+        }
+        let n = self
+            .store
+            .bulk_by_ids(BulkAction::RunNow, Pillar::Hot, &[id])
+            .await?;
+        if n > 0 {
+            self.wake_fetcher();
+        }
+        self.audited(actor, "job.run_now", id.to_string(), n, None)
+            .job(id)
+            .write()
+            .await?;
+        Ok(Applied::from_rows(n as usize))
+    }
+
     /// Edit a pending or dead job in place (the first payload is kept).
     pub async fn edit(&self, actor: &str, id: JobId, edit: JobEdit) -> StoreResult<Job> {
         validation::validate_name("actor", actor)?;
@@ -251,7 +289,7 @@ impl Operations {
         } else {
             self.store.bulk_by_ids(action, source, ids).await?
         };
-        if action == BulkAction::Resurrect && n > 0 {
+        if matches!(action, BulkAction::Resurrect | BulkAction::RunNow) && n > 0 {
             self.wake_fetcher();
         }
         let target = ids

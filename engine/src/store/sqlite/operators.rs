@@ -301,7 +301,43 @@ pub(crate) fn bulk_by_ids(
             }
             Ok(n)
         }
+        BulkAction::RunNow => run_now(conn, ids, now),
+        BulkAction::SetPriority(priority) => set_priority(conn, ids, priority),
     }
+}
+
+/// Pending jobs waiting for a later time become due now. The attempt count stays: a retry
+/// brought forward is the same retry, not a new attempt.
+fn run_now(conn: &Connection, ids: &[JobId], now: i64) -> StoreResult<u64> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let changed = conn
+        .prepare_cached(
+            "UPDATE jobs SET scheduled_at = ?2 \
+             WHERE id IN (SELECT value FROM json_each(?1)) AND status = 0 AND scheduled_at > ?2",
+        )
+        .map_err(db_err("run now"))?
+        .execute(params![ids_json(ids), now])
+        .map_err(db_err("run now"))?;
+    Ok(changed as u64)
+}
+
+/// Pending jobs take a new priority; claimed ones keep theirs (they are already out of the
+/// queue's order).
+fn set_priority(conn: &Connection, ids: &[JobId], priority: i32) -> StoreResult<u64> {
+    if ids.is_empty() {
+        return Ok(0);
+    }
+    let changed = conn
+        .prepare_cached(
+            "UPDATE jobs SET priority = ?2 \
+             WHERE id IN (SELECT value FROM json_each(?1)) AND status = 0 AND priority <> ?2",
+        )
+        .map_err(db_err("set priority"))?
+        .execute(params![ids_json(ids), i64::from(priority)])
+        .map_err(db_err("set priority"))?;
+    Ok(changed as u64)
 }
 
 /// One bounded step of a bulk action over a filter: select up to `limit` matching rows the
@@ -317,10 +353,18 @@ pub(crate) fn bulk_filter_step(
 ) -> StoreResult<BulkStep> {
     action.check_source(source)?;
     // Rows the action leaves in place are not selected: a step changes what it selects.
-    let extra = match (action, source) {
-        (BulkAction::Purge, Pillar::Hot) => "status = 0",
-        (BulkAction::Cancel, _) => "(status IN (0, 1) OR cancel_requested = 0)",
-        _ => "1",
+    let extra: (&str, Vec<Value>) = match (action, source) {
+        (BulkAction::Purge, Pillar::Hot) => ("status = 0", vec![]),
+        (BulkAction::Cancel, _) => ("(status IN (0, 1) OR cancel_requested = 0)", vec![]),
+        (BulkAction::RunNow, _) => (
+            "status = 0 AND scheduled_at > ?",
+            vec![Value::Integer(now)],
+        ),
+        (BulkAction::SetPriority(p), _) => (
+            "status = 0 AND priority <> ?",
+            vec![Value::Integer(i64::from(p))],
+        ),
+        _ => ("1", vec![]),
     };
     let ids = matching_ids(conn, source, filter, extra, after, limit)?;
     let affected = bulk_by_ids(conn, action, source, &ids, now)?;

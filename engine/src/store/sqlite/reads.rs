@@ -10,7 +10,7 @@ use crate::error::{StoreError, StoreResult};
 use crate::model::{Job, JobId, Pillar, Timestamp};
 use crate::query::{
     BulkPreview, Cursor, JobCount, JobFilter, JobQuery, JobSummary, MAX_PAGE_SIZE, Page,
-    PagePosition, SEARCH_WINDOW_ROWS, SortColumn, SortDirection,
+    PagePosition, SEARCH_WINDOW_ROWS, SortColumn, SortDirection, Timing,
 };
 use crate::validation::ValidationError;
 
@@ -287,6 +287,14 @@ fn filter_sql_for(
     if let (Pillar::Hot, Some(s)) = (pillar, f.status) {
         conds.push("status = ?");
         values.push(Value::Integer(s.code()));
+    }
+    if let (Pillar::Hot, Some(timing)) = (pillar, f.timing) {
+        conds.push(match timing {
+            Timing::Due => "status = 0 AND scheduled_at <= ?",
+            Timing::Scheduled => "status = 0 AND scheduled_at > ?",
+            Timing::Retrying => "status = 0 AND scheduled_at > ? AND attempt > 0",
+        });
+        values.push(Value::Integer(super::codec::now_us()));
     }
     if let (Pillar::Dlq, Some(r)) = (pillar, f.reason) {
         conds.push(if walk_created {
@@ -576,11 +584,12 @@ pub(crate) fn matching_ids(
     conn: &Connection,
     source: Pillar,
     filter: &JobFilter,
-    extra: &str,
+    (extra, extra_values): (&str, Vec<Value>),
     after: Option<JobId>,
     limit: u32,
 ) -> StoreResult<Vec<JobId>> {
     let (where_sql, mut values) = filter_sql(source, filter);
+    values.extend(extra_values);
     // Ids are fixed-width lowercase text, so text order is id order (as SQL Server's
     // BINARY(16) order is).
     let after_sql = match after {

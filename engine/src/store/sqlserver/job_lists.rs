@@ -15,7 +15,8 @@ use super::rows::to_sql_time;
 use crate::error::{StoreError, StoreResult};
 use crate::model::{JobId, Pillar};
 use crate::query::{
-    Cursor, JobFilter, JobQuery, JobSummary, PagePosition, SortColumn, SortDirection,
+    BulkAction, Cursor, JobFilter, JobQuery, JobSummary, PagePosition, SortColumn, SortDirection,
+    Timing,
 };
 use crate::validation::ValidationError;
 use uuid::Uuid;
@@ -197,6 +198,16 @@ pub fn filter_predicates(
     {
         // A literal, so the filtered indexes (status = 0/1/2) can match.
         parts.push(format!("status = {}", status.code()));
+    }
+    if pillar == Pillar::Hot
+        && let Some(timing) = filter.timing
+    {
+        let now = built.bind(Param::Time(to_sql_time(chrono::Utc::now())));
+        parts.push(match timing {
+            Timing::Due => format!("status = 0 AND scheduled_at <= {now}"),
+            Timing::Scheduled => format!("status = 0 AND scheduled_at > {now}"),
+            Timing::Retrying => format!("status = 0 AND scheduled_at > {now} AND attempt > 0"),
+        });
     }
     if pillar == Pillar::Dlq
         && let Some(reason) = filter.reason
@@ -467,15 +478,29 @@ pub fn bulk_ids_statement(
     schema: &SchemaName,
     pillar: Pillar,
     filter: &JobFilter,
-    only_pending: bool,
+    action: BulkAction,
     after: Option<JobId>,
     batch: u32,
 ) -> Built {
     let mut built = Built::default();
     let top = built.bind(Param::Int(i64::from(batch)));
     let mut predicates = filter_predicates(&mut built, schema, pillar, filter);
-    if only_pending {
-        predicates.push_str("\n  AND status = 0");
+    // Rows the action would leave as they are are not selected: each step changes what it
+    // selects, so a run ends when the matches do.
+    match (action, pillar) {
+        (BulkAction::Purge, Pillar::Hot) => predicates.push_str("\n  AND status = 0"),
+        (BulkAction::Cancel, _) => {
+            predicates.push_str("\n  AND (status = 0 OR status = 1 OR cancel_requested = 0)")
+        }
+        (BulkAction::RunNow, _) => {
+            let now = built.bind(Param::Time(to_sql_time(chrono::Utc::now())));
+            predicates.push_str(&format!("\n  AND status = 0 AND scheduled_at > {now}"));
+        }
+        (BulkAction::SetPriority(priority), _) => {
+            let p = built.bind(Param::Int(i64::from(priority)));
+            predicates.push_str(&format!("\n  AND status = 0 AND priority <> {p}"));
+        }
+        _ => {}
     }
     if let Some(after) = after {
         let p = built.bind(Param::id(after));
@@ -499,6 +524,7 @@ pub fn all_shapes(schema: &SchemaName) -> Vec<(Reads, String)> {
         queue: Some("q".into()),
         job_type: Some("t".into()),
         status: Some(HotStatus::Pending),
+        timing: Some(crate::query::Timing::Retrying),
         reason: Some(FailureReason::Fatal),
         error_group: "0123456789abcdef".parse().ok(),
         tag: Some("x".into()),
@@ -552,7 +578,17 @@ pub fn all_shapes(schema: &SchemaName) -> Vec<(Reads, String)> {
         }
         for built in [
             preview_statement(schema, pillar, &full, 10),
-            bulk_ids_statement(schema, pillar, &full, true, Some(JobId::new()), 200),
+            bulk_ids_statement(schema, pillar, &full, BulkAction::Purge, Some(JobId::new()), 200),
+            bulk_ids_statement(schema, pillar, &full, BulkAction::Cancel, None, 200),
+            bulk_ids_statement(schema, pillar, &full, BulkAction::RunNow, None, 200),
+            bulk_ids_statement(
+                schema,
+                pillar,
+                &full,
+                BulkAction::SetPriority(5),
+                None,
+                200,
+            ),
             count_statement(schema, pillar, &full, 10_000),
             count_statement(schema, pillar, &JobFilter::default(), 10_000),
             count_statement(schema, pillar, &by_id, 1_000),

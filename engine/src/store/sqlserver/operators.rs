@@ -103,6 +103,25 @@ pub(super) async fn bulk_by_ids(
             Ok(cancelled + requested)
         }
         BulkAction::Purge => purge_ids(store, source, ids).await,
+        BulkAction::RunNow => {
+            by_ids(store, "run_now", &queries::RUN_NOW, "changed", ids).await
+        }
+        BulkAction::SetPriority(priority) => {
+            let mut total = 0;
+            for chunk in ids.chunks(OPERATOR_CHUNK) {
+                let json = ids_json(chunk);
+                total += store
+                    .count_of(
+                        "set_priority",
+                        Repeat::IfNotApplied,
+                        &queries::SET_PRIORITY,
+                        &[&json, &priority],
+                        "changed",
+                    )
+                    .await?;
+            }
+            Ok(total)
+        }
     }
 }
 
@@ -118,12 +137,11 @@ pub(super) async fn bulk_filter_step(
         limit,
     } = step;
     action.check_source(source)?;
-    let only_pending = action == BulkAction::Purge && source == Pillar::Hot;
     let built = job_lists::bulk_ids_statement(
         &store.schema,
         source,
         filter,
-        only_pending,
+        action,
         after,
         limit.min(MAX_PAGE_SIZE),
     );

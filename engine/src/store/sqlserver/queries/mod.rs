@@ -232,6 +232,8 @@ pub const ALL: &[Statement] = &[
     PURGE_HOT,
     PURGE_ARCHIVE,
     PURGE_DLQ,
+    RUN_NOW,
+    SET_PRIORITY,
     LIST_QUEUES,
     UPDATE_QUEUE,
     LOAD_SETTINGS,

@@ -231,6 +231,37 @@ SELECT COUNT_BIG(*) AS purged FROM @gone;"
     ),
 };
 
+/// @P1 JSON ids. Pending jobs waiting for a later time (delayed or retrying) become due
+/// now; the attempt count stays, so no attempt is spent. Answers how many changed.
+pub const RUN_NOW: Statement = Statement {
+    name: "run_now",
+    class: Class::Transition,
+    reads: Reads::Rows(&["changed"]),
+    sql: tx!(
+        id_list!(),
+        "DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
+UPDATE h SET h.scheduled_at = @now
+FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @id_list AS i
+WHERE i.id = h.id AND h.status = 0 AND h.scheduled_at > @now;
+SELECT CAST(@@ROWCOUNT AS BIGINT) AS changed;"
+    ),
+};
+
+/// @P1 JSON ids, @P2 the new priority. Pending jobs take it; claimed ones keep theirs.
+/// Answers how many changed.
+pub const SET_PRIORITY: Statement = Statement {
+    name: "set_priority",
+    class: Class::Transition,
+    reads: Reads::Rows(&["changed"]),
+    sql: tx!(
+        id_list!(),
+        "UPDATE h SET h.priority = @P2
+FROM [{schema}].[jobs_hot] AS h WITH (ROWLOCK, FORCESEEK), @id_list AS i
+WHERE i.id = h.id AND h.status = 0 AND h.priority <> @P2;
+SELECT CAST(@@ROWCOUNT AS BIGINT) AS changed;"
+    ),
+};
+
 /// @P1 JSON ids.
 pub const PURGE_ARCHIVE: Statement = Statement {
     name: "purge_archive",
