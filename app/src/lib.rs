@@ -6,7 +6,6 @@
 
 pub mod actions;
 pub mod assets;
-pub mod bulk_runner;
 pub mod components;
 pub mod diff;
 pub mod engine_backend;
@@ -111,6 +110,8 @@ pub fn App() -> impl IntoView {
                 <Route path=path!("/jobs/:id") view=JobPage ssr=SsrMode::Async/>
                 <Route path=path!("/dlq/bulk") view=BulkPage ssr=SsrMode::Async/>
                 <Route path=path!("/dlq/bulk/:run") view=BulkRunPage ssr=SsrMode::Async/>
+                <Route path=path!("/bulk") view=BulkPage ssr=SsrMode::Async/>
+                <Route path=path!("/bulk/:run") view=BulkRunPage ssr=SsrMode::Async/>
                 <Route path=path!("/settings") view=SettingsPage ssr=SsrMode::Async/>
                 <Route path=path!("/instances") view=InstancesPage ssr=SsrMode::Async/>
                 <Route path=path!("/audit") view=AuditPage ssr=SsrMode::Async/>

@@ -126,9 +126,14 @@ pub fn parse(q: &Query, default_page_size: u32) -> ListParams {
     };
     if let Some(s) = q.get("status") {
         if source == Pillar::Hot {
-            match s.parse::<HotStatus>() {
-                Ok(st) => filter.status = Some(st),
-                Err(e) => problems.push(e.to_string()),
+            // The pending tiles' splits (due, scheduled, retrying) are statuses to the
+            // operator: one select, one key.
+            match (s.parse::<deck_engine::Timing>(), s.parse::<HotStatus>()) {
+                (Ok(timing), _) => filter.timing = Some(timing),
+                (_, Ok(st)) => filter.status = Some(st),
+                (_, Err(_)) => problems.push(format!(
+                    "status {s:?} is not one of pending, due, scheduled, retrying, fetched, processing"
+                )),
             }
         } else {
             problems.push("status applies to active jobs only; ignored".into());

@@ -1,6 +1,6 @@
 //! The console's shared state: what it reads and acts through (`ConsoleBackend`), the
 //! recent-event ring, the telemetry snapshot it shares with the API and the ops endpoints
-//! (`deck_web::telemetry`), edit drafts and bulk runs.
+//! (`deck_web::telemetry`), edit drafts and the list links of bulk runs.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -127,29 +127,6 @@ pub struct ScheduleDraft {
     pub created: std::time::Instant,
 }
 
-/// A bulk-by-filter run in progress (or done), shown on its progress page.
-#[derive(Debug, Clone)]
-pub struct BulkRun {
-    pub id: String,
-    pub actor: String,
-    pub action: deck_engine::BulkAction,
-    pub filter_url: String,
-    pub cap: u32,
-    /// Dead letters matching the filter when the run started.
-    pub matching: u64,
-    pub done: u64,
-    pub finished: bool,
-    pub error: Option<String>,
-    pub started: chrono::DateTime<Utc>,
-}
-
-impl BulkRun {
-    /// How many jobs this run means to act on: what matched, at most the cap.
-    pub fn target(&self) -> u64 {
-        self.matching.min(u64::from(self.cap))
-    }
-}
-
 struct Inner {
     backend: Arc<dyn ConsoleBackend>,
     options: ConsoleOptions,
@@ -163,7 +140,8 @@ struct Inner {
     charts: Mutex<HashMap<String, Arc<QueueChart>>>,
     drafts: Mutex<HashMap<String, Draft>>,
     schedule_drafts: Mutex<HashMap<String, ScheduleDraft>>,
-    runs: Mutex<HashMap<String, BulkRun>>,
+    /// Each bulk run started here: the list link of its filter, for its progress page.
+    run_links: Mutex<HashMap<String, String>>,
 }
 
 /// Cheap to clone; provided as Leptos context to pages and server functions.
@@ -215,7 +193,7 @@ impl Console {
             events: Mutex::new(VecDeque::new()),
             drafts: Mutex::new(HashMap::new()),
             schedule_drafts: Mutex::new(HashMap::new()),
-            runs: Mutex::new(HashMap::new()),
+            run_links: Mutex::new(HashMap::new()),
         }))
     }
 
@@ -356,19 +334,18 @@ impl Console {
         lock(&self.0.schedule_drafts).get(id).cloned()
     }
 
-    pub fn put_run(&self, run: BulkRun) {
-        let mut runs = lock(&self.0.runs);
-        runs.retain(|_, r| !r.finished || (Utc::now() - r.started).num_hours() < 24);
-        runs.insert(run.id.clone(), run);
-    }
-
-    pub fn run(&self, id: &str) -> Option<BulkRun> {
-        lock(&self.0.runs).get(id).cloned()
-    }
-
-    pub fn update_run(&self, id: &str, f: impl FnOnce(&mut BulkRun)) {
-        if let Some(run) = lock(&self.0.runs).get_mut(id) {
-            f(run);
+    /// Remember the list link of a bulk run's filter (its progress page links back to it).
+    pub fn remember_run_link(&self, run: &str, list_url: String) {
+        let mut links = lock(&self.0.run_links);
+        // Runs are few; a bound keeps a long-lived console from growing without end.
+        if links.len() >= 1_000 {
+            links.clear();
         }
+        links.insert(run.to_string(), list_url);
+    }
+
+    /// The list link of a bulk run started by this console.
+    pub fn run_link(&self, run: &str) -> Option<String> {
+        lock(&self.0.run_links).get(run).cloned()
     }
 }

@@ -601,7 +601,7 @@ async fn an_error_group_is_purged_through_the_bulk_flow() {
         ("back", "/dlq/bulk"),
     ])
     .unwrap();
-    let (status, run) = act(&f.router, &token, "/fn/dlq/bulk", &form).await;
+    let (status, run) = act(&f.router, &token, "/fn/bulk", &form).await;
     assert_eq!(status, StatusCode::FOUND);
     assert!(run.starts_with("/dlq/bulk/"), "{run}");
     let run_page = run.split('?').next().unwrap_or_default().to_string();

@@ -488,7 +488,7 @@ async fn no_page_runs_what_users_planted() {
             .unwrap();
     let run = post(
         r,
-        "/fn/dlq/bulk",
+        "/fn/bulk",
         &[
             ("filter", &filter),
             ("action", "purge"),

@@ -281,6 +281,44 @@ test("dead letters: bulk by filter with preview, typed confirmation and progress
   await shot(page, "dlq-bulk-run");
 });
 
+test("active jobs: a flood cleared by filter — priority, then cancel — and run now for one", async () => {
+  const post = (path, body) =>
+    fetch(deck.base + path, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
+  const jobs = Array.from({ length: 30 }, (_, i) => ({ queue: "e2e-flood", type: "demo.echo", payload: { i }, delay_ms: 3_600_000 }));
+  assert.equal((await post("/api/v1/jobs/batch", { jobs })).status, 201);
+  // The scheduled list shows exactly the delayed jobs; its bulk button carries the filter.
+  await waitForRows("/jobs?source=active&queue=e2e-flood&status=scheduled", "table.jobs tbody tr");
+  assert.match(await page.locator(".list-count").innerText(), /^30 jobs match/);
+  await page.click("text=bulk by filter…");
+  assert.match(page.url(), /\/bulk\?source=active/);
+  assert.match(await page.locator(".big").first().innerText(), /30 matching active jobs/);
+  await page.click("nav.tabs >> text=Change priority");
+  await page.fill("input[name=priority]", "5");
+  assert.equal(await page.locator(".bulk-run input[name=confirm]").count(), 0, "no typed word for a priority change");
+  await page.click(".bulk-run button[type=submit]");
+  assert.match(page.url(), /\/bulk\/[0-9a-f]{32}/);
+  await page.waitForSelector("[data-run-finished=true]", { timeout: 30_000 });
+  assert.match(await page.locator(".run-state").innerText(), /done: 30 job/);
+  await shot(page, "active-bulk-run");
+
+  await go("/bulk?source=active&queue=e2e-flood&status=scheduled&action=cancel");
+  assert.ok(await page.locator(".bulk-run button.danger").isVisible(), "cancel is destructive");
+  await page.fill("input[name=confirm]", "CANCEL");
+  await page.click(".bulk-run button[type=submit]");
+  await page.waitForSelector("[data-run-finished=true]", { timeout: 30_000 });
+  assert.match(await page.locator(".run-state").innerText(), /done: 30 job/);
+  await go("/jobs?source=active&queue=e2e-flood");
+  assert.match(await page.locator(".list-count").innerText(), /^0 jobs/);
+  await go("/audit");
+  assert.match(await page.locator("main").innerText(), /active\.bulk_cancel/);
+
+  // One job waiting for later: Run now makes it due without spending an attempt.
+  const one = await (await post("/api/v1/jobs", { queue: "e2e-flood", type: "demo.echo", payload: {}, delay_ms: 3_600_000 })).json();
+  await go(`/jobs/${one.id}`);
+  await page.click("form[action='/fn/job/run_now'] button");
+  assert.match(await flash(), /Due now/);
+});
+
 test("active jobs: cancel a pending job", async () => {
   await waitForRows("/jobs?source=active&status=pending", "table.jobs tbody tr");
   await page.locator("table.jobs tbody td.id a").first().click();

@@ -1,5 +1,5 @@
-//! Job actions: on one job's page (cancel, resurrect, purge, edit and resurrect) and on a
-//! list (bulk by checked ids, and the dead-letter queue's bulk by filter with its preview).
+//! Job actions: on one job's page (run now, cancel, resurrect, purge, edit and resurrect)
+//! and on a list (bulk by checked ids, and bulk by filter with its preview, on every list).
 
 use leptos::prelude::*;
 use leptos::server_fn::error::ServerFnError;
@@ -43,6 +43,24 @@ pub async fn job_cancel(
             deck_engine::CancelOutcome::NotFound => {
                 "Nothing to cancel: the job already finished or is gone."
             }
+        }))
+    })
+    .await
+}
+
+#[server(prefix = "/fn", endpoint = "job/run_now")]
+pub async fn job_run_now(id: String, back: String) -> Result<(), ServerFnError> {
+    act(&back, async move |console, who| {
+        let job = parse_id(&id)?;
+        let applied = console
+            .ops()
+            .run_now(&who.name, job)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(Done::msg(if applied.is_applied() {
+            "Due now: the next free worker takes it. No attempt was spent."
+        } else {
+            "Nothing to do: the job was already due."
         }))
     })
     .await
@@ -244,7 +262,7 @@ pub async fn jobs_bulk(
         if ids.is_empty() {
             return Err("Select some jobs first (the boxes on the left).".into());
         }
-        if action != deck_engine::BulkAction::Resurrect {
+        if action.is_destructive() {
             confirmed(&confirm)?;
         }
         let parsed = ids
@@ -265,23 +283,29 @@ pub async fn jobs_bulk(
     .await
 }
 
-#[server(prefix = "/fn", endpoint = "dlq/bulk")]
-pub async fn dlq_bulk(
+#[server(prefix = "/fn", endpoint = "bulk")]
+pub async fn bulk_by_filter(
+    /// The list's source; dead letters when absent (the form before other lists had one).
+    source: Option<String>,
     filter: String,
     action: String,
+    priority: Option<String>,
     cap: Option<String>,
     confirm: Option<String>,
     back: String,
 ) -> Result<(), ServerFnError> {
     act(&back, async move |console, who| {
-        let action: deck_engine::BulkAction = action
+        let source: deck_engine::Pillar = source
+            .as_deref()
+            .unwrap_or("dlq")
             .parse()
             .map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
-        if action == deck_engine::BulkAction::Cancel {
-            return Err("Dead letters cannot be cancelled; resurrect or purge them.".into());
-        }
+        let action = crate::pages::bulk::parse_action(&action, priority.as_deref())?;
+        action.check_source(source).map_err(|e| e.to_string())?;
         let word = crate::pages::bulk::confirm_word(action);
-        if confirm.as_deref().map(str::trim) != Some(word) {
+        if let Some(word) = word
+            && confirm.as_deref().map(str::trim) != Some(word)
+        {
             return Err(format!("Type {word} in the confirmation box to run this."));
         }
         let opts = console.options().clone();
@@ -295,45 +319,27 @@ pub async fn dlq_bulk(
         }
         .min(opts.bulk_cap_max);
         let mut params = crate::list_params::parse(&crate::request::Query::parse(&filter), 50);
-        params.query.source = deck_engine::Pillar::Dlq;
+        params.query.source = source;
         if !params.problems.is_empty() {
             return Err(format!(
                 "The filter has problems: {}",
                 params.problems.join("; ")
             ));
         }
-        let filter_url = params.filter_query();
-        // Progress counts against what matched when the run started, not against the cap.
-        let matching = console
-            .store()
-            .bulk_preview(deck_engine::Pillar::Dlq, &params.query.filter, 0)
+        let request = deck_engine::BulkRunRequest {
+            action,
+            source,
+            filter: params.query.filter.clone(),
+            cap,
+        };
+        let run = console
+            .ops()
+            .start_bulk(&who.name, request)
             .await
-            .map_err(|e| e.to_string())?
-            .matching;
-        let run_id = deck_web::auth::session::random_token();
-        console.put_run(crate::state::BulkRun {
-            id: run_id.clone(),
-            actor: who.name.clone(),
-            action,
-            filter_url: filter_url.clone(),
-            cap,
-            matching,
-            done: 0,
-            finished: false,
-            error: None,
-            started: chrono::Utc::now(),
-        });
-        crate::bulk_runner::spawn(
-            console.clone(),
-            run_id.clone(),
-            who.name.clone(),
-            action,
-            params.query.filter,
-            filter_url,
-            cap,
-        );
+            .map_err(|e| e.to_string())?;
+        console.remember_run_link(&run.id, format!("/jobs?{}", params.filter_query()));
         Ok(Done::to(
-            format!("/dlq/bulk/{run_id}"),
+            crate::pages::bulk::run_url(source, &run.id),
             format!("{} started (at most {cap}).", action.as_str()),
         ))
     })

@@ -25,8 +25,8 @@ pub fn Cards(t: Telemetry) -> impl IntoView {
         };
     view! {
         <section class="cards" data-live="cards" aria-label="Summary">
-            {card("Pending", format::count(s.pending), url("/jobs", &[("source", "active"), ("status", "pending")]), "", "Due now and waiting for a worker".into())}
-            {card("Scheduled", format::count(s.scheduled), url("/jobs", &[("source", "active"), ("status", "pending"), ("sort", "scheduled")]), "", "Pending with a future run time (delayed or retrying)".into())}
+            {card("Pending", format::count(s.pending), url("/jobs", &[("source", "active"), ("status", "due")]), "", "Due now and waiting for a worker".into())}
+            {card("Scheduled", format::count(s.scheduled), url("/jobs", &[("source", "active"), ("status", "scheduled"), ("sort", "scheduled"), ("dir", "asc")]), "", "Pending with a future run time (delayed or retrying)".into())}
             {card("Buffered", format::count(s.fetched), url("/jobs", &[("source", "active"), ("status", "fetched")]), "", format!("Claimed into prefetch buffers; {} in this instance", t.runtime.buffered))}
             {card("Processing", format::count(s.processing), url("/jobs", &[("source", "active"), ("status", "processing")]), "", format!("Running now; this instance: {} of {} workers busy", t.runtime.workers_busy, t.runtime.workers_total))}
             {card("Succeeded", format::count(s.succeeded), url("/jobs", &[("source", "archive")]), "", "Jobs in the archive".into())}
@@ -156,9 +156,9 @@ pub fn QueuesTable(queues: Vec<QueueStats>, #[prop(optional)] live: bool) -> imp
                         {q.paused.then(|| view! { <span class="badge warn">"paused"</span> })}
                         {q.hidden.then(|| view! { <span class="badge">"hidden"</span> })}
                     </td>
-                    <td class="num"><a href=url("/jobs", &[("source", "active"), ("queue", &name), ("status", "pending")])>{format::count(q.pending)}</a></td>
-                    <td class="num">{format::count(q.scheduled)}</td>
-                    <td class="num">{format::count(q.fetched)}</td>
+                    <td class="num"><a href=url("/jobs", &[("source", "active"), ("queue", &name), ("status", "due")])>{format::count(q.pending)}</a></td>
+                    <td class="num"><a href=url("/jobs", &[("source", "active"), ("queue", &name), ("status", "scheduled")])>{format::count(q.scheduled)}</a></td>
+                    <td class="num"><a href=url("/jobs", &[("source", "active"), ("queue", &name), ("status", "fetched")])>{format::count(q.fetched)}</a></td>
                     <td class="num">{format::count(q.processing)}</td>
                     <td class="num"><a href=url("/jobs", &[("source", "archive"), ("queue", &name)])>{format::count(q.succeeded)}</a></td>
                     <td class="num"><a class:bad=q.failed.gt(&0) href=url("/jobs", &[("source", "dlq"), ("queue", &name)])>{format::count(q.failed)}</a></td>

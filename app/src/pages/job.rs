@@ -220,6 +220,22 @@ fn job_actions(job: &Job, pillar: Pillar, editable: bool) -> impl IntoView + use
             </PostForm>
         }
     });
+    // A pending job waiting for a later time: delayed, or waiting for its retry.
+    let waiting = job.state == JobState::Pending && job.scheduled_at > chrono::Utc::now();
+    let run_now = waiting.then(|| {
+        let id = id.clone();
+        let label = if job.attempt > 0 {
+            "Retry now"
+        } else {
+            "Run now"
+        };
+        view! {
+            <PostForm endpoint="job/run_now" class="inline">
+                <input type="hidden" name="id" value=id/>
+                <button title="Due at once; no attempt is spent">{label}</button>
+            </PostForm>
+        }
+    });
     let edit =
         editable.then(|| view! { <a class="button" href=format!("/jobs/{id}?edit=1")>"Edit…"</a> });
     let purgeable = pillar != Pillar::Hot || job.state == JobState::Pending;
@@ -234,7 +250,7 @@ fn job_actions(job: &Job, pillar: Pillar, editable: bool) -> impl IntoView + use
             </PostForm>
         }
     });
-    view! { <div class="actions">{cancel}{resurrect}{edit}{purge}</div> }
+    view! { <div class="actions">{run_now}{cancel}{resurrect}{edit}{purge}</div> }
 }
 
 #[component]

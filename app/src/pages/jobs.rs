@@ -325,10 +325,18 @@ pub fn JobList(
     };
 
     let status_options = match source {
-        Pillar::Hot => HotStatus::ALL
-            .iter()
-            .map(|s| (s.as_str().to_string(), s.as_str().to_string()))
-            .collect::<Vec<_>>(),
+        // Pending split as the overview's tiles split it, so each tile's list is one pick.
+        Pillar::Hot => [
+            ("pending", "pending (all)"),
+            ("due", "pending, due now"),
+            ("scheduled", "scheduled (delayed or retrying)"),
+            ("retrying", "waiting for a retry"),
+            (HotStatus::Fetched.as_str(), "buffered (fetched)"),
+            (HotStatus::Processing.as_str(), "processing"),
+        ]
+        .iter()
+        .map(|(v, l)| (v.to_string(), l.to_string()))
+        .collect::<Vec<_>>(),
         Pillar::Dlq => FailureReason::ALL
             .iter()
             .map(|r| (r.as_str().to_string(), r.as_str().to_string()))
@@ -346,6 +354,7 @@ pub fn JobList(
 
     let bulk_buttons = match source {
         Pillar::Hot => view! {
+            <button name="action" value="run_now" title="Due now, no attempt spent (pending jobs waiting for a later time)">"Run selected now"</button>
             <button name="action" value="cancel" class="danger">"Cancel selected"</button>
             <button name="action" value="purge" class="danger">"Purge selected (pending only)"</button>
         }
@@ -368,8 +377,22 @@ pub fn JobList(
         ),
         None => "All matching: bulk by filter…".to_string(),
     };
-    let bulk_link = (source == Pillar::Dlq).then(|| {
-        view! { <a class="button" href=format!("/dlq/bulk?{}", params.filter_query()) title="Resurrect or purge every dead letter this filter matches, not only this page">{bulk_label}</a> }
+    let (bulk_path, bulk_title) = match source {
+        Pillar::Dlq => (
+            "/dlq/bulk",
+            "Resurrect or purge every dead letter this filter matches, not only this page",
+        ),
+        Pillar::Hot => (
+            "/bulk",
+            "Cancel, run now, change the priority of or purge every active job this filter matches, not only this page",
+        ),
+        Pillar::Archive => (
+            "/bulk",
+            "Purge every succeeded job this filter matches, not only this page",
+        ),
+    };
+    let bulk_link = Some(view! {
+        <a class="button" href=format!("{bulk_path}?{}", params.filter_query()) title=bulk_title>{bulk_label}</a>
     });
 
     view! {

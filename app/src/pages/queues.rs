@@ -277,9 +277,9 @@ pub fn QueueList(
                         </OperatorOnly>
                     </header>
                     <div class="stats" data-live-page=format!("stats-{name}")>
-                        <a href=url("/jobs", &[("source", "active"), ("queue", &name), ("status", "pending")])><b>{format::count(s.pending)}</b>" pending"</a>
-                        <span><b>{format::count(s.scheduled)}</b>" scheduled"</span>
-                        <span><b>{format::count(s.fetched)}</b>" buffered"</span>
+                        <a href=url("/jobs", &[("source", "active"), ("queue", &name), ("status", "due")])><b>{format::count(s.pending)}</b>" pending"</a>
+                        <a href=url("/jobs", &[("source", "active"), ("queue", &name), ("status", "scheduled")])><b>{format::count(s.scheduled)}</b>" scheduled"</a>
+                        <a href=url("/jobs", &[("source", "active"), ("queue", &name), ("status", "fetched")])><b>{format::count(s.fetched)}</b>" buffered"</a>
                         <a href=url("/jobs", &[("source", "active"), ("queue", &name), ("status", "processing")])><b>{format::count(s.processing)}</b>" processing"</a>
                         <a href=url("/jobs", &[("source", "archive"), ("queue", &name)])><b>{format::count(s.succeeded)}</b>" succeeded"</a>
                         <a href=url("/jobs", &[("source", "dlq"), ("queue", &name)]) class:bad=s.failed.gt(&0)><b>{format::count(s.failed)}</b>" dead"</a>

@@ -39,14 +39,20 @@ pub async fn timing_filters_list_exactly_what_the_tiles_count(f: StoreFactory) {
     let s = summary(&*store).await;
     assert_eq!((s.pending, s.scheduled, s.processing), (3, 3, 1));
     assert_eq!(counted(&*store, timing(Timing::Due)).await, s.pending);
-    assert_eq!(counted(&*store, timing(Timing::Scheduled)).await, s.scheduled);
+    assert_eq!(
+        counted(&*store, timing(Timing::Scheduled)).await,
+        s.scheduled
+    );
     assert_eq!(counted(&*store, timing(Timing::Retrying)).await, 1);
 
     let mut due_listed = ids_in(&*store, Pillar::Hot, timing(Timing::Due)).await;
     due_listed.sort();
     let mut due_sorted = due.clone();
     due_sorted.sort();
-    assert_eq!(due_listed, due_sorted, "the due list is the pending tile's jobs");
+    assert_eq!(
+        due_listed, due_sorted,
+        "the due list is the pending tile's jobs"
+    );
     delayed.push(retry);
     delayed.sort();
     assert_eq!(
@@ -82,7 +88,10 @@ pub async fn run_now_makes_a_waiting_job_due_without_spending_an_attempt(f: Stor
 
     assert_eq!(ops.run_now("op", retry).await.unwrap(), Applied::Applied);
     let brought = job(&*store, retry).await;
-    assert_eq!(brought.attempt, 1, "a retry brought forward is the same retry");
+    assert_eq!(
+        brought.attempt, 1,
+        "a retry brought forward is the same retry"
+    );
     assert_eq!(brought.errors.len(), 1, "its error history stays");
 
     assert_eq!(
@@ -146,13 +155,27 @@ pub async fn bulk_run_now_and_priority_change_only_pending_jobs(f: StoreFactory)
     assert_eq!(counted(&*store, scheduled.clone()).await, 450);
 
     let report = ops
-        .bulk_by_filter("op", BulkAction::RunNow, Pillar::Hot, &scheduled, 400, |_| {})
+        .bulk_by_filter(
+            "op",
+            BulkAction::RunNow,
+            Pillar::Hot,
+            &scheduled,
+            400,
+            |_| {},
+        )
         .await
         .unwrap();
     assert_eq!((report.done, report.stopped), (400, None), "the cap holds");
     assert_eq!(counted(&*store, scheduled.clone()).await, 50);
     let report = ops
-        .bulk_by_filter("op", BulkAction::RunNow, Pillar::Hot, &scheduled, 1000, |_| {})
+        .bulk_by_filter(
+            "op",
+            BulkAction::RunNow,
+            Pillar::Hot,
+            &scheduled,
+            1000,
+            |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(report.done, 50);
@@ -162,7 +185,14 @@ pub async fn bulk_run_now_and_priority_change_only_pending_jobs(f: StoreFactory)
 
     let queue = filter_queue("later");
     let report = ops
-        .bulk_by_filter("op", BulkAction::SetPriority(7), Pillar::Hot, &queue, 1000, |_| {})
+        .bulk_by_filter(
+            "op",
+            BulkAction::SetPriority(7),
+            Pillar::Hot,
+            &queue,
+            1000,
+            |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(report.done, 455, "every pending job, not the running one");
@@ -170,7 +200,14 @@ pub async fn bulk_run_now_and_priority_change_only_pending_jobs(f: StoreFactory)
     assert_eq!(job(&*store, sample[0]).await.priority, 7);
     assert_eq!(job(&*store, running).await.priority, 0);
     let again = ops
-        .bulk_by_filter("op", BulkAction::SetPriority(7), Pillar::Hot, &queue, 1000, |_| {})
+        .bulk_by_filter(
+            "op",
+            BulkAction::SetPriority(7),
+            Pillar::Hot,
+            &queue,
+            1000,
+            |_| {},
+        )
         .await
         .unwrap();
     assert_eq!(again.done, 0, "jobs already at the priority are left alone");
@@ -195,7 +232,13 @@ pub async fn bulk_run_now_and_priority_change_only_pending_jobs(f: StoreFactory)
         .await
         .unwrap();
     assert_eq!(audit.len(), 2);
-    assert!(audit[0].detail.as_deref().unwrap_or("").contains("priority 7"));
+    assert!(
+        audit[0]
+            .detail
+            .as_deref()
+            .unwrap_or("")
+            .contains("priority 7")
+    );
     assert_counters_match_rows(&*store).await;
 }
 
@@ -251,7 +294,10 @@ pub async fn bulk_cancel_by_filter_racing_workers_loses_no_job(f: StoreFactory) 
         active.iter().all(|j| j.state == JobState::Processing),
         "nothing is left pending or buffered"
     );
-    assert!(active.len() as u64 <= started, "only started jobs are still active");
+    assert!(
+        active.len() as u64 <= started,
+        "only started jobs are still active"
+    );
     for id in dead.iter().take(20) {
         assert_eq!(
             job(&*store, *id).await.state,

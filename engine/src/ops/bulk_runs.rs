@@ -63,7 +63,9 @@ pub(super) struct BulkRuns(Arc<Mutex<HashMap<String, BulkRun>>>);
 impl BulkRuns {
     fn lock(&self) -> MutexGuard<'_, HashMap<String, BulkRun>> {
         // A panic while holding the lock leaves plain data behind: keep using it.
-        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.0
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
     fn put(&self, run: BulkRun) {
@@ -106,7 +108,7 @@ impl Operations {
             .await?
             .matching;
         let run = BulkRun {
-            id: JobId::new().to_string(),
+            id: JobId::new().0.simple().to_string(),
             actor: actor.to_string(),
             action: request.action,
             source: request.source,

@@ -356,10 +356,7 @@ pub(crate) fn bulk_filter_step(
     let extra: (&str, Vec<Value>) = match (action, source) {
         (BulkAction::Purge, Pillar::Hot) => ("status = 0", vec![]),
         (BulkAction::Cancel, _) => ("(status IN (0, 1) OR cancel_requested = 0)", vec![]),
-        (BulkAction::RunNow, _) => (
-            "status = 0 AND scheduled_at > ?",
-            vec![Value::Integer(now)],
-        ),
+        (BulkAction::RunNow, _) => ("status = 0 AND scheduled_at > ?", vec![Value::Integer(now)]),
         (BulkAction::SetPriority(p), _) => (
             "status = 0 AND priority <> ?",
             vec![Value::Integer(i64::from(p))],

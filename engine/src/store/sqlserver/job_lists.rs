@@ -578,17 +578,17 @@ pub fn all_shapes(schema: &SchemaName) -> Vec<(Reads, String)> {
         }
         for built in [
             preview_statement(schema, pillar, &full, 10),
-            bulk_ids_statement(schema, pillar, &full, BulkAction::Purge, Some(JobId::new()), 200),
-            bulk_ids_statement(schema, pillar, &full, BulkAction::Cancel, None, 200),
-            bulk_ids_statement(schema, pillar, &full, BulkAction::RunNow, None, 200),
             bulk_ids_statement(
                 schema,
                 pillar,
                 &full,
-                BulkAction::SetPriority(5),
-                None,
+                BulkAction::Purge,
+                Some(JobId::new()),
                 200,
             ),
+            bulk_ids_statement(schema, pillar, &full, BulkAction::Cancel, None, 200),
+            bulk_ids_statement(schema, pillar, &full, BulkAction::RunNow, None, 200),
+            bulk_ids_statement(schema, pillar, &full, BulkAction::SetPriority(5), None, 200),
             count_statement(schema, pillar, &full, 10_000),
             count_statement(schema, pillar, &JobFilter::default(), 10_000),
             count_statement(schema, pillar, &by_id, 1_000),

@@ -103,9 +103,7 @@ pub(super) async fn bulk_by_ids(
             Ok(cancelled + requested)
         }
         BulkAction::Purge => purge_ids(store, source, ids).await,
-        BulkAction::RunNow => {
-            by_ids(store, "run_now", &queries::RUN_NOW, "changed", ids).await
-        }
+        BulkAction::RunNow => by_ids(store, "run_now", &queries::RUN_NOW, "changed", ids).await,
         BulkAction::SetPriority(priority) => {
             let mut total = 0;
             for chunk in ids.chunks(OPERATOR_CHUNK) {
