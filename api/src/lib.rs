@@ -30,6 +30,7 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 mod batches;
+mod bulk;
 mod document;
 pub mod dto;
 pub mod error;
@@ -159,6 +160,9 @@ pub fn api_router(state: ApiState) -> Router {
                                            exactly once; list and read with members"),
         (name = "stats", description = "Summary numbers"),
         (name = "instances", description = "Quiet and resume engine instances"),
+        (name = "bulk", description = "Actions on every job a filter matches, run in the \
+                                        background in short steps and audited once: cancel, \
+                                        run now, priority, purge, resurrect; their progress"),
         (name = "workers", description = "The worker protocol: external workers in any language \
                                            claim jobs, heartbeat them and report outcomes"),
         (name = "meta", description = "This document"),
@@ -205,6 +209,13 @@ fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(jobs::get_job))
         .routes(routes!(batches::get_batch))
         .routes(routes!(jobs::cancel))
+        .routes(routes!(bulk::run_job_now))
+        .routes(routes!(bulk::cancel))
+        .routes(routes!(bulk::run_now))
+        .routes(routes!(bulk::priority))
+        .routes(routes!(bulk::purge))
+        .routes(routes!(bulk::resurrect))
+        .routes(routes!(bulk::get_run))
         .routes(routes!(queues::list_queues))
         .routes(routes!(queues::pause))
         .routes(routes!(queues::resume))

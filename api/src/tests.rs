@@ -20,6 +20,7 @@ use tower::ServiceExt;
 use super::principal::{Principal, Role};
 
 mod batches;
+mod bulk;
 mod document;
 mod schedules;
 mod workers;

@@ -95,7 +95,7 @@ impl Default for ConsoleOptions {
         ConsoleOptions {
             tick: DEFAULT_TICK,
             bulk_cap_default: 1_000,
-            bulk_cap_max: 10_000,
+            bulk_cap_max: deck_engine::validation::MAX_BULK_CAP,
             page_size: 50,
             event_lines: 40,
         }

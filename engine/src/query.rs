@@ -354,9 +354,21 @@ impl BulkAction {
         }
     }
 
-    /// Whether the action destroys or ends jobs (asks for typed confirmation).
+    /// Whether the action destroys or ends jobs.
     pub fn is_destructive(self) -> bool {
         matches!(self, BulkAction::Cancel | BulkAction::Purge)
+    }
+
+    /// The word an operator types to confirm the action over a filter, at every door (the
+    /// console's box, the API's `confirm`); `None` for the actions that only change when a
+    /// job runs (run now, priority).
+    pub fn confirm_word(self) -> Option<&'static str> {
+        match self {
+            BulkAction::Resurrect => Some("RESURRECT"),
+            BulkAction::Cancel => Some("CANCEL"),
+            BulkAction::Purge => Some("PURGE"),
+            BulkAction::RunNow | BulkAction::SetPriority(_) => None,
+        }
     }
 
     /// Whether the action applies to jobs of `source`: resurrect to the dead-letter pillar,

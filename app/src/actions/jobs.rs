@@ -302,7 +302,7 @@ pub async fn bulk_by_filter(
             .map_err(|e: deck_engine::ParseEnumError| e.to_string())?;
         let action = crate::pages::bulk::parse_action(&action, priority.as_deref())?;
         action.check_source(source).map_err(|e| e.to_string())?;
-        let word = crate::pages::bulk::confirm_word(action);
+        let word = action.confirm_word();
         if let Some(word) = word
             && confirm.as_deref().map(str::trim) != Some(word)
         {

@@ -16,17 +16,6 @@ const SAMPLE: u32 = 10;
 /// How many of the largest error groups are searched for the one a filter names.
 const GROUPS_SEARCHED: u32 = 1_000;
 
-/// The word an operator types to confirm a bulk action; `None` for the actions that change
-/// only when a job runs (run now, priority), which a plain button confirms.
-pub fn confirm_word(action: BulkAction) -> Option<&'static str> {
-    match action {
-        BulkAction::Resurrect => Some("RESURRECT"),
-        BulkAction::Cancel => Some("CANCEL"),
-        BulkAction::Purge => Some("PURGE"),
-        BulkAction::RunNow | BulkAction::SetPriority(_) => None,
-    }
-}
-
 /// The action a form or link names; `set_priority` takes its value from `priority`.
 pub fn parse_action(action: &str, priority: Option<&str>) -> Result<BulkAction, String> {
     if action.trim().eq_ignore_ascii_case("set_priority") {
@@ -218,7 +207,7 @@ pub fn BulkForm(
             view! { <a href=href class:active=a.as_str() == action.as_str()>{*label}</a> }
         })
         .collect_view();
-    let word = confirm_word(action);
+    let word = action.confirm_word();
     let runs = preview.matching.min(u64::from(cap_default));
     let verb = offered
         .iter()

@@ -94,11 +94,14 @@ impl Operations {
     pub async fn start_bulk(&self, actor: &str, request: BulkRunRequest) -> StoreResult<BulkRun> {
         validation::validate_name("actor", actor)?;
         request.action.check_source(request.source)?;
-        if request.cap == 0 {
+        if !(1..=validation::MAX_BULK_CAP).contains(&request.cap) {
             return Err(ValidationError::new(
                 "cap",
-                "is 0",
-                "give the most jobs this run may touch, at least 1",
+                format!("is {}", request.cap),
+                format!(
+                    "give the most jobs this run may touch, 1 to {}; start another run for more",
+                    validation::MAX_BULK_CAP
+                ),
             )
             .into());
         }
