@@ -62,18 +62,32 @@ fn an_environment_variable_with_a_bad_value_names_itself() {
 
 #[test]
 fn an_unrelated_deck_variable_warns_and_does_not_stop_deck() {
-    // The README's API example exports DECK_TOKEN; the shell that runs deck may have it too.
     let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(dir.path());
+    assert!(run(deck(dir.path()).args(["migrate", "--database", &db])).status.success());
     let out = run(deck(dir.path())
-        .args(["stats", "--json"])
-        .env("DECK_TOKEN", "abc"));
+        .args(["stats", "--json", "--database", &db])
+        .env("DECK_TOKN", "abc"));
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
     assert_eq!(
-        err.matches("DECK_TOKEN is not a deck setting").count(),
+        err.matches("DECK_TOKN is not a deck setting").count(),
         1,
         "warned once, by name: {err}"
     );
+}
+
+#[test]
+fn the_readme_api_token_variable_is_not_warned_about() {
+    // The README's API examples export DECK_TOKEN; the shell that runs deck has it too.
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(dir.path());
+    let out = run(deck(dir.path())
+        .args(["migrate", "--database", &db])
+        .env("DECK_TOKEN", "abc"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(!err.contains("DECK_TOKEN"), "{err}");
 }
 
 #[test]
@@ -118,6 +132,19 @@ fn enqueue_then_stats_round_trip() {
     let queues = stats["queues"].as_array().unwrap();
     assert_eq!(queues.len(), 1);
     assert_eq!(queues[0]["queue"], "mail");
+}
+
+#[test]
+fn stats_on_a_missing_file_refuses_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("dekc.db");
+    let url = format!("sqlite://{}", typo.display());
+    let err = failure(&run(deck(dir.path()).args(["stats", "--database", &url])));
+    assert!(err.contains(&typo.display().to_string()), "names the path: {err}");
+    assert!(err.contains("deck migrate"), "says how to create one: {err}");
+    assert!(!typo.exists(), "nothing was created");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "no file at all: {left:?}");
 }
 
 #[test]
