@@ -184,10 +184,22 @@ fn serve_answers_health_and_readiness_and_stops_cleanly_on_sigterm() {
 
     let status = server.terminate();
     assert!(status.success(), "exit {status}:\n{}", server.log_text());
+    let log = server.log_text();
+    assert!(log.contains("stopped"), "{log}");
+    assert!(log.contains("traces are off"), "says where traces go: {log}");
+}
+
+#[test]
+fn serve_says_where_it_exports_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing listens on the discard port: the line is about the configuration, not delivery.
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9/")];
+    let mut server = Server::start(dir.path(), "serve", &sqlite_url(dir.path()), &[], &env);
+    server.terminate();
+    let log = server.log_text();
     assert!(
-        server.log_text().contains("stopped"),
-        "{}",
-        server.log_text()
+        log.contains("traces are exported over OTLP/HTTP to http://127.0.0.1:9/v1/traces"),
+        "{log}"
     );
 }
 
