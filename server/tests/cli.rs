@@ -135,6 +135,24 @@ fn enqueue_then_stats_round_trip() {
 }
 
 #[test]
+fn the_enqueue_command_the_empty_console_suggests_works_as_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = std::path::Path::new(DECK).parent().unwrap();
+    // As pasted into a shell beside `deck serve` on its default database.
+    let out = run(std::process::Command::new("sh")
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("NO_COLOR", "1")
+        .args(["-c", deck_app::components::ENQUEUE_EXAMPLE]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).trim().parse::<deck_engine::JobId>().is_ok());
+    let out = run(deck(dir.path()).args(["stats", "--json"]));
+    let stats: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(stats["queues"][0]["queue"], "emails");
+}
+
+#[test]
 fn stats_on_a_missing_file_refuses_and_creates_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let typo = dir.path().join("dekc.db");

@@ -137,7 +137,7 @@ pub fn QueuesTable(queues: Vec<QueueStats>, #[prop(optional)] live: bool) -> imp
         return view! {
             <div class="empty" data-live=live.then_some("queues")>
                 <p><strong>"No queues yet."</strong>" A queue appears as soon as a job is enqueued to it — "
-                "for example " <code>"deck enqueue --queue emails --type send_welcome '{\"to\":\"a@b.c\"}'"</code>
+                "for example " <code>{super::ENQUEUE_EXAMPLE}</code>
                 " or POST to " <code>"/api/v1/jobs"</code> "."</p>
             </div>
         }
