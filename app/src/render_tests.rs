@@ -733,3 +733,41 @@ fn a_traced_job_shows_its_trace_id_and_only_that() {
     let out = html(move || view! { <JobView job=untraced editing=false draft=None/> }.into_any());
     assert!(!out.contains("Trace id"), "{out}");
 }
+
+#[test]
+fn an_open_breaker_shows_the_failures_that_opened_it_and_when_it_probes() {
+    use crate::components::telemetry::Breakers;
+    use crate::telemetry_view::{BreakerState, BreakerView};
+    let open = BreakerView {
+        job_type: "mail.send".into(),
+        state: BreakerState::Open,
+        // What the engine reports once open: the window was emptied when it opened.
+        recent_failures: 0,
+        probe_in_ms: Some(18_000),
+        opened_by_failures: Some(5),
+        opened_ms_ago: Some(12_000),
+        probe_failed: false,
+        probe_running: false,
+    };
+    let reopened = BreakerView {
+        job_type: "pdf.render".into(),
+        probe_failed: true,
+        ..open.clone()
+    };
+    let closed = BreakerView {
+        job_type: "flaky".into(),
+        state: BreakerState::Closed,
+        recent_failures: 3,
+        probe_in_ms: None,
+        opened_by_failures: None,
+        opened_ms_ago: None,
+        probe_failed: false,
+        probe_running: false,
+    };
+    let out = html(|| view! { <Breakers breakers=vec![open, reopened, closed]/> }.into_any());
+    assert!(out.contains("5 failures opened it 12.0 s ago"), "{out}");
+    assert!(out.contains("in 18.0 s"), "{out}");
+    assert!(out.contains("reopened 12.0 s ago: the probe failed"), "{out}");
+    assert!(out.contains("3 recent"), "{out}");
+    assert!(!out.contains(">0<"), "no bare zero for an open breaker: {out}");
+}
