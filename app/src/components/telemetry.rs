@@ -324,7 +324,7 @@ pub fn EventConsole(events: Vec<ConsoleEvent>, #[prop(optional)] live: bool) -> 
             .map(|e| {
                 view! {
                     <li class=format!("ev ev-{}", e.level.as_str())>
-                        <time datetime=e.at.to_rfc3339()>{e.at.format("%H:%M:%S").to_string()}</time>
+                        <time datetime=e.at.to_rfc3339()>{e.at.format("%H:%M:%S UTC").to_string()}</time>
                         " "
                         <span>{e.text}</span>
                         {e.job_id.map(|id| {
