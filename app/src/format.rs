@@ -257,7 +257,11 @@ mod tests {
         assert_eq!(zoned(t, "Europe/Berlin"), "2026-12-03 09:00:00 CET");
         assert_eq!(zoned(t, "UTC"), "2026-12-03 08:00:00 UTC");
         assert_eq!(zoned(t, "Mars/Olympus"), "2026-12-03 08:00:00 UTC");
-        assert_eq!(time(t), "2026-12-03 08:00:00 UTC", "absolute times name their zone");
+        assert_eq!(
+            time(t),
+            "2026-12-03 08:00:00 UTC",
+            "absolute times name their zone"
+        );
     }
 
     #[test]

@@ -767,7 +767,13 @@ fn an_open_breaker_shows_the_failures_that_opened_it_and_when_it_probes() {
     let out = html(|| view! { <Breakers breakers=vec![open, reopened, closed]/> }.into_any());
     assert!(out.contains("5 failures opened it 12.0 s ago"), "{out}");
     assert!(out.contains("in 18.0 s"), "{out}");
-    assert!(out.contains("reopened 12.0 s ago: the probe failed"), "{out}");
+    assert!(
+        out.contains("reopened 12.0 s ago: the probe failed"),
+        "{out}"
+    );
     assert!(out.contains("3 recent"), "{out}");
-    assert!(!out.contains(">0<"), "no bare zero for an open breaker: {out}");
+    assert!(
+        !out.contains(">0<"),
+        "no bare zero for an open breaker: {out}"
+    );
 }

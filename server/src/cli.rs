@@ -317,10 +317,7 @@ mod tests {
             "{serve}"
         );
         assert!(
-            serve.contains(&format!(
-                "[default: {}]",
-                EngineConfig::default().prefetch
-            )),
+            serve.contains(&format!("[default: {}]", EngineConfig::default().prefetch)),
             "{serve}"
         );
     }

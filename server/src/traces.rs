@@ -40,8 +40,9 @@ impl Export {
                 .to_string(),
             Export::To(url) => format!("traces are exported over OTLP/HTTP to {url}"),
             Export::Failed(why) => format!("traces are off: {why}"),
-            Export::NotBuilt => "traces are off: this deck was built without the otel feature"
-                .to_string(),
+            Export::NotBuilt => {
+                "traces are off: this deck was built without the otel feature".to_string()
+            }
         }
     }
 }

@@ -64,7 +64,11 @@ fn an_environment_variable_with_a_bad_value_names_itself() {
 fn an_unrelated_deck_variable_warns_and_does_not_stop_deck() {
     let dir = tempfile::tempdir().unwrap();
     let db = sqlite_url(dir.path());
-    assert!(run(deck(dir.path()).args(["migrate", "--database", &db])).status.success());
+    assert!(
+        run(deck(dir.path()).args(["migrate", "--database", &db]))
+            .status
+            .success()
+    );
     let out = run(deck(dir.path())
         .args(["stats", "--json", "--database", &db])
         .env("DECK_TOKN", "abc"));
@@ -158,8 +162,14 @@ fn stats_on_a_missing_file_refuses_and_creates_nothing() {
     let typo = dir.path().join("dekc.db");
     let url = format!("sqlite://{}", typo.display());
     let err = failure(&run(deck(dir.path()).args(["stats", "--database", &url])));
-    assert!(err.contains(&typo.display().to_string()), "names the path: {err}");
-    assert!(err.contains("deck migrate"), "says how to create one: {err}");
+    assert!(
+        err.contains(&typo.display().to_string()),
+        "names the path: {err}"
+    );
+    assert!(
+        err.contains("deck migrate"),
+        "says how to create one: {err}"
+    );
     assert!(!typo.exists(), "nothing was created");
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
     assert!(left.is_empty(), "no file at all: {left:?}");
@@ -204,7 +214,10 @@ fn serve_answers_health_and_readiness_and_stops_cleanly_on_sigterm() {
     assert!(status.success(), "exit {status}:\n{}", server.log_text());
     let log = server.log_text();
     assert!(log.contains("stopped"), "{log}");
-    assert!(log.contains("traces are off"), "says where traces go: {log}");
+    assert!(
+        log.contains("traces are off"),
+        "says where traces go: {log}"
+    );
 }
 
 #[test]

@@ -332,14 +332,14 @@ pub fn AuditTable(
                     <td>{e.actor.clone()}</td>
                     <td><code>{e.action.clone()}</code></td>
                     <td class="target">{target_view(&e.action, &e.target)}</td>
-                    <td class="num">{format::count(e.count)}</td>
+                    <td class="num" data-label="count">{format::count(e.count)}</td>
                     <td class="audit-detail">{detail_view(&e.action, e.detail.as_deref())}</td>
                 </tr>
             }
         })
         .collect_view();
     view! {
-        <div class="table-wrap" tabindex="0" role="region" aria-label="Audit log"><table class="dense audit">
+        <div class="table-wrap" tabindex="0" role="region" aria-label="Audit log"><table class="dense audit stack">
             <thead><tr><th>"When"</th><th>"Who"</th><th>"Action"</th><th>"Target"</th><th class="num">"Count"</th><th>"Detail"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table></div>

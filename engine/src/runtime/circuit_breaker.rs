@@ -331,7 +331,10 @@ mod tests {
         // The window is cleared on opening: the count shown must come from the trip.
         assert_eq!(b.recent_failures(), 0);
         let trip = b.trip().expect("open breakers say why");
-        assert_eq!((trip.failures, trip.at, trip.probe_failed), (5, opened, false));
+        assert_eq!(
+            (trip.failures, trip.at, trip.probe_failed),
+            (5, opened, false)
+        );
 
         let t = opened + Duration::from_secs(31);
         assert_eq!(b.admit(t), Admission::Probe);
