@@ -128,11 +128,12 @@ pub async fn run(
         listen = %local,
         "The Deck is running on {database}; console at http://{local}/"
     );
-    let endpoint = match &traces {
-        crate::traces::Export::To(url) => url.as_str(),
-        _ => "",
-    };
-    tracing::info!(event = "traces.export", endpoint, "{}", traces.describe());
+    match &traces {
+        crate::traces::Export::To(url) => {
+            tracing::info!(event = "traces.export", endpoint = %url, "{}", traces.describe());
+        }
+        _ => tracing::info!(event = "traces.export", "{}", traces.describe()),
+    }
 
     // `[queues.NAME]` from the file: applied through the operations layer, so audited.
     for (name, queue) in &settings.queues {

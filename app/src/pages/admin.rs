@@ -376,10 +376,18 @@ fn detail_view(action: &str, detail: Option<&str>) -> AnyView {
     // click away.
     if let Some(fields) = format::json_fields(detail) {
         let pretty = format::pretty_json(detail);
+        let list = if fields.is_empty() {
+            view! { <span class="muted">"no values set"</span> }.into_any()
+        } else {
+            view! {
+                <dl class="detail-fields">
+                    {fields.into_iter().map(|(k, v)| view! { <dt>{k}</dt><dd>{v}</dd> }).collect_view()}
+                </dl>
+            }
+            .into_any()
+        };
         return view! {
-            <dl class="detail-fields">
-                {fields.into_iter().map(|(k, v)| view! { <dt>{k}</dt><dd>{v}</dd> }).collect_view()}
-            </dl>
+            {list}
             <details class="raw"><summary>"JSON"</summary><pre class="detail">{pretty}</pre></details>
         }
         .into_any();
