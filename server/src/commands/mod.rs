@@ -40,14 +40,15 @@ pub async fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
 /// exist is refused, not created: a mistyped path must not leave an empty database behind and
 /// answer with zeros.
 pub async fn open_existing_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
-    if let DatabaseUrl::Sqlite { path } = DatabaseUrl::parse(&settings.database)? {
-        if !is_in_memory(&path) && !Path::new(&path).exists() {
-            anyhow::bail!(
-                "no database at {path:?}: the SQLite file does not exist\n  help: check the \
-                 path in --database, DECK_DATABASE or deck.toml; to create one, run \
-                 deck migrate --database sqlite://{path} (or start deck serve on it)"
-            );
-        }
+    if let DatabaseUrl::Sqlite { path } = DatabaseUrl::parse(&settings.database)?
+        && !is_in_memory(&path)
+        && !Path::new(&path).exists()
+    {
+        anyhow::bail!(
+            "no database at {path:?}: the SQLite file does not exist\n  help: check the \
+             path in --database, DECK_DATABASE or deck.toml; to create one, run \
+             deck migrate --database sqlite://{path} (or start deck serve on it)"
+        );
     }
     open_store(settings).await
 }
