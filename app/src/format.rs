@@ -76,9 +76,10 @@ pub fn parse_duration_input(field: &str, text: &str) -> Result<std::time::Durati
     })
 }
 
-/// Absolute UTC time to the second.
+/// Absolute time to the second, in UTC and saying so: `2026-12-05 14:03:07 UTC`. Every
+/// absolute time the console shows goes through here (or [`zoned`]), so none is bare.
 pub fn time(t: DateTime<Utc>) -> String {
-    t.format("%Y-%m-%d %H:%M:%S").to_string()
+    t.format("%Y-%m-%d %H:%M:%S UTC").to_string()
 }
 
 /// `12 s ago` / `in 3 m 0 s`, relative to `now`.
@@ -88,6 +89,45 @@ pub fn ago(t: DateTime<Utc>, now: DateTime<Utc>) -> String {
         format!("{} ago", seconds(delta as u64))
     } else {
         format!("in {}", seconds(delta.unsigned_abs()))
+    }
+}
+
+/// A JSON object's fields as `(name, value)` rows for a definition list: nested objects as
+/// dotted names (`filter.queue`), nulls and empty objects left out, strings without their
+/// quotes, a list of plain values joined with commas. `None` when the text is not a JSON
+/// object (shown as it is then).
+pub fn json_fields(text: &str) -> Option<Vec<(String, String)>> {
+    let serde_json::Value::Object(map) = serde_json::from_str(text).ok()? else {
+        return None;
+    };
+    let mut out = Vec::new();
+    for (key, value) in &map {
+        flatten_field(key.clone(), value, &mut out);
+    }
+    Some(out)
+}
+
+fn flatten_field(name: String, value: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    use serde_json::Value;
+    match value {
+        Value::Null => {}
+        Value::Object(map) => {
+            for (key, v) in map {
+                flatten_field(format!("{name}.{key}"), v, out);
+            }
+        }
+        Value::String(s) => out.push((name, s.clone())),
+        Value::Array(items) if items.iter().all(|v| !v.is_object() && !v.is_array()) => {
+            let items: Vec<String> = items
+                .iter()
+                .map(|v| match v {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect();
+            out.push((name, items.join(", ")));
+        }
+        other => out.push((name, other.to_string())),
     }
 }
 
@@ -150,7 +190,7 @@ pub fn zoned(t: DateTime<Utc>, zone: &str) -> String {
         Ok(tz) => deck_engine::schedule::in_zone(t, tz)
             .format("%Y-%m-%d %H:%M:%S %Z")
             .to_string(),
-        Err(_) => format!("{} UTC", time(t)),
+        Err(_) => time(t),
     }
 }
 
@@ -217,6 +257,31 @@ mod tests {
         assert_eq!(zoned(t, "Europe/Berlin"), "2026-12-03 09:00:00 CET");
         assert_eq!(zoned(t, "UTC"), "2026-12-03 08:00:00 UTC");
         assert_eq!(zoned(t, "Mars/Olympus"), "2026-12-03 08:00:00 UTC");
+        assert_eq!(
+            time(t),
+            "2026-12-03 08:00:00 UTC",
+            "absolute times name their zone"
+        );
+    }
+
+    #[test]
+    fn json_fields_leave_out_nulls_and_name_nested_fields() {
+        let text = r#"{"reason":"bad data","filter":{"queue":"mail","type":null,"tags":["a","b"]},
+                       "count":3,"until":null,"empty":{}}"#;
+        let mut fields = json_fields(text).unwrap_or_default();
+        // The order is serde_json's map order, which a feature elsewhere may change.
+        fields.sort();
+        assert_eq!(
+            Some(fields),
+            Some(vec![
+                ("count".to_string(), "3".to_string()),
+                ("filter.queue".to_string(), "mail".to_string()),
+                ("filter.tags".to_string(), "a, b".to_string()),
+                ("reason".to_string(), "bad data".to_string()),
+            ])
+        );
+        assert_eq!(json_fields("[1,2]"), None);
+        assert_eq!(json_fields("plain words"), None);
     }
 
     #[test]

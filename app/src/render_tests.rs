@@ -637,7 +637,10 @@ fn batch_rows_say_their_progress_in_words_and_escape_what_producers_wrote() {
     let out = html(move || view! { <BatchList data=data now=now/> }.into_any());
     for part in [
         ">37 of 40 done, 1 dead<",
-        r#"<progress max="40" value="37""#,
+        // 36 succeeded, 1 dead, 3 pending of 40: each part its own width and colour.
+        r#"aria-label="Batch progress: 37 of 40 done, 1 dead""#,
+        r#"<rect x="0" y="0" width="90.0" height="10" class="seg-ok">"#,
+        r#"<rect x="90.0" y="0" width="2.5" height="10" class="seg-dead">"#,
         r#"data-state="running""#,
         ">2 of 2 done<",
         r#"data-state="finished""#,
@@ -708,7 +711,14 @@ fn a_batch_page_offers_resurrect_on_dead_members_to_operators_only() {
 fn a_batch_whose_members_were_all_purged_still_draws_a_valid_bar() {
     use crate::pages::batches::BatchProgress;
     let out = html(|| view! { <BatchProgress batch=batch(0, 0, 0)/> }.into_any());
-    assert!(out.contains(r#"max="1" value="0""#), "{out}");
+    assert!(
+        out.contains(r#"width="0.0" height="10" class="seg-ok""#),
+        "{out}"
+    );
+    assert!(
+        out.contains(r#"width="0.0" height="10" class="seg-dead""#),
+        "{out}"
+    );
     assert!(out.contains("no members"), "{out}");
 }
 
@@ -732,4 +742,86 @@ fn a_traced_job_shows_its_trace_id_and_only_that() {
     let untraced = running_job(Utc::now());
     let out = html(move || view! { <JobView job=untraced editing=false draft=None/> }.into_any());
     assert!(!out.contains("Trace id"), "{out}");
+}
+
+#[test]
+fn an_open_breaker_shows_the_failures_that_opened_it_and_when_it_probes() {
+    use crate::components::telemetry::Breakers;
+    use crate::telemetry_view::{BreakerState, BreakerView};
+    let open = BreakerView {
+        job_type: "mail.send".into(),
+        state: BreakerState::Open,
+        // What the engine reports once open: the window was emptied when it opened.
+        recent_failures: 0,
+        probe_in_ms: Some(18_000),
+        opened_by_failures: Some(5),
+        opened_ms_ago: Some(12_000),
+        probe_failed: false,
+        probe_running: false,
+    };
+    let reopened = BreakerView {
+        job_type: "pdf.render".into(),
+        probe_failed: true,
+        ..open.clone()
+    };
+    let closed = BreakerView {
+        job_type: "flaky".into(),
+        state: BreakerState::Closed,
+        recent_failures: 3,
+        probe_in_ms: None,
+        opened_by_failures: None,
+        opened_ms_ago: None,
+        probe_failed: false,
+        probe_running: false,
+    };
+    let out = html(|| view! { <Breakers breakers=vec![open, reopened, closed]/> }.into_any());
+    assert!(out.contains("5 failures opened it 12.0 s ago"), "{out}");
+    assert!(out.contains("in 18.0 s"), "{out}");
+    assert!(
+        out.contains("reopened 12.0 s ago: the probe failed"),
+        "{out}"
+    );
+    assert!(out.contains("3 recent"), "{out}");
+    assert!(
+        !out.contains(">0<"),
+        "no bare zero for an open breaker: {out}"
+    );
+}
+
+#[test]
+fn an_audit_detail_reads_as_its_fields_without_nulls_and_keeps_the_json() {
+    use crate::pages::admin::AuditTable;
+    let entry = deck_engine::AuditEntry {
+        id: 7,
+        at: at("2026-12-05T14:03:07Z"),
+        actor: "ops".into(),
+        action: "queue.update".into(),
+        target: "emails".into(),
+        count: 1,
+        detail: Some(
+            r#"{"max_workers":3,"paused":null,"rate_limit":{"starts":10,"per_secs":null}}"#.into(),
+        ),
+    };
+    let out = html(|| {
+        view! { <AuditTable entries=vec![entry] more=false paged=false raw=vec![] filtered=false/> }
+            .into_any()
+    });
+    assert!(out.contains("<dt>max_workers</dt><dd>3</dd>"), "{out}");
+    assert!(
+        out.contains("<dt>rate_limit.starts</dt><dd>10</dd>"),
+        "{out}"
+    );
+    assert!(
+        !out.contains("<dt>paused</dt>"),
+        "nulls are left out: {out}"
+    );
+    assert!(!out.contains("<dt>rate_limit.per_secs</dt>"), "{out}");
+    assert!(
+        out.contains("<summary>JSON</summary>"),
+        "the JSON stays available: {out}"
+    );
+    assert!(
+        out.contains("2026-12-05 14:03:07 UTC"),
+        "the time names its zone: {out}"
+    );
 }

@@ -125,9 +125,16 @@ async fn the_list_shows_each_batch_newest_first_with_progress_in_words_state_and
     assert_eq!(
         count(
             &page,
-            &format!(
-                r#"{row} progress[max="3"][value="3"][aria-label="Batch progress: 3 of 3 done, 1 dead"]"#
-            )
+            &format!(r#"{row} svg.batch-bar[aria-label="Batch progress: 3 of 3 done, 1 dead"]"#)
+        ),
+        1,
+        "{page}"
+    );
+    // Succeeded, dead and pending in parts of their own, not one colour for all.
+    assert_eq!(
+        count(
+            &page,
+            &format!(r#"{row} rect.seg-ok[width="66.7"] + rect.seg-dead[x="66.7"][width="33.3"]"#)
         ),
         1,
         "{page}"

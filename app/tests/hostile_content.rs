@@ -56,8 +56,12 @@ fn hostile_runtime() -> RuntimeView {
         breakers: vec![BreakerView {
             job_type: hostile("breaker type"),
             state: BreakerState::Open,
-            recent_failures: 5,
+            recent_failures: 0,
             probe_in_ms: Some(1_000),
+            opened_by_failures: Some(5),
+            opened_ms_ago: Some(2_000),
+            probe_failed: false,
+            probe_running: false,
         }],
     }
 }

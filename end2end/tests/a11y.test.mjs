@@ -312,3 +312,103 @@ test("the live event list can be scrolled from the keyboard and keeps focus acro
   await page.waitForSelector("[data-live=events]:not([data-old])", { timeout: 15_000 });
   assert.equal(await page.evaluate(() => document.activeElement.matches("ol.events")), true);
 });
+
+test("keyboard focus walking back up a long list never lands under the sticky header", async () => {
+  await waitForRows("/jobs?source=archive", "table.jobs tbody tr");
+  // Start at the foot of the page and Shift+Tab upwards: each control the browser scrolls
+  // back into view must show below the header, not behind it.
+  await page.evaluate(() => {
+    window.scrollTo(0, document.body.scrollHeight);
+    const all = [...document.querySelectorAll("main a[href], main input, main button, main select")];
+    all[all.length - 1].focus();
+  });
+  const covered = [];
+  for (let i = 0; i < 40; i++) {
+    await page.keyboard.press("Shift+Tab");
+    const r = await page.evaluate(() => {
+      const header = document.querySelector("header.top");
+      const e = document.activeElement;
+      return {
+        top: e.getBoundingClientRect().top,
+        headerBottom: header.getBoundingClientRect().bottom,
+        inMain: !!e.closest("main"),
+        what: e.outerHTML.slice(0, 80),
+      };
+    });
+    if (r.inMain && r.top < r.headerBottom) covered.push(r);
+  }
+  assert.deepEqual(covered, [], "focused controls covered by the header");
+  // An anchor target too: the skip link's #content lands below the header.
+  await go("/jobs?source=archive#content");
+  const gap = await page.evaluate(
+    () => document.querySelector("main h1").getBoundingClientRect().top - document.querySelector("header.top").getBoundingClientRect().bottom,
+  );
+  assert.ok(gap >= 0, `the heading starts ${gap}px under the header's bottom edge`);
+});
+
+test("on a phone the error text of the job page, the dead-letter list and the audit log wraps on screen", async () => {
+  await consolePages();
+  // A dead letter with an error: its page lists the attempts' errors.
+  await waitForRows("/jobs?source=dlq", "table.jobs tbody tr td.msg:not(:empty)");
+  const dlqJob = await page.locator("table.jobs tbody tr:has(td.msg:not(:empty)) td.id a").first().getAttribute("href");
+  // An audit entry with a detail: pause a queue from the API.
+  const paused = await fetch(deck.base + "/api/v1/queues/e2e-a11y/pause", { method: "POST" });
+  assert.ok(paused.ok, await paused.text());
+  const checks = [
+    [dlqJob, "table.stack td.wide", "job-phone"],
+    ["/jobs?source=dlq", "table.jobs td.msg:not(:empty)", "dlq-phone"],
+    ["/audit", "td.audit-detail", "audit-phone"],
+  ];
+  await page.setViewportSize({ width: 390, height: 844 });
+  try {
+    for (const [path, selector, name] of checks) {
+      await go(path);
+      const found = await page.evaluate((sel) => {
+        const cells = [...document.querySelectorAll(sel)].slice(0, 10);
+        return {
+          pageWidth: document.documentElement.scrollWidth,
+          cells: cells.map((c) => {
+            const r = c.getBoundingClientRect();
+            return { left: r.left, right: r.right, width: r.width, text: c.innerText.slice(0, 40) };
+          }),
+        };
+      }, selector);
+      await shot(page, name);
+      assert.ok(found.cells.length > 0, `${path}: no ${selector}`);
+      assert.ok(found.pageWidth <= 390, `${path}: the page is ${found.pageWidth}px wide`);
+      for (const c of found.cells) {
+        assert.ok(c.left >= 0 && c.right <= 390, `${path}: ${JSON.stringify(c)} leaves the screen`);
+        assert.ok(c.width >= 300, `${path}: ${JSON.stringify(c)} is squeezed`);
+      }
+    }
+  } finally {
+    await page.setViewportSize({ width: 1280, height: 800 });
+  }
+});
+
+test("every absolute time the console shows names its zone", async () => {
+  const paths = await consolePages();
+  const bare = [];
+  for (const path of paths.filter((p) => !p.includes("edit=1"))) {
+    await go(path);
+    const found = await page.evaluate(() => {
+      // A date with a time of day, not followed by a zone (UTC, CET, EST…) or an offset.
+      const stamp = /\b\d{4}-\d{2}-\d{2}[ T]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?!\d|[:.]\d| ?(?:[A-Z]{2,5}\b|[+-]\d{2}|Z))/g;
+      const texts = [document.querySelector("main").innerText];
+      for (const e of document.querySelectorAll("main [title]")) texts.push(e.getAttribute("title"));
+      // Payloads and results are the user's data, shown as written.
+      for (const e of document.querySelectorAll("main pre.json, main textarea")) texts.push(`-${e.innerText}`);
+      const out = [];
+      for (const t of texts) {
+        if (t.startsWith("-")) continue;
+        for (const m of t.matchAll(stamp)) out.push(t.slice(Math.max(0, m.index - 30), m.index + 30));
+      }
+      return out;
+    });
+    for (const f of found) bare.push(`${path}: …${f}…`);
+  }
+  assert.deepEqual(bare, [], "times without a zone");
+  // And the label is there: the audit log's times and a job's timeline say UTC.
+  await go("/audit");
+  assert.match(await page.locator("table.audit td.when").first().innerText(), /^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} UTC$/);
+});

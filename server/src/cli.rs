@@ -64,8 +64,7 @@ pub struct ServeArgs {
     /// Register demo handlers and keep enqueueing a mixed workload
     #[arg(long)]
     pub demo: bool,
-    /// Concurrent jobs in this instance [default: the persisted setting, 10]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help = workers_help())]
     pub workers: Option<u32>,
     /// Run no workers: serve the console and API only
     #[arg(long, conflicts_with = "workers")]
@@ -73,15 +72,36 @@ pub struct ServeArgs {
     /// Work only these queues (comma-separated) [default: every queue]
     #[arg(long, value_name = "A,B")]
     pub queues: Option<String>,
-    /// Jobs claimed ahead of free workers [default: 100]
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", help = prefetch_help())]
     pub prefetch: Option<u32>,
-    /// How often an idle instance looks for work from other processes [default: 1s]
-    #[arg(long, value_name = "DURATION")]
+    #[arg(long, value_name = "DURATION", help = poll_interval_help())]
     pub poll_interval: Option<String>,
     /// Name shown in the console's instance list [default: HOST-PID]
     #[arg(long, value_name = "NAME")]
     pub instance_name: Option<String>,
+}
+
+// The defaults `serve --help` shows are read from the engine's, so the help cannot drift from
+// what an instance runs with.
+fn workers_help() -> String {
+    format!(
+        "Concurrent jobs in this instance [default: the persisted setting, \
+         {DEFAULT_WORKER_COUNT} until changed]"
+    )
+}
+
+fn prefetch_help() -> String {
+    format!(
+        "Jobs claimed ahead of free workers [default: {}]",
+        EngineConfig::default().prefetch
+    )
+}
+
+fn poll_interval_help() -> String {
+    format!(
+        "How often an idle instance looks for work from other processes [default: {}]",
+        humantime::format_duration(EngineConfig::default().poll_interval)
+    )
 }
 
 impl ServeArgs {
@@ -281,6 +301,25 @@ mod tests {
     #[test]
     fn the_command_line_is_well_formed() {
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn serve_help_shows_the_engine_defaults() {
+        let mut cmd = Cli::command();
+        let serve = cmd
+            .find_subcommand_mut("serve")
+            .map(|c| c.render_help().to_string())
+            .unwrap_or_default();
+        // Help wraps at the terminal's width.
+        let serve = serve.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(
+            serve.contains(&format!("the persisted setting, {DEFAULT_WORKER_COUNT} ")),
+            "{serve}"
+        );
+        assert!(
+            serve.contains(&format!("[default: {}]", EngineConfig::default().prefetch)),
+            "{serve}"
+        );
     }
 
     #[test]

@@ -58,5 +58,5 @@ fn otel_layer(runtime: &tokio::runtime::Handle) -> (Option<BoxedLayer>, Traces) 
 
 #[cfg(not(feature = "otel"))]
 fn otel_layer(_runtime: &tokio::runtime::Handle) -> (Option<BoxedLayer>, Traces) {
-    (None, Traces::default())
+    (None, crate::traces::not_built())
 }

@@ -42,7 +42,7 @@ fn main() -> ExitCode {
     };
     let traces = logging::init(default_level, runtime.handle());
 
-    let code = match runtime.block_on(run(cli)) {
+    let code = match runtime.block_on(run(cli, traces.export().clone())) {
         Ok(code) => code,
         Err(e) => {
             report(&e);
@@ -54,10 +54,10 @@ fn main() -> ExitCode {
     code
 }
 
-async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+async fn run(cli: Cli, traces: traces::Export) -> anyhow::Result<ExitCode> {
     let done = match cli.command {
         // `serve` chooses its own status: a shutdown that left work to the rescuer is not 0.
-        Command::Serve(args) => return serve::run(cli.config, args).await,
+        Command::Serve(args) => return serve::run(cli.config, args, traces).await,
         Command::Migrate(args) => commands::migrate::run(cli.config, args).await,
         Command::Stats(args) => commands::stats::run(cli.config, args).await,
         Command::Enqueue(args) => commands::enqueue::run(cli.config, args).await,

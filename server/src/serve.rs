@@ -27,7 +27,11 @@ const HTTP_DRAIN: Duration = Duration::from_secs(5);
 /// store would not commit, handlers that ignored cancellation, buffered jobs not handed back.
 pub const EXIT_WORK_LEFT: u8 = 3;
 
-pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<ExitCode> {
+pub async fn run(
+    config: Option<PathBuf>,
+    args: ServeArgs,
+    traces: crate::traces::Export,
+) -> anyhow::Result<ExitCode> {
     let loaded = load_config(config, |s| args.apply(s))?;
     let settings = loaded.settings;
     if let Some(file) = &loaded.file {
@@ -124,6 +128,12 @@ pub async fn run(config: Option<PathBuf>, args: ServeArgs) -> anyhow::Result<Exi
         listen = %local,
         "The Deck is running on {database}; console at http://{local}/"
     );
+    match &traces {
+        crate::traces::Export::To(url) => {
+            tracing::info!(event = "traces.export", endpoint = %url, "{}", traces.describe());
+        }
+        _ => tracing::info!(event = "traces.export", "{}", traces.describe()),
+    }
 
     // `[queues.NAME]` from the file: applied through the operations layer, so audited.
     for (name, queue) in &settings.queues {

@@ -13,9 +13,46 @@
 pub struct Traces {
     #[cfg(feature = "otel")]
     provider: Option<opentelemetry_sdk::trace::SdkTracerProvider>,
+    export: Export,
+}
+
+/// Where the spans go, for the line `deck serve` logs at start.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum Export {
+    /// No endpoint variable is set.
+    #[default]
+    Off,
+    /// Sent over OTLP/HTTP to this URL.
+    To(String),
+    /// An endpoint is set but the exporter could not be built (the reason).
+    Failed(String),
+    /// The binary was built without the `otel` feature.
+    #[cfg_attr(feature = "otel", allow(dead_code))]
+    NotBuilt,
+}
+
+impl Export {
+    /// One sentence for an operator: whether traces leave the process, and to where.
+    pub fn describe(&self) -> String {
+        match self {
+            Export::Off => "traces are off: set OTEL_EXPORTER_OTLP_ENDPOINT (a collector's \
+                            http://HOST:4318) to export them"
+                .to_string(),
+            Export::To(url) => format!("traces are exported over OTLP/HTTP to {url}"),
+            Export::Failed(why) => format!("traces are off: {why}"),
+            Export::NotBuilt => {
+                "traces are off: this deck was built without the otel feature".to_string()
+            }
+        }
+    }
 }
 
 impl Traces {
+    /// Where the spans go.
+    pub fn export(&self) -> &Export {
+        &self.export
+    }
+
     /// Send the spans still buffered and stop the exporter. Call it while the async runtime
     /// still exists: the export runs on it.
     pub fn shutdown(self) {
@@ -39,20 +76,36 @@ where
     S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
 {
     match export::provider(runtime) {
-        Ok(Some(provider)) => {
+        Ok(Some((provider, url))) => {
             let layer = export::layer(&provider);
             (
                 Some(layer),
                 Traces {
                     provider: Some(provider),
+                    export: Export::To(url),
                 },
             )
         }
         Ok(None) => (None, Traces::default()),
         Err(e) => {
             eprintln!("warning: traces are not exported: {e}");
-            (None, Traces::default())
+            let headline = e.lines().next().unwrap_or_default().to_string();
+            (
+                None,
+                Traces {
+                    provider: None,
+                    export: Export::Failed(headline),
+                },
+            )
         }
+    }
+}
+
+/// Without the `otel` feature nothing is exported, whatever the environment says.
+#[cfg(not(feature = "otel"))]
+pub fn not_built() -> Traces {
+    Traces {
+        export: Export::NotBuilt,
     }
 }
 
@@ -82,13 +135,24 @@ mod export {
         std::env::var(name).ok().filter(|v| !v.trim().is_empty())
     }
 
-    /// The tracer provider exporting to the configured endpoint; `None` when none is set.
+    /// The URL spans are posted to, as the exporter derives it: the traces variable as
+    /// given, else the general endpoint with `/v1/traces` appended; `None` when neither is set.
+    pub(super) fn endpoint() -> Option<String> {
+        let [traces, general] = ENDPOINT_VARS;
+        if let Some(url) = env(traces) {
+            return Some(url.trim().to_string());
+        }
+        env(general).map(|url| format!("{}/v1/traces", url.trim().trim_end_matches('/')))
+    }
+
+    /// The tracer provider exporting to the configured endpoint, with that endpoint's URL;
+    /// `None` when none is set.
     pub(super) fn provider(
         runtime: &tokio::runtime::Handle,
-    ) -> Result<Option<SdkTracerProvider>, String> {
-        if ENDPOINT_VARS.iter().all(|v| env(v).is_none()) {
+    ) -> Result<Option<(SdkTracerProvider, String)>, String> {
+        let Some(url) = endpoint() else {
             return Ok(None);
-        }
+        };
         for var in [
             "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
             "OTEL_EXPORTER_OTLP_PROTOCOL",
@@ -119,12 +183,13 @@ mod export {
                 env!("CARGO_PKG_VERSION"),
             ))
             .build();
-        Ok(Some(
+        Ok(Some((
             SdkTracerProvider::builder()
                 .with_batch_exporter(exporter)
                 .with_resource(resource)
                 .build(),
-        ))
+            url,
+        )))
     }
 
     /// The OpenTelemetry layer: the engine's spans (and the API's request spans, same

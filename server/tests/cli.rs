@@ -62,18 +62,36 @@ fn an_environment_variable_with_a_bad_value_names_itself() {
 
 #[test]
 fn an_unrelated_deck_variable_warns_and_does_not_stop_deck() {
-    // The README's API example exports DECK_TOKEN; the shell that runs deck may have it too.
     let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(dir.path());
+    assert!(
+        run(deck(dir.path()).args(["migrate", "--database", &db]))
+            .status
+            .success()
+    );
     let out = run(deck(dir.path())
-        .args(["stats", "--json"])
-        .env("DECK_TOKEN", "abc"));
+        .args(["stats", "--json", "--database", &db])
+        .env("DECK_TOKN", "abc"));
     assert!(out.status.success(), "{}", stderr(&out));
     let err = stderr(&out);
     assert_eq!(
-        err.matches("DECK_TOKEN is not a deck setting").count(),
+        err.matches("DECK_TOKN is not a deck setting").count(),
         1,
         "warned once, by name: {err}"
     );
+}
+
+#[test]
+fn the_readme_api_token_variable_is_not_warned_about() {
+    // The README's API examples export DECK_TOKEN; the shell that runs deck has it too.
+    let dir = tempfile::tempdir().unwrap();
+    let db = sqlite_url(dir.path());
+    let out = run(deck(dir.path())
+        .args(["migrate", "--database", &db])
+        .env("DECK_TOKEN", "abc"));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let err = stderr(&out);
+    assert!(!err.contains("DECK_TOKEN"), "{err}");
 }
 
 #[test]
@@ -121,6 +139,43 @@ fn enqueue_then_stats_round_trip() {
 }
 
 #[test]
+fn the_enqueue_command_the_empty_console_suggests_works_as_printed() {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = std::path::Path::new(DECK).parent().unwrap();
+    // As pasted into a shell beside `deck serve` on its default database.
+    let out = run(std::process::Command::new("sh")
+        .current_dir(dir.path())
+        .env_clear()
+        .env("PATH", format!("{}:/usr/bin:/bin", bin.display()))
+        .env("NO_COLOR", "1")
+        .args(["-c", deck_app::components::ENQUEUE_EXAMPLE]));
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(stdout(&out).trim().parse::<deck_engine::JobId>().is_ok());
+    let out = run(deck(dir.path()).args(["stats", "--json"]));
+    let stats: serde_json::Value = serde_json::from_str(&stdout(&out)).unwrap();
+    assert_eq!(stats["queues"][0]["queue"], "emails");
+}
+
+#[test]
+fn stats_on_a_missing_file_refuses_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("dekc.db");
+    let url = format!("sqlite://{}", typo.display());
+    let err = failure(&run(deck(dir.path()).args(["stats", "--database", &url])));
+    assert!(
+        err.contains(&typo.display().to_string()),
+        "names the path: {err}"
+    );
+    assert!(
+        err.contains("deck migrate"),
+        "says how to create one: {err}"
+    );
+    assert!(!typo.exists(), "nothing was created");
+    let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();
+    assert!(left.is_empty(), "no file at all: {left:?}");
+}
+
+#[test]
 fn enqueue_rejects_bad_input_before_touching_the_database() {
     let dir = tempfile::tempdir().unwrap();
     let db = sqlite_url(dir.path());
@@ -157,10 +212,25 @@ fn serve_answers_health_and_readiness_and_stops_cleanly_on_sigterm() {
 
     let status = server.terminate();
     assert!(status.success(), "exit {status}:\n{}", server.log_text());
+    let log = server.log_text();
+    assert!(log.contains("stopped"), "{log}");
     assert!(
-        server.log_text().contains("stopped"),
-        "{}",
-        server.log_text()
+        log.contains("traces are off"),
+        "says where traces go: {log}"
+    );
+}
+
+#[test]
+fn serve_says_where_it_exports_traces() {
+    let dir = tempfile::tempdir().unwrap();
+    // Nothing listens on the discard port: the line is about the configuration, not delivery.
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:9/")];
+    let mut server = Server::start(dir.path(), "serve", &sqlite_url(dir.path()), &[], &env);
+    server.terminate();
+    let log = server.log_text();
+    assert!(
+        log.contains("traces are exported over OTLP/HTTP to http://127.0.0.1:9/v1/traces"),
+        "{log}"
     );
 }
 

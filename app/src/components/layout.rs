@@ -55,15 +55,17 @@ pub fn Layout(
         })
         .collect_view();
     let back = enc(&current_url());
+    // The themes keep their names in the cookie and the stylesheet ("carbon" is the dark one,
+    // "blueprint" the light one); an operator is told what they look like.
     let switch = move |to: &'static str| {
-        let label = if to == "carbon" {
-            "◐ carbon"
+        let (icon, shade) = if to == "carbon" {
+            ("◐", "dark")
         } else {
-            "◑ blueprint"
+            ("◑", "light")
         };
         view! {
-            <a class=format!("theme-switch to-{to}") href=format!("/theme?set={to}&back={back}") title=format!("Switch to the {to} theme")>
-                {label}
+            <a class=format!("theme-switch to-{to}") href=format!("/theme?set={to}&back={back}") title=format!("Switch to the {shade} theme")>
+                <span aria-hidden="true">{icon}</span>" "{shade}
             </a>
         }
     };

@@ -137,7 +137,7 @@ pub fn QueuesTable(queues: Vec<QueueStats>, #[prop(optional)] live: bool) -> imp
         return view! {
             <div class="empty" data-live=live.then_some("queues")>
                 <p><strong>"No queues yet."</strong>" A queue appears as soon as a job is enqueued to it — "
-                "for example " <code>"deck enqueue --queue emails --type send_welcome '{\"to\":\"a@b.c\"}'"</code>
+                "for example " <code>{super::ENQUEUE_EXAMPLE}</code>
                 " or POST to " <code>"/api/v1/jobs"</code> "."</p>
             </div>
         }
@@ -242,6 +242,38 @@ pub fn ErrorGroups(
     .into_any()
 }
 
+/// What a breaker's row says: why it is in its state, and when it tries the job type again.
+/// An open breaker's failure window is empty (opening clears it), so it shows the failures
+/// that opened it and when, not a count of zero.
+fn breaker_text(b: &BreakerView) -> (String, String) {
+    let ago = b
+        .opened_ms_ago
+        .map(|ms| format!(" {} ago", format::millis(ms)))
+        .unwrap_or_default();
+    let opened = match (b.probe_failed, b.opened_by_failures) {
+        (true, _) => format!("reopened{ago}: the probe failed"),
+        (false, Some(n)) => format!("{n} failures opened it{ago}"),
+        (false, None) => format!("opened{ago}"),
+    };
+    match b.state {
+        BreakerState::Closed => (format!("{} recent", b.recent_failures), "—".into()),
+        BreakerState::Open => (
+            opened,
+            b.probe_in_ms
+                .map(|ms| format!("in {}", format::millis(ms)))
+                .unwrap_or_else(|| "—".into()),
+        ),
+        BreakerState::HalfOpen => (
+            opened,
+            if b.probe_running {
+                "probe running".into()
+            } else {
+                "with the next job".into()
+            },
+        ),
+    }
+}
+
 #[component]
 pub fn Breakers(breakers: Vec<BreakerView>, #[prop(optional)] live: bool) -> impl IntoView {
     if breakers.is_empty() {
@@ -260,12 +292,13 @@ pub fn Breakers(breakers: Vec<BreakerView>, #[prop(optional)] live: bool) -> imp
                 BreakerState::HalfOpen => "warn",
                 BreakerState::Open => "crit",
             };
+            let (why, next) = breaker_text(&b);
             view! {
                 <tr>
                     <td><code>{b.job_type}</code></td>
                     <td><span class=format!("badge {class}")>{b.state.as_str()}</span></td>
-                    <td class="num">{b.recent_failures}</td>
-                    <td class="num">{b.probe_in_ms.map(format::millis).unwrap_or_else(|| "—".into())}</td>
+                    <td>{why}</td>
+                    <td>{next}</td>
                 </tr>
             }
         })
@@ -273,7 +306,7 @@ pub fn Breakers(breakers: Vec<BreakerView>, #[prop(optional)] live: bool) -> imp
     view! {
         <div class="table-wrap" data-live=live.then_some("breakers") tabindex="0" role="region" aria-label="Circuit breakers">
             <table class="dense">
-                <thead><tr><th>"Job type"</th><th>"State"</th><th class="num">"Recent failures"</th><th class="num">"Half-open in"</th></tr></thead>
+                <thead><tr><th>"Job type"</th><th>"State"</th><th>"Failures"</th><th>"Next probe"</th></tr></thead>
                 <tbody>{rows}</tbody>
             </table>
         </div>
@@ -291,7 +324,7 @@ pub fn EventConsole(events: Vec<ConsoleEvent>, #[prop(optional)] live: bool) -> 
             .map(|e| {
                 view! {
                     <li class=format!("ev ev-{}", e.level.as_str())>
-                        <time datetime=e.at.to_rfc3339()>{e.at.format("%H:%M:%S").to_string()}</time>
+                        <time datetime=e.at.to_rfc3339()>{e.at.format("%H:%M:%S UTC").to_string()}</time>
                         " "
                         <span>{e.text}</span>
                         {e.job_id.map(|id| {

@@ -332,15 +332,15 @@ pub fn AuditTable(
                     <td>{e.actor.clone()}</td>
                     <td><code>{e.action.clone()}</code></td>
                     <td class="target">{target_view(&e.action, &e.target)}</td>
-                    <td class="num">{format::count(e.count)}</td>
-                    <td class="msg">{detail_view(&e.action, e.detail.as_deref())}</td>
+                    <td class="num" data-label="count">{format::count(e.count)}</td>
+                    <td class="audit-detail">{detail_view(&e.action, e.detail.as_deref())}</td>
                 </tr>
             }
         })
         .collect_view();
     view! {
-        <div class="table-wrap" tabindex="0" role="region" aria-label="Audit log"><table class="dense audit">
-            <thead><tr><th>"When (UTC)"</th><th>"Who"</th><th>"Action"</th><th>"Target"</th><th class="num">"Count"</th><th>"Detail"</th></tr></thead>
+        <div class="table-wrap" tabindex="0" role="region" aria-label="Audit log"><table class="dense audit stack">
+            <thead><tr><th>"When"</th><th>"Who"</th><th>"Action"</th><th>"Target"</th><th class="num">"Count"</th><th>"Detail"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table></div>
         <nav class="pager" aria-label="Pages">
@@ -369,6 +369,26 @@ fn detail_view(action: &str, detail: Option<&str>) -> AnyView {
                     <li><code>{field}</code>": "{before}" → "<b>{after}</b></li>
                 }).collect_view()}
             </ul>
+        }
+        .into_any();
+    }
+    // A JSON detail reads as its fields (nulls left out); the record as written stays one
+    // click away.
+    if let Some(fields) = format::json_fields(detail) {
+        let pretty = format::pretty_json(detail);
+        let list = if fields.is_empty() {
+            view! { <span class="muted">"no values set"</span> }.into_any()
+        } else {
+            view! {
+                <dl class="detail-fields">
+                    {fields.into_iter().map(|(k, v)| view! { <dt>{k}</dt><dd>{v}</dd> }).collect_view()}
+                </dl>
+            }
+            .into_any()
+        };
+        return view! {
+            {list}
+            <details class="raw"><summary>"JSON"</summary><pre class="detail">{pretty}</pre></details>
         }
         .into_any();
     }

@@ -148,10 +148,10 @@ pub fn JobView(
             .errors
             .iter()
             .map(|e| view! {
-                <tr><td class="num">{e.attempt}</td><td class="when">{format::time(e.at)}</td><td><span class="badge">{e.kind.clone()}</span></td><td><pre class="err-text">{e.message.clone()}</pre></td></tr>
+                <tr><td class="num" data-label="attempt">{e.attempt}</td><td class="when">{format::time(e.at)}</td><td><span class="badge">{e.kind.clone()}</span></td><td class="wide"><pre class="err-text">{e.message.clone()}</pre></td></tr>
             })
             .collect_view();
-        view! { <div class="table-wrap" tabindex="0" role="region" aria-label="Attempts"><table class="dense"><thead><tr><th class="num">"Attempt"</th><th>"At"</th><th>"Kind"</th><th>"Error"</th></tr></thead><tbody>{rows}</tbody></table></div> }.into_any()
+        view! { <div class="table-wrap" tabindex="0" role="region" aria-label="Attempts"><table class="dense stack"><thead><tr><th class="num">"Attempt"</th><th>"At"</th><th>"Kind"</th><th>"Error"</th></tr></thead><tbody>{rows}</tbody></table></div> }.into_any()
     };
 
     let actions = job_actions(&job, pillar, editable);

@@ -260,9 +260,9 @@ pub fn JobList(
         .enumerate()
         .map(|(i, j)| {
             let id = j.id.to_string();
-            let when = match source {
-                Pillar::Hot => j.scheduled_at,
-                _ => j.finished_at.unwrap_or(j.created_at),
+            let (when, when_label) = match source {
+                Pillar::Hot => (j.scheduled_at, "due"),
+                _ => (j.finished_at.unwrap_or(j.created_at), "finished"),
             };
             view! {
                 <tr>
@@ -276,11 +276,11 @@ pub fn JobList(
                             {format!(" {}%", p.percent)}
                         </span>
                     })}</td>
-                    <td class="num">{j.priority}</td>
-                    <td class="num">{j.attempt}</td>
-                    <td class="when" title=format::time(j.created_at)>{format::ago(j.created_at, now)}</td>
-                    <td class="when" title=format::time(when)>{format::ago(when, now)}</td>
-                    {(source != Pillar::Hot).then(|| view! { <td class="num">{ran_for(j)}</td> })}
+                    <td class="num" data-label="prio">{j.priority}</td>
+                    <td class="num" data-label="attempt">{j.attempt}</td>
+                    <td class="when" data-label="created" title=format::time(j.created_at)>{format::ago(j.created_at, now)}</td>
+                    <td class="when" data-label=when_label title=format::time(when)>{format::ago(when, now)}</td>
+                    {(source != Pillar::Hot).then(|| view! { <td class="num" data-label="ran">{ran_for(j)}</td> })}
                     <td class="msg" title=j.last_error.clone()>{j.last_error.clone().unwrap_or_default()}</td>
                     <td class="tags">{j.tags.iter().map(|t| view! { <span class="tag">{t.clone()}</span> }).collect_view()}</td>
                 </tr>
@@ -447,7 +447,7 @@ pub fn JobList(
             <PostForm endpoint="jobs/bulk" class="bulk">
                 <input type="hidden" name="source" value=source.as_str()/>
                 <div class="table-wrap" tabindex="0" role="region" aria-label="Jobs" data-live-page="rows">
-                    <table class="dense jobs">
+                    <table class="dense jobs stack">
                         <thead>
                             <tr>
                                 <th class="sel">

@@ -228,7 +228,7 @@ pub fn QueueList(
         return view! {
             <div class="toolbar">{toggle}</div>
             <div class="empty"><p><strong>"No queues yet."</strong>" A queue is created the first time a job is enqueued to it, e.g. "
-            <code>"deck enqueue --queue emails --type send_welcome '{}'"</code>"."</p></div>
+            <code>{crate::components::ENQUEUE_EXAMPLE}</code>"."</p></div>
         }
         .into_any();
     }

@@ -42,10 +42,23 @@ pub enum Signal {
     Neutral,
 }
 
+/// Why and when a breaker last opened, kept until it closes: opening clears the window's
+/// failures, so without it an open breaker would show no reason.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Trip {
+    /// When it (last) opened.
+    pub at: Instant,
+    /// The failures within the window that opened it.
+    pub failures: u32,
+    /// It opened again because the half-open probe failed.
+    pub probe_failed: bool,
+}
+
 #[derive(Debug, Clone)]
 pub struct CircuitBreaker {
     state: BreakerState,
     failures: VecDeque<Instant>,
+    trip: Option<Trip>,
 }
 
 impl Default for CircuitBreaker {
@@ -53,6 +66,7 @@ impl Default for CircuitBreaker {
         CircuitBreaker {
             state: BreakerState::Closed,
             failures: VecDeque::new(),
+            trip: None,
         }
     }
 }
@@ -62,9 +76,15 @@ impl CircuitBreaker {
         self.state
     }
 
-    /// Failures still inside the window (as of the last update).
+    /// Failures still inside the window (as of the last update); none while open, the
+    /// window starts again when it closes — [`CircuitBreaker::trip`] says what opened it.
     pub fn recent_failures(&self) -> usize {
         self.failures.len()
+    }
+
+    /// While open or half-open: why and when it opened.
+    pub fn trip(&self) -> Option<Trip> {
+        self.trip
     }
 
     pub fn admit(&mut self, now: Instant) -> Admission {
@@ -97,11 +117,19 @@ impl CircuitBreaker {
             self.state = match signal {
                 Signal::Success => {
                     self.failures.clear();
+                    self.trip = None;
                     BreakerState::Closed
                 }
-                Signal::Failure => BreakerState::Open {
-                    until: now + cfg.open_for,
-                },
+                Signal::Failure => {
+                    self.trip = Some(Trip {
+                        at: now,
+                        failures: self.trip.map_or(0, |t| t.failures),
+                        probe_failed: true,
+                    });
+                    BreakerState::Open {
+                        until: now + cfg.open_for,
+                    }
+                }
                 // An inconclusive probe frees the slot for the next one.
                 Signal::Neutral => BreakerState::HalfOpen {
                     probe_in_flight: false,
@@ -122,6 +150,11 @@ impl CircuitBreaker {
             }
         }
         if self.failures.len() >= cfg.failure_threshold.max(1) as usize {
+            self.trip = Some(Trip {
+                at: now,
+                failures: u32::try_from(self.failures.len()).unwrap_or(u32::MAX),
+                probe_failed: false,
+            });
             self.failures.clear();
             self.state = BreakerState::Open {
                 until: now + cfg.open_for,
@@ -288,6 +321,31 @@ mod tests {
                 until: t + Duration::from_secs(30)
             }
         );
+    }
+
+    #[test]
+    fn an_open_breaker_keeps_the_failures_that_opened_it_until_it_closes() {
+        let t0 = Instant::now();
+        let mut b = CircuitBreaker::default();
+        let opened = fail_n(&mut b, 5, t0, Duration::from_millis(10)) - Duration::from_millis(10);
+        // The window is cleared on opening: the count shown must come from the trip.
+        assert_eq!(b.recent_failures(), 0);
+        let trip = b.trip().expect("open breakers say why");
+        assert_eq!(
+            (trip.failures, trip.at, trip.probe_failed),
+            (5, opened, false)
+        );
+
+        let t = opened + Duration::from_secs(31);
+        assert_eq!(b.admit(t), Admission::Probe);
+        b.record(&cfg(), Signal::Failure, true, t);
+        let trip = b.trip().expect("still open");
+        assert_eq!((trip.failures, trip.at, trip.probe_failed), (5, t, true));
+
+        let t = t + Duration::from_secs(31);
+        assert_eq!(b.admit(t), Admission::Probe);
+        b.record(&cfg(), Signal::Success, true, t);
+        assert_eq!(b.trip(), None, "closed: nothing to explain");
     }
 
     #[test]

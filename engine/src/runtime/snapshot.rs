@@ -54,9 +54,23 @@ impl BreakerStateName {
 pub struct BreakerInfo {
     pub job_type: String,
     pub state: BreakerStateName,
+    /// Failures inside the window while closed; the window is emptied when the breaker
+    /// opens, so an open breaker's reason is `opened_by_failures`.
     pub recent_failures: u32,
     /// While open: milliseconds until the half-open probe.
     pub probe_in_ms: Option<u64>,
+    /// While open or half-open: the failures within the window that opened it.
+    #[serde(default)]
+    pub opened_by_failures: Option<u32>,
+    /// While open or half-open: milliseconds since it last opened.
+    #[serde(default)]
+    pub opened_ms_ago: Option<u64>,
+    /// It opened again because the half-open probe failed.
+    #[serde(default)]
+    pub probe_failed: bool,
+    /// While half-open: the probe job is running now.
+    #[serde(default)]
+    pub probe_running: bool,
 }
 
 /// Counts since this engine started.
@@ -113,19 +127,28 @@ pub(crate) fn status(control: &Control) -> RuntimeSnapshot {
         .unwrap_or_else(|p| p.into_inner())
         .iter()
         .map(|(job_type, b)| {
-            let (state, probe_in_ms) = match b.state() {
-                BreakerState::Closed => (BreakerStateName::Closed, None),
+            let (state, probe_in_ms, probe_running) = match b.state() {
+                BreakerState::Closed => (BreakerStateName::Closed, None, false),
                 BreakerState::Open { until } => (
                     BreakerStateName::Open,
                     Some(crate::runtime::millis(until.saturating_duration_since(now))),
+                    false,
                 ),
-                BreakerState::HalfOpen { .. } => (BreakerStateName::HalfOpen, None),
+                BreakerState::HalfOpen { probe_in_flight } => {
+                    (BreakerStateName::HalfOpen, None, probe_in_flight)
+                }
             };
+            let trip = b.trip();
             BreakerInfo {
                 job_type: job_type.clone(),
                 state,
                 recent_failures: u32::try_from(b.recent_failures()).unwrap_or(u32::MAX),
                 probe_in_ms,
+                opened_by_failures: trip.map(|t| t.failures),
+                opened_ms_ago: trip
+                    .map(|t| crate::runtime::millis(now.saturating_duration_since(t.at))),
+                probe_failed: trip.is_some_and(|t| t.probe_failed),
+                probe_running,
             }
         })
         .collect();

@@ -4,11 +4,12 @@ pub mod enqueue;
 pub mod migrate;
 pub mod stats;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use anyhow::Context;
 use deck_engine::Store;
+use deck_engine::store::open::DatabaseUrl;
 
 use crate::config::{self, ConfigSources, Loaded, Settings};
 
@@ -33,6 +34,27 @@ pub fn load_config(
 pub async fn open_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
     let store = deck_engine::open_store(&settings.database, &settings.store).await?;
     Ok(store)
+}
+
+/// Open the configured database for a command that only reads it. A SQLite file that does not
+/// exist is refused, not created: a mistyped path must not leave an empty database behind and
+/// answer with zeros.
+pub async fn open_existing_store(settings: &Settings) -> anyhow::Result<Arc<dyn Store>> {
+    if let DatabaseUrl::Sqlite { path } = DatabaseUrl::parse(&settings.database)?
+        && !is_in_memory(&path)
+        && !Path::new(&path).exists()
+    {
+        anyhow::bail!(
+            "no database at {path:?}: the SQLite file does not exist\n  help: check the \
+             path in --database, DECK_DATABASE or deck.toml; to create one, run \
+             deck migrate --database sqlite://{path} (or start deck serve on it)"
+        );
+    }
+    open_store(settings).await
+}
+
+fn is_in_memory(path: &str) -> bool {
+    path == ":memory:" || path.starts_with("file::memory:")
 }
 
 /// Write a command's answer to stdout. A closed pipe (`deck stats | head`) is not an error.

@@ -7,7 +7,7 @@ use deck_engine::{QueueStats, Summary};
 use serde::Serialize;
 
 use crate::cli::StatsArgs;
-use crate::commands::{emit, load_config, open_store};
+use crate::commands::{emit, load_config, open_existing_store};
 
 #[derive(Debug, Serialize)]
 pub struct Stats {
@@ -37,7 +37,7 @@ impl Pillars {
 
 pub async fn run(config: Option<PathBuf>, args: StatsArgs) -> anyhow::Result<()> {
     let loaded = load_config(config, |s| args.db.apply(s))?;
-    let store = open_store(&loaded.settings).await?;
+    let store = open_existing_store(&loaded.settings).await?;
     let summary = store.summary().await?;
     let queues = store.queue_stats().await?;
     let stats = Stats {

@@ -19,12 +19,14 @@ pub const DECK: &str = env!("CARGO_BIN_EXE_deck");
 /// How long a test waits for something that normally takes a second or two.
 pub const PATIENCE: Duration = Duration::from_secs(120);
 
-/// A `deck` command running in `dir` with a clean environment (no `DECK_…` from the caller).
+/// A `deck` command running in `dir` with a clean environment (no `DECK_…` or `OTEL_…` from
+/// the caller).
 pub fn deck(dir: &Path) -> Command {
     let mut cmd = Command::new(DECK);
     cmd.current_dir(dir);
     for (k, _) in std::env::vars_os() {
-        if k.to_string_lossy().starts_with("DECK_") || k == "RUST_LOG" {
+        let name = k.to_string_lossy();
+        if name.starts_with("DECK_") || name.starts_with("OTEL_") || k == "RUST_LOG" {
             cmd.env_remove(k);
         }
     }

@@ -95,7 +95,7 @@ pub fn BatchDetail(
     let id = b.id.to_string();
     let description = b.description.clone().filter(|d| !d.trim().is_empty());
     let when = |t: Timestamp| {
-        view! { <time datetime=t.to_rfc3339() title=format!("{} UTC", format::time(t))>{format::time(t)}</time>" · "<span class="muted">{format::ago(t, now)}</span> }
+        view! { <time datetime=t.to_rfc3339() title=format::time(t)>{format::time(t)}</time>" · "<span class="muted">{format::ago(t, now)}</span> }
     };
     let counts = view! {
         <BatchProgress batch=b.clone() wide=true/>

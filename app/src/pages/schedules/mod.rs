@@ -223,7 +223,7 @@ pub fn ScheduleList(rows: Vec<ScheduleRow>, now: Timestamp, can_act: bool) -> im
 #[component]
 pub fn ZonedTime(at: Timestamp, zone: String, now: Timestamp) -> impl IntoView {
     view! {
-        <time datetime=at.to_rfc3339() title=format!("{} UTC", format::time(at))>{format::zoned(at, &zone)}</time>
+        <time datetime=at.to_rfc3339() title=format::time(at)>{format::zoned(at, &zone)}</time>
         " · "<span class="muted">{format::ago(at, now)}</span>
     }
 }
