@@ -151,6 +151,7 @@ macro_rules! store_conformance_tests {
             admin::settings_default_then_round_trip,
             admin::audit_appends_and_pages_newest_first,
             admin::audit_lists_by_actor_action_and_time,
+            admin::refused_actions_are_audited_with_count_zero,
             concurrency::many_claimers_never_share_a_job,
             concurrency::racing_completions_apply_once,
             concurrency::racing_enqueues_of_one_key_create_one_job,

@@ -390,7 +390,10 @@ async fn after_an_outage(f: &StoreFactory, name: &str, misfire: MisfirePolicy) -
         "the cursor is past every occurrence of the outage, run or skipped"
     );
     let again = scheduler.run_at(restart).await.expect("second run");
-    assert_eq!(again.enqueued, 0, "a second run finds nothing left: {again:?}");
+    assert_eq!(
+        again.enqueued, 0,
+        "a second run finds nothing left: {again:?}"
+    );
     let mut offsets: Vec<i64> = runs
         .iter()
         .map(|r| (r.scheduled_at - first).num_seconds())
@@ -450,7 +453,10 @@ pub async fn an_edit_starts_from_now_without_backfill(f: StoreFactory) {
         (1, 0),
         "the first occurrence after the edit only"
     );
-    let runs = store.schedule_runs("hourly-then-secondly", 10).await.unwrap();
+    let runs = store
+        .schedule_runs("hourly-then-secondly", 10)
+        .await
+        .unwrap();
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].scheduled_at, next);
 }
