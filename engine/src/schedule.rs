@@ -303,6 +303,12 @@ impl Timing {
     }
 }
 
+/// Every IANA time-zone name [`parse_zone`] accepts (exactly these, case as written), in the
+/// tz database's order: what the API's document lists as the time-zone names it takes.
+pub fn zone_names() -> impl Iterator<Item = &'static str> {
+    chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name())
+}
+
 /// An IANA time-zone name as chrono-tz knows it.
 pub fn parse_zone(name: &str) -> Result<Tz, ValidationError> {
     Tz::from_str(name).map_err(|_| {
@@ -507,6 +513,19 @@ mod tests {
         assert_eq!(e.field, "time_zone");
         let e = Timing::parse(&ScheduleSpec::EverySecs(0), "UTC").unwrap_err();
         assert_eq!(e.field, "every_secs");
+    }
+
+    #[test]
+    fn the_zone_names_are_exactly_the_zones_that_parse() {
+        let names: Vec<&str> = zone_names().collect();
+        assert!(names.len() > 400, "{}", names.len());
+        for name in &names {
+            assert_eq!(parse_zone(name).map(|z| z.name()), Ok(*name));
+        }
+        for other in ["", "utc", "europe/berlin", "Nowhere/Land", " UTC"] {
+            assert!(!names.contains(&other));
+            assert!(parse_zone(other).is_err(), "{other:?}");
+        }
     }
 
     #[test]
