@@ -221,9 +221,7 @@ impl PartialSchema for ZoneQuery {
                     .schema_type(Type::String)
                     .enum_values(Some([""])),
             )
-            .description(Some(
-                "A time-zone name; empty (`?tz=`) is as if absent.",
-            ))
+            .description(Some("A time-zone name; empty (`?tz=`) is as if absent."))
             .into()
     }
 }

@@ -207,8 +207,7 @@ async fn server_errors_are_retried_then_dead_and_client_errors_are_fatal_at_once
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_429_with_retry_after_is_retried_no_earlier_than_it_says_without_spending_an_attempt()
-{
+async fn a_429_with_retry_after_is_retried_no_earlier_than_it_says_without_spending_an_attempt() {
     let f = fixture(Duration::from_secs(10)).await;
     let mut req = EnqueueRequest::new(
         "default",

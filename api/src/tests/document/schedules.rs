@@ -267,7 +267,10 @@ async fn cron_and_zone_formats_are_the_ones_the_contract_test_generates() {
     let doc = document(&h).await;
     let schemas = &doc["components"]["schemas"];
     assert_eq!(schemas["CronExpr"]["format"], CRON_FORMAT);
-    assert_eq!(schemas["CronExpr"]["minLength"], 1, "an empty expression is refused");
+    assert_eq!(
+        schemas["CronExpr"]["minLength"], 1,
+        "an empty expression is refused"
+    );
     assert_eq!(schemas["TimeZone"]["format"], TIME_ZONE_FORMAT);
     // The names the server takes, exactly: any other is refused, and the document says so.
     let listed: Vec<&str> = schemas["TimeZone"]["enum"]
