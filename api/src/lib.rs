@@ -173,6 +173,7 @@ pub fn api_router(state: ApiState) -> Router {
         limits::AnyJson,
         limits::CronExpr,
         limits::IanaTimeZone,
+        limits::ZoneQuery,
         limits::ScheduleName,
         limits::Description,
     )),

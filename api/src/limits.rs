@@ -10,7 +10,9 @@ use deck_engine::validation::{
     MAX_NAME_CHARS, MAX_TAGS_CHARS, name_pattern, schedule_name_pattern, tag_pattern, text_pattern,
 };
 use utoipa::openapi::RefOr;
-use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaFormat, SchemaType, Type};
+use utoipa::openapi::schema::{
+    ObjectBuilder, OneOfBuilder, Schema, SchemaFormat, SchemaType, Type,
+};
 use utoipa::{PartialSchema, ToSchema};
 
 use super::error::ApiError;
@@ -161,12 +163,15 @@ impl PartialSchema for CronExpr {
         ObjectBuilder::new()
             .schema_type(Type::String)
             .format(Some(SchemaFormat::Custom(CRON_FORMAT.to_string())))
+            // Empty is no expression (400 `invalid_field`, field `cron`); give `every_secs`
+            // instead, with `cron` absent or null.
+            .min_length(Some(1))
             .description(Some(
                 "A cron expression: 5 fields (minute hour day-of-month month day-of-week, e.g. \
                  `0 9 * * MON-FRI`), 6 with seconds first (`30 0 9 * * *`), or an alias \
                  (`@yearly`, `@monthly`, `@weekly`, `@daily`, `@hourly`). Names (`JAN`, \
                  `MON`), ranges, lists, steps (`*/15`), `L`, `W` and `#` as croner reads \
-                 them. It must occur again.",
+                 them. It must occur again; an empty one is refused.",
             ))
             .into()
     }
@@ -186,9 +191,11 @@ impl PartialSchema for IanaTimeZone {
         ObjectBuilder::new()
             .schema_type(Type::String)
             .format(Some(SchemaFormat::Custom(TIME_ZONE_FORMAT.to_string())))
+            .enum_values(Some(deck_engine::schedule::zone_names()))
             .description(Some(
                 "An IANA time-zone name from the tz database, as written there (`UTC`, \
-                 `Europe/Berlin`, `America/New_York`).",
+                 `Europe/Berlin`, `America/New_York`): one of the names listed, the database \
+                 this server was built with. Any other name is refused (400 `invalid_field`).",
             ))
             .into()
     }
@@ -197,6 +204,35 @@ impl PartialSchema for IanaTimeZone {
 impl ToSchema for IanaTimeZone {
     fn name() -> Cow<'static, str> {
         Cow::Borrowed("TimeZone")
+    }
+}
+
+/// The schema of a `?tz=` query: a time-zone name, or empty (`?tz=`) for none given.
+pub struct ZoneQuery;
+
+impl PartialSchema for ZoneQuery {
+    fn schema() -> RefOr<Schema> {
+        OneOfBuilder::new()
+            .item(RefOr::Ref(utoipa::openapi::Ref::from_schema_name(
+                IanaTimeZone::name(),
+            )))
+            .item(
+                ObjectBuilder::new()
+                    .schema_type(Type::String)
+                    .enum_values(Some([""])),
+            )
+            .description(Some("A time-zone name; empty (`?tz=`) is as if absent."))
+            .into()
+    }
+}
+
+impl ToSchema for ZoneQuery {
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("TimeZoneQuery")
+    }
+
+    fn schemas(schemas: &mut Vec<(String, RefOr<Schema>)>) {
+        schemas.push((IanaTimeZone::name().into_owned(), IanaTimeZone::schema()));
     }
 }
 

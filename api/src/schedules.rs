@@ -20,7 +20,7 @@ use super::dto::schedules::{
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, ApiQuery};
 use super::limits::{
-    DEFAULT_RUNS, DEFAULT_UPCOMING, IanaTimeZone, MAX_RUNS, MAX_UPCOMING, ScheduleName, check_count,
+    DEFAULT_RUNS, DEFAULT_UPCOMING, MAX_RUNS, MAX_UPCOMING, ScheduleName, ZoneQuery, check_count,
 };
 use super::principal::{Operator, Viewer};
 use super::responses::{OperatorErrors, ReadErrors, SingleBodyErrors};
@@ -95,8 +95,9 @@ pub struct UpcomingQuery {
     /// How many coming occurrences to list, 1 to 50; 5 when absent.
     #[param(minimum = 1, maximum = 50)]
     pub count: Option<u32>,
-    /// The IANA time zone to show them in (each also in UTC); the schedule's own when absent.
-    #[param(value_type = Option<IanaTimeZone>)]
+    /// The IANA time zone to show them in (each also in UTC); the schedule's own when absent
+    /// or empty (`?tz=`, as a form with no zone chosen sends it).
+    #[param(value_type = Option<ZoneQuery>)]
     pub tz: Option<String>,
 }
 
@@ -123,6 +124,7 @@ pub async fn get_schedule(
     let shown_in = query
         .tz
         .as_deref()
+        .filter(|tz| !tz.is_empty())
         .map(|tz| {
             parse_zone(tz).map_err(|mut e| {
                 e.field = "tz".into();
@@ -147,9 +149,9 @@ pub async fn get_schedule(
     }))
 }
 
-/// Replace a schedule's definition. Its state stays: paused or not, its cursor, last run and
-/// history. A declared schedule stays declared: the next start puts the declared definition
-/// back.
+/// Replace a schedule's definition. It starts from now: no occurrence from before the
+/// replace is caught up on. Its state stays: paused or not, last run and history. A declared
+/// schedule stays declared: the next start puts the declared definition back.
 #[utoipa::path(
     put, path = "/schedules/{name}", tag = "schedules",
     params(("name" = ScheduleName, Path, description = "Schedule name")),

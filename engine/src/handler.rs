@@ -34,6 +34,10 @@ use crate::model::{Job, JobId};
 use crate::running::{Progress, RunningJob};
 use crate::validation::normalize_payload;
 
+/// The `kind` of a throttled attempt's error, in-process or from an external worker: the
+/// retry decision tells throttled runs (which spend no attempt) from the others by it.
+pub const THROTTLED_KIND: &str = "throttled";
+
 /// How a handler failed. The variant decides what happens next, never the message text.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HandlerError {
@@ -43,7 +47,9 @@ pub enum HandlerError {
     /// Can never succeed (bad payload, missing record): straight to the dead-letter queue.
     #[error("{0}")]
     Fatal(String),
-    /// The downstream asked us to slow down: retried no earlier than `retry_after`.
+    /// The downstream asked us to slow down: retried no earlier than `retry_after`, without
+    /// spending one of the job's attempts (bounded by `runtime::retry::MAX_THROTTLES` and
+    /// the retry lifetime).
     #[error("{message} (retry after {retry_after:?})")]
     Throttled {
         retry_after: Duration,
@@ -72,7 +78,7 @@ impl HandlerError {
         match self {
             HandlerError::Transient(_) => "transient",
             HandlerError::Fatal(_) => "fatal",
-            HandlerError::Throttled { .. } => "throttled",
+            HandlerError::Throttled { .. } => THROTTLED_KIND,
         }
     }
 }

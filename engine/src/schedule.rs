@@ -269,7 +269,11 @@ impl Timing {
                 Utc.timestamp_opt(next, 0).single()
             }
             TimingKind::Cron(cron) => {
-                let local = after.with_timezone(&self.zone);
+                // Occurrences fall on whole seconds: search from `after`'s whole second (no
+                // whole-second time lies between it and `after`), so no sub-second part of a
+                // creation or edit time is carried into the occurrences.
+                let whole = Utc.timestamp_opt(after.timestamp(), 0).single()?;
+                let local = whole.with_timezone(&self.zone);
                 cron.find_next_occurrence(&local, false)
                     .ok()
                     .map(|t| t.with_timezone(&Utc))
@@ -297,6 +301,12 @@ impl Timing {
     pub fn zone(&self) -> Tz {
         self.zone
     }
+}
+
+/// Every IANA time-zone name [`parse_zone`] accepts (exactly these, case as written), in the
+/// tz database's order: what the API's document lists as the time-zone names it takes.
+pub fn zone_names() -> impl Iterator<Item = &'static str> {
+    chrono_tz::TZ_VARIANTS.iter().map(|tz| tz.name())
 }
 
 /// An IANA time-zone name as chrono-tz knows it.
@@ -389,7 +399,10 @@ pub fn validate_definition(def: &ScheduleDefinition) -> Result<Timing, Validatio
     Ok(timing)
 }
 
-/// Which occurrences after `handled_through` and up to `now` to run, by the misfire policy.
+/// Which occurrences after `handled_through` and up to `now` to run. Occurrences at most
+/// [`MISFIRE_GRACE_SECS`] late are ticks and always run; the older ones are misfires, and the
+/// policy chooses among them only: `RunOnce` the latest misfire, `RunAll` the latest `cap`
+/// misfires, `Skip` none.
 pub fn plan(
     timing: &Timing,
     policy: MisfirePolicy,
@@ -415,23 +428,17 @@ pub fn plan(
             handled_through,
         };
     };
-    let on_time = |t: &Timestamp| (now - *t).num_seconds() <= MISFIRE_GRACE_SECS;
-    let run: Vec<Timestamp> = match policy {
-        MisfirePolicy::RunOnce => vec![latest],
-        MisfirePolicy::RunAll { cap } => {
-            let keep = due.len().min(cap as usize);
-            due[due.len() - keep..].to_vec()
-        }
-        MisfirePolicy::Skip => due.iter().copied().filter(on_time).collect(),
-    };
-    // Occurrences within the grace always run, whatever the policy: they are ticks, not
-    // misfires (a 1-second schedule checked every second may have two due at once).
-    let mut run: Vec<Timestamp> = due
+    // `due` is oldest first, so the misfires are a prefix and the ticks the rest.
+    let misfires = due
         .iter()
-        .copied()
-        .filter(|t| on_time(t) || run.contains(t))
-        .collect();
-    run.dedup();
+        .take_while(|t| (now - **t).num_seconds() > MISFIRE_GRACE_SECS)
+        .count();
+    let keep = match policy {
+        MisfirePolicy::RunOnce => misfires.min(1),
+        MisfirePolicy::RunAll { cap } => misfires.min(cap as usize),
+        MisfirePolicy::Skip => 0,
+    };
+    let run = due[misfires - keep..].to_vec();
     Plan {
         skipped: due.len() - run.len(),
         run,
@@ -506,6 +513,19 @@ mod tests {
         assert_eq!(e.field, "time_zone");
         let e = Timing::parse(&ScheduleSpec::EverySecs(0), "UTC").unwrap_err();
         assert_eq!(e.field, "every_secs");
+    }
+
+    #[test]
+    fn the_zone_names_are_exactly_the_zones_that_parse() {
+        let names: Vec<&str> = zone_names().collect();
+        assert!(names.len() > 400, "{}", names.len());
+        for name in &names {
+            assert_eq!(parse_zone(name).map(|z| z.name()), Ok(*name));
+        }
+        for other in ["", "utc", "europe/berlin", "Nowhere/Land", " UTC"] {
+            assert!(!names.contains(&other));
+            assert!(parse_zone(other).is_err(), "{other:?}");
+        }
     }
 
     #[test]
@@ -598,6 +618,65 @@ mod tests {
         );
         assert!(nothing.run.is_empty());
         assert_eq!(nothing.handled_through, at("2026-12-03T06:00:00Z"));
+    }
+
+    #[test]
+    fn occurrences_fall_on_whole_seconds_whatever_the_cursors_fraction() {
+        let after = at("2026-12-03T01:29:59.406865946Z");
+        let every_minute = cron("* * * * *", "UTC");
+        assert_eq!(
+            every_minute.next_after(after),
+            Some(at("2026-12-03T01:30:00Z"))
+        );
+        let every_second = cron("* * * * * *", "Europe/Berlin");
+        assert_eq!(
+            every_second.next_after(after),
+            Some(at("2026-12-03T01:30:00Z")),
+            "the next whole second, not one second after the fraction"
+        );
+        assert_eq!(
+            every_second.next_after(at("2026-12-03T01:30:00Z")),
+            Some(at("2026-12-03T01:30:01Z")),
+            "strictly after a whole second"
+        );
+        let interval = Timing::parse(&ScheduleSpec::EverySecs(90), "UTC").unwrap();
+        for t in every_minute
+            .upcoming(after, 5)
+            .into_iter()
+            .chain(interval.upcoming(after, 5))
+        {
+            assert_eq!(t.timestamp_subsec_nanos(), 0, "{t} has a sub-second part");
+        }
+    }
+
+    #[test]
+    fn after_an_outage_each_policy_runs_what_it_promises_and_ticks_always_run() {
+        // Down 100 s on an every-10-s schedule: the occurrences 65, 75, 85 and 95 s late
+        // are misfires, the six within the grace are ticks.
+        let t = Timing::parse(&ScheduleSpec::EverySecs(10), "UTC").unwrap();
+        let cursor = at("2026-12-03T00:00:00Z");
+        let now = at("2026-12-03T00:01:45Z");
+        let ticks: Vec<Timestamp> = (5..=10)
+            .map(|i| cursor + chrono::Duration::seconds(10 * i))
+            .collect();
+        let misfire = |i: i64| cursor + chrono::Duration::seconds(10 * i);
+        let once = plan(&t, MisfirePolicy::RunOnce, cursor, now);
+        assert_eq!(once.run, [vec![misfire(4)], ticks.clone()].concat());
+        assert_eq!(once.skipped, 3);
+        let all = plan(&t, MisfirePolicy::RunAll { cap: 3 }, cursor, now);
+        assert_eq!(
+            all.run,
+            [vec![misfire(2), misfire(3), misfire(4)], ticks.clone()].concat()
+        );
+        assert_eq!(all.skipped, 1);
+        let all_of_them = plan(&t, MisfirePolicy::RunAll { cap: 10 }, cursor, now);
+        assert_eq!(all_of_them.run.len(), 10);
+        let skip = plan(&t, MisfirePolicy::Skip, cursor, now);
+        assert_eq!(skip.run, ticks);
+        assert_eq!(skip.skipped, 4);
+        for p in [once, all, skip] {
+            assert_eq!(p.handled_through, misfire(10));
+        }
     }
 
     #[test]

@@ -207,13 +207,15 @@ async fn server_errors_are_retried_then_dead_and_client_errors_are_fatal_at_once
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_429_with_retry_after_is_retried_no_earlier_than_it_says() {
+async fn a_429_with_retry_after_is_retried_no_earlier_than_it_says_without_spending_an_attempt() {
     let f = fixture(Duration::from_secs(10)).await;
-    let req = EnqueueRequest::new(
+    let mut req = EnqueueRequest::new(
         "default",
         "remote.task",
         serde_json::json!({"status": 429, "retry_after": "3600"}).to_string(),
     );
+    // One attempt only: were the throttle to spend it, the job would be dead now.
+    req.max_attempts = Some(1);
     let id = f.engine.enqueue(req).await.unwrap().id;
     let store = f.engine.store().clone();
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);

@@ -356,10 +356,22 @@ async fn bad_schedules_are_refused_with_the_field_at_fault() {
         )
         .await;
     assert_eq!((r.status, r.field()), (StatusCode::BAD_REQUEST, "cron"));
+    // An empty expression is none (the document says `minLength: 1`).
+    let r = h
+        .put(
+            "/api/v1/schedules/daily-report",
+            with(json!({"name": null, "cron": ""})),
+        )
+        .await;
+    assert_eq!((r.status, r.field()), (StatusCode::BAD_REQUEST, "cron"));
+    // `?tz=` (a form with no zone chosen) is as if absent: the schedule's own zone.
+    let r = h.get("/api/v1/schedules/daily-report?tz=").await;
+    assert_eq!(r.status, StatusCode::OK, "{}", r.body);
+    assert_eq!(r.body["upcoming_time_zone"], "Europe/Berlin");
 
     for (query, field) in [
         ("tz=Nowhere/Special", "tz"),
-        ("tz=", "tz"),
+        ("tz=utc", "tz"),
         ("count=0", "count"),
         ("count=51", "count"),
     ] {

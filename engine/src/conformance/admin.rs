@@ -374,3 +374,132 @@ pub async fn audit_lists_by_actor_action_and_time(f: StoreFactory) {
     .await;
     assert!(before.is_empty(), "{before:?}");
 }
+
+/// The one audit rule for refused actions, through the operations layer: an action its
+/// target refuses (unknown id or name, wrong state, a conflict) leaves a row with count 0
+/// and the refusal as detail, as an applied one leaves a row; input that fails validation
+/// leaves none.
+pub async fn refused_actions_are_audited_with_count_zero(f: StoreFactory) {
+    use crate::error::StoreError;
+    use crate::model::{CancelOutcome, JobEdit, JobId, Pillar};
+
+    let store = f.store();
+    let ops = door(&store);
+    let unknown = JobId::new();
+    let running = processing_job(&*store, req("emails", "send"), "w1").await;
+    let edit = JobEdit {
+        priority: Some(5),
+        ..JobEdit::default()
+    };
+    let taken = report_schedule("taken");
+    ops.create_schedule("alice", taken.clone()).await.unwrap();
+
+    assert_eq!(
+        ops.cancel("alice", unknown).await.unwrap(),
+        CancelOutcome::NotFound
+    );
+    let resurrect_unknown = ops.resurrect("alice", unknown, None).await;
+    assert!(
+        matches!(
+            resurrect_unknown,
+            Err(StoreError::JobNotFound(_)) | Ok(Applied::NotApplied)
+        ),
+        "{resurrect_unknown:?}"
+    );
+    let resurrect_running = ops.resurrect("alice", running, None).await;
+    assert!(
+        matches!(
+            resurrect_running,
+            Err(StoreError::JobNotFound(_)) | Ok(Applied::NotApplied)
+        ),
+        "{resurrect_running:?}"
+    );
+    assert!(ops.edit("alice", running, edit.clone()).await.is_err());
+    assert!(ops.edit("alice", unknown, edit).await.is_err());
+    assert_eq!(ops.purge("alice", Pillar::Dlq, unknown).await.unwrap(), 0);
+    assert!(matches!(
+        ops.create_schedule("alice", taken).await,
+        Err(StoreError::Conflict { .. })
+    ));
+    let nobody = report_schedule("nobody");
+    assert!(matches!(
+        ops.edit_schedule("alice", nobody).await,
+        Err(StoreError::ScheduleNotFound(_))
+    ));
+    assert!(matches!(
+        ops.set_schedule_enabled("alice", "nobody", false).await,
+        Err(StoreError::ScheduleNotFound(_))
+    ));
+    assert!(matches!(
+        ops.run_schedule_now("alice", "nobody").await,
+        Err(StoreError::ScheduleNotFound(_))
+    ));
+    assert_eq!(
+        ops.delete_schedule("alice", "nobody").await.unwrap(),
+        Applied::NotApplied
+    );
+    assert_eq!(
+        ops.set_instance_quiet("alice", "no-such-instance", true)
+            .await
+            .unwrap(),
+        Applied::NotApplied
+    );
+    // Refused before any target: not audited.
+    let mut invalid = report_schedule("invalid");
+    invalid.time_zone = "Mars/Olympus".into();
+    assert!(is_invalid(ops.create_schedule("alice", invalid).await));
+
+    let rows = store
+        .list_audit(
+            &AuditFilter {
+                actor: Some("alice".into()),
+                ..Default::default()
+            },
+            None,
+            100,
+        )
+        .await
+        .unwrap();
+    let mut refused: Vec<(String, String)> = rows
+        .iter()
+        .filter(|e| e.count == 0)
+        .map(|e| (e.action.clone(), e.target.clone()))
+        .collect();
+    refused.sort();
+    let (unknown, running) = (unknown.to_string(), running.to_string());
+    let mut expected: Vec<(String, String)> = [
+        ("instance.quiet", "no-such-instance"),
+        ("job.cancel", unknown.as_str()),
+        ("job.edit", running.as_str()),
+        ("job.edit", unknown.as_str()),
+        ("job.purge", unknown.as_str()),
+        ("job.resurrect", running.as_str()),
+        ("job.resurrect", unknown.as_str()),
+        ("schedule.create", "taken"),
+        ("schedule.delete", "nobody"),
+        ("schedule.edit", "nobody"),
+        ("schedule.pause", "nobody"),
+        ("schedule.run_now", "nobody"),
+    ]
+    .iter()
+    .map(|(a, t)| (a.to_string(), t.to_string()))
+    .collect();
+    expected.sort();
+    assert_eq!(refused, expected, "every refusal once, with count 0");
+    assert_eq!(
+        rows.len(),
+        expected.len() + 1,
+        "the one applied create besides; the invalid create left no row"
+    );
+    for e in rows
+        .iter()
+        .filter(|e| e.count == 0 && e.action != "job.cancel")
+    {
+        let detail = e.detail.as_deref().unwrap_or("");
+        assert!(
+            detail.starts_with("refused") || e.action == "job.purge" || detail.is_empty(),
+            "{}: {detail:?}",
+            e.action
+        );
+    }
+}

@@ -135,7 +135,17 @@ pub async fn run_now_makes_a_waiting_job_due_without_spending_an_attempt(f: Stor
         )
         .await
         .unwrap();
-    assert_eq!(audit.len(), 3, "each applied or no-op run now is audited");
+    assert_eq!(
+        audit.len(),
+        5,
+        "each applied, no-op and refused run now is audited (the audit rule)"
+    );
+    assert!(
+        audit
+            .iter()
+            .filter(|a| a.detail.as_deref().is_some_and(|d| d.starts_with("refused:")))
+            .all(|a| a.count == 0)
+    );
     assert_counters_match_rows(&*store).await;
 }
 

@@ -6,9 +6,10 @@ use std::collections::HashSet;
 use super::support::*;
 use crate::error::StoreError;
 use crate::model::{Applied, JobId, JobState, Pillar, PruneStep, PruneTarget, Timestamp};
+use crate::runtime::scheduler::{Scheduler, SchedulerConfig};
 use crate::schedule::{
     FireOutcome, MisfirePolicy, Occurrence, OverlapPolicy, ScheduleDefinition, ScheduleFire,
-    ScheduleOrigin, ScheduleSpec, job_for,
+    ScheduleOrigin, ScheduleSpec, Timing, job_for,
 };
 use crate::store::Store;
 
@@ -96,9 +97,9 @@ pub async fn schedules_round_trip_and_keep_their_state_through_edits(f: StoreFac
         .expect("replace");
     assert_eq!(replaced.definition, edited);
     assert_eq!(replaced.origin, ScheduleOrigin::Operator);
-    assert_eq!(
-        replaced.handled_through, created.handled_through,
-        "state kept"
+    assert!(
+        replaced.handled_through >= created.handled_through,
+        "the cursor never moves back; an edit moves it up to now"
     );
     let mut missing = def.clone();
     missing.name = "nobody".into();
@@ -356,4 +357,106 @@ pub async fn schedule_history_is_pruned_and_the_last_run_stays(f: StoreFactory) 
     assert!(store.schedule_runs("pruned", 10).await.unwrap().is_empty());
     let s = stored(&*store, "pruned").await;
     assert_eq!(s.last_run.map(|r| r.scheduled_at), Some(at[1]));
+}
+
+/// A schedule every 10 s created now, and the scheduler run 95 s after its first
+/// occurrence (as after an outage that long): which occurrences did it enqueue, as seconds
+/// after the first? Those at 0 to 30 s (65 to 95 s late) are misfires, over the 60 s grace;
+/// the six at 40 to 90 s are within it and always run.
+async fn after_an_outage(f: &StoreFactory, name: &str, misfire: MisfirePolicy) -> Vec<i64> {
+    let store = f.store();
+    let ops = door(&store);
+    let def = ScheduleDefinition {
+        spec: ScheduleSpec::EverySecs(10),
+        time_zone: "UTC".into(),
+        misfire,
+        ..report_schedule(name)
+    };
+    let created = ops.create_schedule("alice", def).await.expect("create");
+    let first = Timing::parse(&ScheduleSpec::EverySecs(10), "UTC")
+        .unwrap()
+        .next_after(created.handled_through)
+        .expect("an occurrence");
+    let restart = first + secs(95);
+    let scheduler = Scheduler::new(ops, SchedulerConfig::default());
+    let report = scheduler.run_at(restart).await.expect("scheduler run");
+    let runs = store.schedule_runs(name, 100).await.unwrap();
+    assert_eq!(report.enqueued, runs.len() as u64);
+    assert_eq!(report.enqueued + report.skipped_misfire, 10, "{report:?}");
+    assert!(runs.iter().all(|r| r.job_id.is_some() && !r.manual));
+    assert_eq!(
+        stored(&*store, name).await.handled_through,
+        first + secs(90),
+        "the cursor is past every occurrence of the outage, run or skipped"
+    );
+    let again = scheduler.run_at(restart).await.expect("second run");
+    assert_eq!(
+        again.enqueued, 0,
+        "a second run finds nothing left: {again:?}"
+    );
+    let mut offsets: Vec<i64> = runs
+        .iter()
+        .map(|r| (r.scheduled_at - first).num_seconds())
+        .collect();
+    offsets.sort_unstable();
+    offsets
+}
+
+const TICKS: [i64; 6] = [40, 50, 60, 70, 80, 90];
+
+pub async fn after_an_outage_run_once_runs_the_latest_misfire_and_the_ticks(f: StoreFactory) {
+    let ran = after_an_outage(&f, "once", MisfirePolicy::RunOnce).await;
+    assert_eq!(ran, [&[30][..], &TICKS].concat());
+}
+
+pub async fn after_an_outage_run_all_runs_the_latest_cap_misfires_and_the_ticks(f: StoreFactory) {
+    let ran = after_an_outage(&f, "all", MisfirePolicy::RunAll { cap: 3 }).await;
+    assert_eq!(ran, [&[10, 20, 30][..], &TICKS].concat());
+}
+
+pub async fn after_an_outage_skip_runs_only_the_ticks(f: StoreFactory) {
+    let ran = after_an_outage(&f, "skip", MisfirePolicy::Skip).await;
+    assert_eq!(ran, TICKS);
+}
+
+/// An edit from every hour to every second starts from the edit: nothing of either
+/// definition from before it is enqueued; the next run is the next whole second.
+pub async fn an_edit_starts_from_now_without_backfill(f: StoreFactory) {
+    let store = f.store();
+    let ops = door(&store);
+    let def = ScheduleDefinition {
+        spec: ScheduleSpec::EverySecs(3600),
+        time_zone: "UTC".into(),
+        ..report_schedule("hourly-then-secondly")
+    };
+    let created = ops.create_schedule("alice", def.clone()).await.unwrap();
+    let_clock_advance().await;
+    let before_edit = now_ms();
+    let every_second = ScheduleDefinition {
+        spec: ScheduleSpec::EverySecs(1),
+        ..def
+    };
+    let edited = ops.edit_schedule("alice", every_second).await.unwrap();
+    assert!(
+        edited.handled_through >= before_edit && edited.handled_through > created.handled_through,
+        "the edit moved the cursor up to its own time"
+    );
+    let scheduler = Scheduler::new(ops, SchedulerConfig::default());
+    let next = Timing::parse(&ScheduleSpec::EverySecs(1), "UTC")
+        .unwrap()
+        .next_after(edited.handled_through)
+        .unwrap();
+    assert_eq!(next.timestamp_subsec_nanos(), 0, "a whole second");
+    let report = scheduler.run_at(next).await.unwrap();
+    assert_eq!(
+        (report.enqueued, report.skipped_misfire),
+        (1, 0),
+        "the first occurrence after the edit only"
+    );
+    let runs = store
+        .schedule_runs("hourly-then-secondly", 10)
+        .await
+        .unwrap();
+    assert_eq!(runs.len(), 1);
+    assert_eq!(runs[0].scheduled_at, next);
 }

@@ -446,7 +446,10 @@ impl ExternalWorkers {
         let (attempt_failure, default_kind) = match failure {
             WorkerFailure::Transient {
                 retry_after: Some(retry_after),
-            } => (AttemptFailure::Throttled { retry_after }, "throttled"),
+            } => (
+                AttemptFailure::Throttled { retry_after },
+                crate::handler::THROTTLED_KIND,
+            ),
             WorkerFailure::Transient { retry_after: None } => {
                 (AttemptFailure::Transient, "transient")
             }

@@ -42,6 +42,53 @@ impl Operations {
     }
 }
 
+/// A store answer that refuses an action on its target: the target is unknown (no such job,
+/// schedule or instance), in the wrong state (a finished job, a running job's edit), or the
+/// change conflicts with what is there (a taken name, an external worker to quiet).
+fn is_refusal(e: &StoreError) -> bool {
+    matches!(
+        e,
+        StoreError::JobNotFound(_)
+            | StoreError::ScheduleNotFound(_)
+            | StoreError::InvalidState { .. }
+            | StoreError::Conflict { .. }
+    )
+}
+
+impl Operations {
+    /// The audit rule for refused actions: an action refused by its target (see
+    /// `is_refusal`) is audited as an applied one is, with count 0 and the refusal as its
+    /// detail, and the caller gets the refusal. Input that fails validation never reaches a
+    /// target and is not audited; other failures (the database) are returned as they are.
+    pub(super) async fn audit_refusal<T>(
+        &self,
+        result: StoreResult<T>,
+        actor: &str,
+        action: &str,
+        target: &str,
+        job: Option<JobId>,
+    ) -> StoreResult<T> {
+        let refusal = match result {
+            Err(e) if is_refusal(&e) => e,
+            other => return other,
+        };
+        let mut audited = self.audited(
+            actor,
+            action,
+            target.to_string(),
+            0,
+            Some(format!("refused: {refusal}")),
+        );
+        if let Some(id) = job {
+            audited = audited.job(id);
+        }
+        // The refusal is what the caller needs to hear; a failed audit write is logged by
+        // `write` and the refusal still returned.
+        let _unaudited = audited.write().await;
+        Err(refusal)
+    }
+}
+
 impl Audited<'_> {
     pub(super) fn job(mut self, id: JobId) -> Self {
         self.job = Some(id);

@@ -5,7 +5,9 @@
 //! them) → **store** → **local effect** (wake this process's fetcher, stop a job running here,
 //! apply a setting now) → **event** (on the engine's event stream) → **audit** (actor,
 //! action, target, count; operator actions only — enqueues are the producers' traffic, not
-//! an operator's decision).
+//! an operator's decision). An action its target refuses — unknown id or name, wrong state,
+//! a conflict with what is there — is audited too, with count 0 and the refusal as detail
+//! (`Operations::audit_refusal`); input that fails validation is not (it reached no target).
 //!
 //! The audit row is written after the store change, as its own write. When it fails, the
 //! action stands and the caller gets [`StoreError::Unaudited`], saying so — from every door
@@ -142,10 +144,19 @@ impl Operations {
     /// A job that already finished is `NotFound` (audited with count 0).
     pub async fn cancel(&self, actor: &str, id: JobId) -> StoreResult<CancelOutcome> {
         validation::validate_name("actor", actor)?;
-        let outcome = self.cancel_one(id).await?;
+        let target = id.to_string();
+        let outcome = self
+            .audit_refusal(
+                self.cancel_one(id).await,
+                actor,
+                "job.cancel",
+                &target,
+                Some(id),
+            )
+            .await?;
         let count = u64::from(outcome != CancelOutcome::NotFound);
         let detail = format!("{outcome:?}");
-        self.audited(actor, "job.cancel", id.to_string(), count, Some(detail))
+        self.audited(actor, "job.cancel", target, count, Some(detail))
             .job(id)
             .write()
             .await?;
@@ -190,12 +201,21 @@ impl Operations {
             Some(edit) => ("job.edit_resurrect", serde_json::to_string(edit).ok()),
             None => ("job.resurrect", None),
         };
-        let applied = self.store.resurrect(id, edit).await?;
+        let target = id.to_string();
+        let applied = self
+            .audit_refusal(
+                self.store.resurrect(id, edit).await,
+                actor,
+                action,
+                &target,
+                Some(id),
+            )
+            .await?;
         if applied.is_applied() {
             self.wake_fetcher();
         }
         let count = u64::from(applied.is_applied());
-        self.audited(actor, action, id.to_string(), count, detail)
+        self.audited(actor, action, target, count, detail)
             .job(id)
             .write()
             .await?;
@@ -208,6 +228,22 @@ impl Operations {
     /// `NotApplied` when it was already due.
     pub async fn run_now(&self, actor: &str, id: JobId) -> StoreResult<Applied> {
         validation::validate_name("actor", actor)?;
+        let target = id.to_string();
+        let n = self
+            .audit_refusal(self.run_one_now(id).await, actor, "job.run_now", &target, Some(id))
+            .await?;
+        if n > 0 {
+            self.wake_fetcher();
+        }
+        self.audited(actor, "job.run_now", target, n, None)
+            .job(id)
+            .write()
+            .await?;
+        Ok(Applied::from_rows(n as usize))
+    }
+
+    /// The store side of [`Operations::run_now`]: refused for a job that is not pending.
+    async fn run_one_now(&self, id: JobId) -> StoreResult<u64> {
         let job = self
             .reads
             .get_job(id)
@@ -220,18 +256,9 @@ impl Operations {
                 action: "run now",
             });
         }
-        let n = self
-            .store
+        self.store
             .bulk_by_ids(BulkAction::RunNow, Pillar::Hot, &[id])
-            .await?;
-        if n > 0 {
-            self.wake_fetcher();
-        }
-        self.audited(actor, "job.run_now", id.to_string(), n, None)
-            .job(id)
-            .write()
-            .await?;
-        Ok(Applied::from_rows(n as usize))
+            .await
     }
 
     /// Edit a pending or dead job in place (the first payload is kept).
@@ -239,8 +266,17 @@ impl Operations {
         validation::validate_name("actor", actor)?;
         validation::validate_edit(&edit)?;
         let detail = serde_json::to_string(&edit).ok();
-        let job = self.store.edit_job(id, edit).await?;
-        self.audited(actor, "job.edit", id.to_string(), 1, detail)
+        let target = id.to_string();
+        let job = self
+            .audit_refusal(
+                self.store.edit_job(id, edit).await,
+                actor,
+                "job.edit",
+                &target,
+                Some(id),
+            )
+            .await?;
+        self.audited(actor, "job.edit", target, 1, detail)
             .job(id)
             .write()
             .await?;
@@ -251,11 +287,20 @@ impl Operations {
     /// rows went (0 when the job moved on).
     pub async fn purge(&self, actor: &str, source: Pillar, id: JobId) -> StoreResult<u64> {
         validation::validate_name("actor", actor)?;
-        let n = self.store.purge(source, &[id]).await?;
+        let target = id.to_string();
+        let n = self
+            .audit_refusal(
+                self.store.purge(source, &[id]).await,
+                actor,
+                "job.purge",
+                &target,
+                Some(id),
+            )
+            .await?;
         self.audited(
             actor,
             "job.purge",
-            id.to_string(),
+            target,
             n,
             Some(format!("from {source}")),
         )
@@ -325,14 +370,29 @@ impl Operations {
         validation::validate_name("actor", actor)?;
         validation::validate_name("queue", name)?;
         validation::validate_queue_patch(&patch)?;
-        self.lag_thresholds_agree(name, &patch).await?;
         let action = queue_action(&patch);
+        self.audit_refusal(
+            self.lag_thresholds_agree(name, &patch).await,
+            actor,
+            action,
+            name,
+            None,
+        )
+        .await?;
         let detail = serde_json::to_string(&patch).ok();
         let pausing = patch.paused == Some(true);
         let resuming = patch.paused == Some(false);
         // A raised or lifted rate limit lets waiting jobs start now, not at the next poll.
         let rate_changed = patch.rate_limit.is_some();
-        let queue = self.store.update_queue(name, patch).await?;
+        let queue = self
+            .audit_refusal(
+                self.store.update_queue(name, patch).await,
+                actor,
+                action,
+                name,
+                None,
+            )
+            .await?;
         if let Some(rt) = &self.runtime {
             let claim_again = resuming || rate_changed || queue.max_workers.is_some();
             rt.queue_changed(queue.clone(), pausing, claim_again).await;
@@ -423,15 +483,24 @@ impl Operations {
     ) -> StoreResult<Applied> {
         validation::validate_name("actor", actor)?;
         validation::validate_name("instance id", id)?;
-        if quiet {
-            self.quietable(id).await?;
-        }
-        let applied = self.store.set_instance_quiet(id, quiet).await?;
         let (action, verb) = if quiet {
             ("instance.quiet", "quieted")
         } else {
             ("instance.resume", "resumed")
         };
+        if quiet {
+            self.audit_refusal(self.quietable(id).await, actor, action, id, None)
+                .await?;
+        }
+        let applied = self
+            .audit_refusal(
+                self.store.set_instance_quiet(id, quiet).await,
+                actor,
+                action,
+                id,
+                None,
+            )
+            .await?;
         if applied == Applied::Applied {
             if let Some(rt) = &self.runtime {
                 rt.instance_quiet_changed(id, quiet);

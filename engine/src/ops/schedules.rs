@@ -38,8 +38,15 @@ impl Operations {
         let detail = serde_json::to_string(&definition).ok();
         let name = definition.name.clone();
         let created = self
-            .store
-            .create_schedule(definition, ScheduleOrigin::Operator, true)
+            .audit_refusal(
+                self.store
+                    .create_schedule(definition, ScheduleOrigin::Operator, true)
+                    .await,
+                actor,
+                "schedule.create",
+                &name,
+                None,
+            )
             .await?;
         self.announce(&created, "created");
         self.audited(actor, "schedule.create", name, 1, detail)
@@ -56,7 +63,15 @@ impl Operations {
         definition: ScheduleDefinition,
     ) -> StoreResult<Schedule> {
         check_definition(actor, &definition)?;
-        let current = self.schedule(&definition.name).await?;
+        let current = self
+            .audit_refusal(
+                self.schedule(&definition.name).await,
+                actor,
+                "schedule.edit",
+                &definition.name,
+                None,
+            )
+            .await?;
         let detail = serde_json::json!({
             "before": current.definition,
             "after": definition,
@@ -64,8 +79,15 @@ impl Operations {
         .to_string();
         let name = definition.name.clone();
         let edited = self
-            .store
-            .replace_schedule(definition, current.origin)
+            .audit_refusal(
+                self.store
+                    .replace_schedule(definition, current.origin)
+                    .await,
+                actor,
+                "schedule.edit",
+                &name,
+                None,
+            )
             .await?;
         self.announce(&edited, "edited");
         self.audited(actor, "schedule.edit", name, 1, Some(detail))
@@ -84,12 +106,20 @@ impl Operations {
     ) -> StoreResult<Schedule> {
         validation::validate_name("actor", actor)?;
         validation::validate_name("schedule", name)?;
-        let changed = self.store.set_schedule_enabled(name, enabled).await?;
         let (action, verb) = if enabled {
             ("schedule.resume", "resumed")
         } else {
             ("schedule.pause", "paused")
         };
+        let changed = self
+            .audit_refusal(
+                self.store.set_schedule_enabled(name, enabled).await,
+                actor,
+                action,
+                name,
+                None,
+            )
+            .await?;
         self.announce(&changed, verb);
         self.audited(actor, action, name.to_string(), 1, None)
             .write()
@@ -103,7 +133,15 @@ impl Operations {
     pub async fn run_schedule_now(&self, actor: &str, name: &str) -> StoreResult<FireOutcome> {
         validation::validate_name("actor", actor)?;
         validation::validate_name("schedule", name)?;
-        let current = self.schedule(name).await?;
+        let current = self
+            .audit_refusal(
+                self.schedule(name).await,
+                actor,
+                "schedule.run_now",
+                name,
+                None,
+            )
+            .await?;
         let now = Utc::now();
         let job_id = JobId::new();
         let fire = ScheduleFire {
@@ -118,7 +156,13 @@ impl Operations {
             manual: true,
         };
         let outcome = self
-            .fire(&current.definition, fire)
+            .audit_refusal(
+                self.fire(&current.definition, fire).await,
+                actor,
+                "schedule.run_now",
+                name,
+                None,
+            )
             .await?
             .into_iter()
             .next()

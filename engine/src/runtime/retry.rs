@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use rand::Rng;
 
+use crate::handler::THROTTLED_KIND;
 use crate::model::{FailureReason, Job, RetrySettings, Timestamp};
 
 /// The retry rules in force (from the persisted `EngineSettings.retry`).
@@ -40,12 +41,19 @@ impl From<&RetrySettings> for RetryPolicy {
     }
 }
 
+/// Most throttled runs one job may have: a throttle does not spend one of the job's attempts,
+/// so this (with the retry lifetime, `max_job_age`) is what keeps an endpoint that throttles
+/// for ever from holding a job for ever.
+pub const MAX_THROTTLES: u32 = 100;
+
 /// Why an attempt failed, as far as the retry decision cares.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttemptFailure {
     /// The handler returned a transient error (or was interrupted by shutdown).
     Transient,
-    /// The handler asked to be retried no earlier than this.
+    /// The downstream asked to be called again no earlier than this (429/503 with
+    /// `Retry-After`): retried then without spending an attempt, up to [`MAX_THROTTLES`]
+    /// times and within the retry lifetime.
     Throttled { retry_after: Duration },
     /// The execution timeout cancelled the attempt.
     Timeout,
@@ -85,7 +93,23 @@ impl RetryPolicy {
         job.max_attempts.unwrap_or(self.max_attempts).max(1)
     }
 
+    /// Of the job's runs before this one (since it was last enqueued or resurrected), how
+    /// many were throttled: each failed run left one error, newest last.
+    fn throttled_before(job: &Job) -> u32 {
+        let earlier = usize::try_from(job.attempt.saturating_sub(1)).unwrap_or(usize::MAX);
+        let n = job
+            .errors
+            .iter()
+            .rev()
+            .take(earlier)
+            .filter(|e| e.kind == THROTTLED_KIND)
+            .count();
+        u32::try_from(n).unwrap_or(u32::MAX)
+    }
+
     /// Decide what follows failed attempt `job.attempt` (already counted by `mark_processing`).
+    /// Throttled runs do not count against the job's attempts: only the other failures
+    /// spend them.
     pub fn decide(
         &self,
         job: &Job,
@@ -99,7 +123,12 @@ impl RetryPolicy {
             AttemptFailure::Throttled { .. } => FailureReason::Throttled,
             AttemptFailure::Timeout => FailureReason::Timeout,
         };
-        if job.attempt >= self.attempts_for(job) {
+        let throttled = Self::throttled_before(job);
+        let exhausted = match failure {
+            AttemptFailure::Throttled { .. } => throttled.saturating_add(1) >= MAX_THROTTLES,
+            _ => job.attempt.saturating_sub(throttled) >= self.attempts_for(job),
+        };
+        if exhausted {
             return RetryDecision::Dead(exhausted_reason);
         }
         let delay = match failure {
@@ -263,8 +292,22 @@ mod tests {
         );
     }
 
+    fn failed_runs(j: &mut Job, kinds: &[&str]) {
+        for kind in kinds {
+            j.attempt += 1;
+            j.errors.push(crate::model::AttemptError {
+                attempt: j.attempt,
+                at: t0(),
+                kind: kind.to_string(),
+                message: "x".into(),
+            });
+        }
+        // The run being decided.
+        j.attempt += 1;
+    }
+
     #[test]
-    fn throttled_waits_retry_after_and_names_the_reason_when_exhausted() {
+    fn a_throttle_waits_retry_after_and_spends_no_attempt() {
         let mut rng = StdRng::seed_from_u64(1);
         let p = no_jitter();
         let throttled = AttemptFailure::Throttled {
@@ -274,9 +317,64 @@ mod tests {
             p.decide(&job(1, t0()), throttled, t0(), &mut rng),
             RetryDecision::RetryAt(t0() + chrono::Duration::seconds(42))
         );
+        // The third run of a 3-attempt job, throttled: retried all the same.
+        let mut j = job(0, t0());
+        failed_runs(&mut j, &["transient", "transient"]);
         assert_eq!(
-            p.decide(&job(3, t0()), throttled, t0(), &mut rng),
-            RetryDecision::Dead(FailureReason::Throttled)
+            p.decide(&j, throttled, t0(), &mut rng),
+            RetryDecision::RetryAt(t0() + chrono::Duration::seconds(42))
+        );
+        // Throttled five times, then two transient failures: the third transient failure is
+        // the job's third spent attempt, and the last.
+        let mut j = job(0, t0());
+        failed_runs(
+            &mut j,
+            &[
+                "throttled",
+                "throttled",
+                "transient",
+                "throttled",
+                "throttled",
+                "throttled",
+            ],
+        );
+        assert!(matches!(
+            p.decide(&j, AttemptFailure::Transient, t0(), &mut rng),
+            RetryDecision::RetryAt(_)
+        ));
+        j.attempt -= 1;
+        failed_runs(&mut j, &["transient"]);
+        assert_eq!(
+            p.decide(&j, AttemptFailure::Transient, t0(), &mut rng),
+            RetryDecision::Dead(FailureReason::Failed)
+        );
+    }
+
+    #[test]
+    fn throttles_are_bounded_by_their_count_and_the_retry_lifetime() {
+        let mut rng = StdRng::seed_from_u64(1);
+        let p = no_jitter();
+        let throttled = AttemptFailure::Throttled {
+            retry_after: Duration::from_secs(1),
+        };
+        let mut j = job(0, t0());
+        failed_runs(&mut j, &[THROTTLED_KIND; (MAX_THROTTLES - 2) as usize]);
+        assert!(matches!(
+            p.decide(&j, throttled, t0(), &mut rng),
+            RetryDecision::RetryAt(_)
+        ));
+        j.attempt -= 1;
+        failed_runs(&mut j, &[THROTTLED_KIND]);
+        assert_eq!(
+            p.decide(&j, throttled, t0(), &mut rng),
+            RetryDecision::Dead(FailureReason::Throttled),
+            "the {MAX_THROTTLES}th throttle is the last"
+        );
+        let late = t0() + chrono::Duration::seconds(86_400);
+        assert_eq!(
+            p.decide(&job(1, t0()), throttled, late, &mut rng),
+            RetryDecision::Dead(FailureReason::RetryLifetimeExpired),
+            "no throttled retry past the retry lifetime"
         );
     }
 

@@ -260,8 +260,10 @@ pub trait Store: StoreReads {
         enabled: bool,
     ) -> StoreResult<Schedule>;
 
-    /// Replace a schedule's definition (and origin), keeping its state: enabled, handled
-    /// through, last run, history. `ScheduleNotFound` when there is none by that name.
+    /// Replace a schedule's definition (and origin), keeping its state: enabled, last run,
+    /// history. The new definition starts from now: `handled_through` moves up to now (never
+    /// back), so no occurrence from before the edit is caught up on. `ScheduleNotFound` when
+    /// there is none by that name.
     async fn replace_schedule(
         &self,
         definition: ScheduleDefinition,

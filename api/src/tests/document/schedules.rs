@@ -267,7 +267,22 @@ async fn cron_and_zone_formats_are_the_ones_the_contract_test_generates() {
     let doc = document(&h).await;
     let schemas = &doc["components"]["schemas"];
     assert_eq!(schemas["CronExpr"]["format"], CRON_FORMAT);
+    assert_eq!(
+        schemas["CronExpr"]["minLength"], 1,
+        "an empty expression is refused"
+    );
     assert_eq!(schemas["TimeZone"]["format"], TIME_ZONE_FORMAT);
+    // The names the server takes, exactly: any other is refused, and the document says so.
+    let listed: Vec<&str> = schemas["TimeZone"]["enum"]
+        .as_array()
+        .expect("TimeZone lists its names")
+        .iter()
+        .map(|v| v.as_str().unwrap())
+        .collect();
+    assert_eq!(
+        listed,
+        deck_engine::schedule::zone_names().collect::<Vec<_>>()
+    );
     assert_eq!(
         non_null(&doc, property(&doc, "NewSchedule", "cron")),
         &schemas["CronExpr"]
@@ -289,7 +304,12 @@ async fn cron_and_zone_formats_are_the_ones_the_contract_test_generates() {
         .iter()
         .find(|p| p["name"] == "tz")
         .unwrap();
-    assert_eq!(resolve(&doc, &tz["schema"]), &schemas["TimeZone"]);
+    // `?tz=` takes a zone name or nothing (empty is as if absent).
+    let tz_query = resolve(&doc, &tz["schema"]);
+    assert_eq!(tz_query, &schemas["TimeZoneQuery"]);
+    let choices = tz_query["oneOf"].as_array().expect("a zone or empty");
+    assert_eq!(resolve(&doc, &choices[0]), &schemas["TimeZone"]);
+    assert_eq!(choices[1]["enum"], json!([""]));
     let hooks = include_str!("../../../../contract/hooks.py");
     for format in [CRON_FORMAT, TIME_ZONE_FORMAT] {
         assert!(

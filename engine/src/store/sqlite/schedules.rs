@@ -169,7 +169,8 @@ pub(crate) fn replace(
     let json = to_json(definition)?;
     let changed = conn
         .prepare_cached(
-            "UPDATE schedules SET definition = ?2, origin = ?3, updated_at = ?4 WHERE name = ?1",
+            "UPDATE schedules SET definition = ?2, origin = ?3, updated_at = ?4, \
+             handled_through = MAX(handled_through, ?4) WHERE name = ?1",
         )
         .map_err(db_err("edit schedule"))?
         .execute(params![definition.name, json, origin.as_str(), now])

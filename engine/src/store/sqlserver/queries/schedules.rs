@@ -82,16 +82,23 @@ SET @created = @@ROWCOUNT;
     ),
 };
 
-/// @P1 name, @P2 definition (JSON), @P3 origin. No row when there is no such schedule.
+/// @P1 name, @P2 definition (JSON), @P3 origin. The new definition starts from now: the
+/// cursor moves up to now, so no occurrence from before the edit is caught up on. No row when
+/// there is no such schedule.
 pub const REPLACE_SCHEDULE: Statement = Statement {
     name: "replace_schedule",
     class: Class::Transition,
     reads: Reads::Rows(SCHEDULE_COLUMNS),
     sql: tx!(
         "DECLARE @name NVARCHAR(255) = @P1;
+DECLARE @now DATETIME2(6) = SYSUTCDATETIME();
 ",
         update_schedule_named!(
-            "UPDATE s SET s.definition = @P2, s.origin = @P3, s.updated_at = SYSUTCDATETIME()"
+            "UPDATE s
+SET s.definition = @P2,
+    s.origin = @P3,
+    s.handled_through = CASE WHEN s.handled_through < @now THEN @now ELSE s.handled_through END,
+    s.updated_at = @now"
         )
     ),
 };
