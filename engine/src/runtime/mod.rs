@@ -48,6 +48,7 @@ pub(crate) mod policies;
 pub(crate) mod pool;
 pub(crate) mod result_sweeper;
 pub(crate) mod scheduler;
+pub(crate) mod slots;
 pub(crate) mod snapshot;
 pub(crate) mod starter;
 pub mod sweeper;
