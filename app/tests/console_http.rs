@@ -643,6 +643,8 @@ async fn an_instance_is_quieted_and_resumed_from_the_instances_page() {
         queues: None,
         job_types: None,
         quiet: quiet_before,
+        held_jobs: 0,
+        stopped: false,
     };
     f.store.heartbeat_instance(&beat(false)).await.unwrap();
     let listed_quiet = || async {

@@ -135,6 +135,7 @@ macro_rules! store_conformance_tests {
             maintenance::rescue_dead_letters_zombies,
             maintenance::rescue_honours_the_queue_zombie_timeout,
             maintenance::rescue_handles_dead_and_deregistered_instances,
+            maintenance::instances_are_listed_while_they_hold_jobs,
             maintenance::prune_removes_old_finished_rows,
             maintenance::prune_steps_delete_at_most_their_limit,
             rollback::failed_archive_insert_rolls_back_the_whole_completion_batch,

@@ -137,6 +137,7 @@ impl Runtime {
             workers: workers_pool.clone(),
             breakers: breakers.clone(),
             counters: counters.clone(),
+            claimable_types: handlers.claimable_types(),
             quiet: Arc::new(Quiet::new(events.clone(), wake_fetcher.clone())),
             wake_fetcher: wake_fetcher.clone(),
             new_work: Notify::new(),

@@ -92,6 +92,9 @@ pub(crate) struct Control {
     workers: WorkerPool,
     breakers: Arc<Mutex<Breakers>>,
     counters: Arc<Counters>,
+    /// The job types this instance's handlers run, as its claims filter them (`None`: any);
+    /// reported on its instance row so the console can tell work no instance takes.
+    claimable_types: Option<Vec<String>>,
     quiet: Arc<Quiet>,
     /// Same-process enqueue (and bulkhead capacity freed) wakes the fetcher at once.
     wake_fetcher: Arc<Notify>,

@@ -86,7 +86,9 @@ pub trait StoreReads: Send + Sync + 'static {
 
     // ------------------------------------------------------------------ instances and audit log
 
-    /// Instances whose heartbeat is at most `max_age` old, newest first.
+    /// Instances whose heartbeat is at most `max_age` old, and any older or stopped one that
+    /// still holds jobs (lost: its jobs wait for the rescue), newest heartbeat first; each with
+    /// the jobs it holds (`held_jobs`) and whether it stopped cleanly (`stopped`).
     async fn list_instances(&self, max_age: std::time::Duration) -> StoreResult<Vec<InstanceInfo>>;
 
     /// Newest first, `before_id` pages back; only entries `filter` matches.
