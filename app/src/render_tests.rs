@@ -733,3 +733,62 @@ fn a_traced_job_shows_its_trace_id_and_only_that() {
     let out = html(move || view! { <JobView job=untraced editing=false draft=None/> }.into_any());
     assert!(!out.contains("Trace id"), "{out}");
 }
+
+fn instance_row(id: &str, heartbeat_age_secs: i64, held_jobs: u32) -> deck_engine::InstanceInfo {
+    let now = Utc::now();
+    deck_engine::InstanceInfo {
+        id: id.into(),
+        host: "box".into(),
+        pid: 7,
+        version: "0.1.0".into(),
+        started_at: now - Duration::seconds(600),
+        heartbeat_at: now - Duration::seconds(heartbeat_age_secs),
+        workers_total: 100,
+        workers_busy: 2,
+        kind: deck_engine::InstanceKind::Engine,
+        queues: None,
+        job_types: None,
+        quiet: false,
+        held_jobs,
+        stopped: false,
+    }
+}
+
+/// The part of `html` that is the row of instance `id`.
+fn row_of<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html
+        .find(&format!(r#"data-instance="{id}""#))
+        .unwrap_or_else(|| panic!("no row for {id}: {html}"));
+    let rest = &html[start..];
+    &rest[..rest.find("</tr>").unwrap_or(rest.len())]
+}
+
+#[test]
+fn a_lost_instance_shows_its_held_jobs_and_no_controls() {
+    use crate::pages::admin::InstanceTable;
+    let instances = vec![
+        instance_row("worker-live", 2, 2),
+        instance_row("worker-killed", 49, 2),
+    ];
+    let out = html(|| view! { <InstanceTable instances=instances/> }.into_any());
+    let live = row_of(&out, "worker-live");
+    assert!(!live.contains(r#"data-status="lost""#), "{live}");
+    assert!(live.contains("2 / 100"), "{live}");
+    assert!(
+        live.contains("Read-only"),
+        "a live engine has its controls: {live}"
+    );
+
+    let lost = row_of(&out, "worker-killed");
+    assert!(lost.contains(r#"data-status="lost""#), "{lost}");
+    assert!(lost.contains("2 awaiting rescue"), "{lost}");
+    assert!(!lost.contains("2 / 100"), "no stale busy count: {lost}");
+    assert!(
+        !lost.contains("Read-only") && !lost.contains("Quiet"),
+        "no controls: {lost}"
+    );
+    assert!(
+        out.contains(r#"role="alert""#),
+        "the page says some are lost: {out}"
+    );
+}
