@@ -129,6 +129,7 @@ macro_rules! store_conformance_tests {
             telemetry::top_errors_group_by_fingerprint,
             telemetry::ninety_mailbox_failures_are_one_group_until_they_leave,
             telemetry::run_times_count_finished_runs_per_job_type,
+            telemetry::pending_groups_count_pending_jobs_per_queue_and_type,
             maintenance::rescue_with_default_policy_leaves_fresh_work_alone,
             maintenance::rescue_releases_stale_fetched_jobs,
             maintenance::rescue_steps_move_at_most_their_limit,

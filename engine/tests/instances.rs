@@ -64,7 +64,10 @@ fn a_console_only_instance_rescues_the_jobs_of_a_killed_worker() {
             .find(|i| i.id == console.instance_id())
             .unwrap();
         assert_eq!(me.workers_total, 0);
-        assert!(!me.takes("q", "work"), "an instance without workers takes nothing");
+        assert!(
+            !me.takes("q", "work"),
+            "an instance without workers takes nothing"
+        );
 
         let outcome = console.wait(job, WAIT).await.unwrap();
         assert_eq!(
@@ -89,7 +92,9 @@ async fn an_engine_reports_the_queues_and_types_it_takes() {
         queues: Some(vec!["mail".into()]),
         ..test_config()
     };
-    let engine = Engine::start(store.clone(), handlers, config).await.unwrap();
+    let engine = Engine::start(store.clone(), handlers, config)
+        .await
+        .unwrap();
     let listed = store.list_instances(Duration::from_secs(60)).await.unwrap();
     let row = listed
         .iter()
@@ -97,8 +102,14 @@ async fn an_engine_reports_the_queues_and_types_it_takes() {
         .unwrap();
     assert_eq!(row.job_types, Some(vec!["mail.send".to_string()]));
     assert!(row.takes("mail", "mail.send"));
-    assert!(!row.takes("mail", "report.build"), "no handler for that type");
-    assert!(!row.takes("other", "mail.send"), "a queue it does not serve");
+    assert!(
+        !row.takes("mail", "report.build"),
+        "no handler for that type"
+    );
+    assert!(
+        !row.takes("other", "mail.send"),
+        "a queue it does not serve"
+    );
     assert_eq!(row.status(chrono::Utc::now()), InstanceStatus::Live);
     engine.shutdown().await;
 }

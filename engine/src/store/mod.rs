@@ -147,6 +147,10 @@ pub trait StoreReads: Send + Sync + 'static {
     /// Per job type, the run times of the runs that ended in the last `minutes` minutes
     /// (the current one included) as histogram bins, job types by name.
     async fn run_times(&self, minutes: u32) -> StoreResult<Vec<RunTimeHistogram>>;
+
+    /// Pending jobs (due or scheduled) per (queue, job type), the largest groups first, at
+    /// most `limit` groups: what the console holds against the instances that take them.
+    async fn pending_groups(&self, limit: u32) -> StoreResult<Vec<PendingGroup>>;
 }
 
 /// The whole store: its reads and every write. Only the operations layer (`crate::ops`) and
