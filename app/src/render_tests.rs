@@ -154,7 +154,9 @@ fn live_fragments_cover_every_panel() {
         ..Telemetry::default()
     };
     let f = fragments(&t);
-    for key in ["cards", "chart", "queues", "errors", "breakers", "events"] {
+    for key in [
+        "cards", "chart", "queues", "errors", "breakers", "events", "warnings",
+    ] {
         let html = f[key].as_str().unwrap_or_default();
         assert!(
             html.contains(&format!("data-live=\"{key}\"")),
@@ -790,5 +792,41 @@ fn a_lost_instance_shows_its_held_jobs_and_no_controls() {
     assert!(
         out.contains(r#"role="alert""#),
         "the page says some are lost: {out}"
+    );
+}
+
+#[test]
+fn work_no_instance_takes_is_named_on_the_overview() {
+    let t = Telemetry {
+        untaken: vec![
+            deck_engine::Untaken::Queue {
+                queue: "reports".into(),
+                pending: 4,
+            },
+            deck_engine::Untaken::Type {
+                queue: "mail".into(),
+                job_type: "email.digest".into(),
+                pending: 2,
+            },
+        ],
+        ..Telemetry::default()
+    };
+    let f = fragments(&t);
+    let html = f["warnings"].as_str().unwrap_or_default();
+    assert!(
+        html.contains("no instance serves queue reports (4 pending)"),
+        "{html}"
+    );
+    assert!(
+        html.contains("no instance takes type email.digest in queue mail (2 pending)"),
+        "{html}"
+    );
+    assert!(html.contains("queue=reports"), "links to the jobs: {html}");
+    let none = fragments(&Telemetry::default());
+    let empty = none["warnings"].as_str().unwrap_or_default();
+    assert!(!empty.contains("flash"), "nothing to warn about: {empty}");
+    assert!(
+        empty.contains(r#"data-live="warnings""#),
+        "a place for later warnings"
     );
 }
