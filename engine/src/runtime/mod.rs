@@ -11,6 +11,11 @@
 //!       waiters ◀── completer ◀──complete── completions ◀── workers (handlers) ◀────┘
 //! ```
 //!
+//! A job is started (marked processing, its attempt counted) only when its handler can run
+//! it now: the starter takes a place in the handler's declared capacity first
+//! ([`slots::Slots`]), and jobs without one wait in the buffer, unstarted; the fetcher starts
+//! jobs straight from a claim only when no handler declares a capacity.
+//!
 //! Each stage is a struct that holds only its own handles and is moved into its task:
 //! [`fetcher::Fetcher`], [`starter::Starter`] (which hands started jobs to the
 //! [`launch::Launcher`]), the [`pool::WorkerPool`] whose workers run an [`outcome::Executor`],
