@@ -186,7 +186,12 @@ mod tests {
     fn only_live_claiming_instances_take_work() {
         let pending = [group("q", "t", 1)];
         let taker = engine(None, None);
-        assert!(untaken(&pending, &[taker.clone()], Utc::now(), |_| false).is_empty());
+        assert!(
+            untaken(&pending, std::slice::from_ref(&taker), Utc::now(), |_| {
+                false
+            })
+            .is_empty()
+        );
         let lost = InstanceInfo {
             heartbeat_at: Utc::now() - chrono::Duration::seconds(120),
             ..taker.clone()
