@@ -14,7 +14,7 @@ use leptos::reactive::owner::Owner;
 use tokio::sync::watch;
 
 use crate::components::telemetry::{
-    Breakers, Cards, ErrorGroups, EventConsole, QueuesTable, ThroughputChart,
+    Breakers, Cards, ErrorGroups, EventConsole, QueuesTable, ThroughputChart, UntakenWarnings,
 };
 use crate::state::Console;
 use crate::telemetry_view::Telemetry;
@@ -29,6 +29,7 @@ pub struct LivePanels {
     pub errors: String,
     pub breakers: String,
     pub events: String,
+    pub warnings: String,
 }
 
 impl LivePanels {
@@ -52,6 +53,9 @@ impl LivePanels {
             events: render(&|| {
                 view! { <EventConsole events=t.events.clone() live=true/> }.into_any()
             }),
+            warnings: render(&|| {
+                view! { <UntakenWarnings untaken=t.untaken.clone() live=true/> }.into_any()
+            }),
         }
     }
 
@@ -63,6 +67,7 @@ impl LivePanels {
             "errors": self.errors,
             "breakers": self.breakers,
             "events": self.events,
+            "warnings": self.warnings,
         })
     }
 }

@@ -1,5 +1,5 @@
 //! Live refresh of the pages past the overview (job lists, a job, queues, schedules,
-//! batches): once per tick the stream renders the viewer's own page through the same router
+//! batches, instances): once per tick the stream renders the viewer's own page through the same router
 //! a reload would, and pushes it only when it changed. `live.js` swaps in the page's
 //! `data-live-page` regions the operator is not working in. Viewers of the same page share
 //! one render per tick, so a tick costs one read per page being watched, however many
@@ -39,6 +39,7 @@ pub fn is_live_page(path: &str) -> bool {
         || path == "/queues"
         || path == "/schedules"
         || path == "/batches"
+        || path == "/instances"
         || path.strip_prefix("/jobs/").is_some_and(one_segment)
         || path.strip_prefix("/schedules/").is_some_and(one_segment)
         || path.strip_prefix("/batches/").is_some_and(one_segment)
@@ -138,7 +139,7 @@ pub async fn stream(
         return (
             StatusCode::BAD_REQUEST,
             "live refresh covers /jobs, /jobs/{id}, /queues, /schedules, /schedules/{name}, \
-             /batches and /batches/{id}; the overview has /live",
+             /batches, /batches/{id} and /instances; the overview has /live",
         )
             .into_response();
     }
@@ -254,6 +255,7 @@ mod tests {
             "/batches",
             "/batches?before=0193a5c2-0000-7000-8000-000000000000",
             "/batches/0193a5c2-0000-7000-8000-000000000000",
+            "/instances",
         ] {
             assert!(is_live_page(ok), "{ok}");
         }

@@ -154,7 +154,9 @@ fn live_fragments_cover_every_panel() {
         ..Telemetry::default()
     };
     let f = fragments(&t);
-    for key in ["cards", "chart", "queues", "errors", "breakers", "events"] {
+    for key in [
+        "cards", "chart", "queues", "errors", "breakers", "events", "warnings",
+    ] {
         let html = f[key].as_str().unwrap_or_default();
         assert!(
             html.contains(&format!("data-live=\"{key}\"")),
@@ -823,5 +825,100 @@ fn an_audit_detail_reads_as_its_fields_without_nulls_and_keeps_the_json() {
     assert!(
         out.contains("2026-12-05 14:03:07 UTC"),
         "the time names its zone: {out}"
+    );
+}
+
+fn instance_row(id: &str, heartbeat_age_secs: i64, held_jobs: u32) -> deck_engine::InstanceInfo {
+    let now = Utc::now();
+    deck_engine::InstanceInfo {
+        id: id.into(),
+        host: "box".into(),
+        pid: 7,
+        version: "0.1.0".into(),
+        started_at: now - Duration::seconds(600),
+        heartbeat_at: now - Duration::seconds(heartbeat_age_secs),
+        workers_total: 100,
+        workers_busy: 2,
+        kind: deck_engine::InstanceKind::Engine,
+        queues: None,
+        job_types: None,
+        quiet: false,
+        held_jobs,
+        stopped: false,
+    }
+}
+
+/// The part of `html` that is the row of instance `id`.
+fn row_of<'a>(html: &'a str, id: &str) -> &'a str {
+    let start = html
+        .find(&format!(r#"data-instance="{id}""#))
+        .unwrap_or_else(|| panic!("no row for {id}: {html}"));
+    let rest = &html[start..];
+    &rest[..rest.find("</tr>").unwrap_or(rest.len())]
+}
+
+#[test]
+fn a_lost_instance_shows_its_held_jobs_and_no_controls() {
+    use crate::pages::admin::InstanceTable;
+    let instances = vec![
+        instance_row("worker-live", 2, 2),
+        instance_row("worker-killed", 49, 2),
+    ];
+    let out = html(|| view! { <InstanceTable instances=instances/> }.into_any());
+    let live = row_of(&out, "worker-live");
+    assert!(!live.contains(r#"data-status="lost""#), "{live}");
+    assert!(live.contains("2 / 100"), "{live}");
+    assert!(
+        live.contains("Read-only"),
+        "a live engine has its controls: {live}"
+    );
+
+    let lost = row_of(&out, "worker-killed");
+    assert!(lost.contains(r#"data-status="lost""#), "{lost}");
+    assert!(lost.contains("2 awaiting rescue"), "{lost}");
+    assert!(!lost.contains("2 / 100"), "no stale busy count: {lost}");
+    assert!(
+        !lost.contains("Read-only") && !lost.contains("Quiet"),
+        "no controls: {lost}"
+    );
+    assert!(
+        out.contains(r#"role="alert""#),
+        "the page says some are lost: {out}"
+    );
+}
+
+#[test]
+fn work_no_instance_takes_is_named_on_the_overview() {
+    let t = Telemetry {
+        untaken: vec![
+            deck_engine::Untaken::Queue {
+                queue: "reports".into(),
+                pending: 4,
+            },
+            deck_engine::Untaken::Type {
+                queue: "mail".into(),
+                job_type: "email.digest".into(),
+                pending: 2,
+            },
+        ],
+        ..Telemetry::default()
+    };
+    let f = fragments(&t);
+    let html = f["warnings"].as_str().unwrap_or_default();
+    assert!(
+        html.contains("no instance serves queue reports (4 pending)"),
+        "{html}"
+    );
+    assert!(
+        html.contains("no instance takes type email.digest in queue mail (2 pending)"),
+        "{html}"
+    );
+    assert!(html.contains("queue=reports"), "links to the jobs: {html}");
+    let none = fragments(&Telemetry::default());
+    let empty = none["warnings"].as_str().unwrap_or_default();
+    assert!(!empty.contains("flash"), "nothing to warn about: {empty}");
+    assert!(
+        empty.contains(r#"data-live="warnings""#),
+        "a place for later warnings"
     );
 }

@@ -643,6 +643,8 @@ async fn an_instance_is_quieted_and_resumed_from_the_instances_page() {
         queues: None,
         job_types: None,
         quiet: quiet_before,
+        held_jobs: 0,
+        stopped: false,
     };
     f.store.heartbeat_instance(&beat(false)).await.unwrap();
     let listed_quiet = || async {
@@ -822,4 +824,46 @@ async fn a_rate_limited_queue_and_its_waiting_job_say_until_when() {
     assert_eq!(metered.rate_limit, None, "empty fields lift the limit");
     let (_, job, _) = get(router, &format!("/jobs/{waiting}"), None).await;
     assert!(!job.contains("data-held"), "{job}");
+}
+
+#[tokio::test]
+async fn pending_work_no_instance_takes_is_named_on_the_overview_and_its_queue() {
+    // No instance at all: the queue is served by nobody.
+    let f = fixture().await;
+    enqueue(&f.store, "emails", "{}").await;
+    let (_, overview, _) = get(&f.router, "/", None).await;
+    assert!(
+        overview.contains("no instance serves queue emails (1 pending)"),
+        "{overview}"
+    );
+
+    // An instance serves the queue but runs other types: the type is named, on its queue.
+    let f = fixture().await;
+    let worker = deck_engine::InstanceInfo {
+        id: "inst-mail".into(),
+        host: "build-host".into(),
+        pid: 42,
+        version: "0.1.0".into(),
+        started_at: chrono::Utc::now(),
+        heartbeat_at: chrono::Utc::now(),
+        workers_total: 4,
+        workers_busy: 0,
+        kind: deck_engine::InstanceKind::Engine,
+        queues: Some(vec!["emails".into()]),
+        job_types: Some(vec!["send_sms".into()]),
+        quiet: false,
+        held_jobs: 0,
+        stopped: false,
+    };
+    f.store.heartbeat_instance(&worker).await.unwrap();
+    enqueue(&f.store, "emails", "{}").await;
+    let (_, queue, _) = get(&f.router, "/queues?q=emails", None).await;
+    assert!(
+        queue.contains("no instance takes type send_email in queue emails (1 pending)"),
+        "{queue}"
+    );
+    assert!(
+        !queue.contains("no instance serves queue emails"),
+        "{queue}"
+    );
 }

@@ -185,6 +185,8 @@ async fn seeded() -> Seeded {
             queues: None,
             job_types: None,
             quiet: false,
+            held_jobs: 0,
+            stopped: false,
         })
         .await
         .unwrap();

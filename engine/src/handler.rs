@@ -273,6 +273,9 @@ pub struct HandlerRegistry {
     fallback: Option<ErasedHandler>,
     middleware: Vec<Arc<dyn Middleware>>,
     duplicates: Vec<String>,
+    /// How many jobs may run at once per downstream (or per job type), declared with
+    /// [`limit`](Self::limit).
+    limits: HashMap<String, u32>,
 }
 
 impl fmt::Debug for HandlerRegistry {
@@ -409,6 +412,31 @@ impl HandlerRegistry {
             Some((_, Some(downstream), _)) => downstream,
             _ => &job.job_type,
         }
+    }
+
+    /// Let at most `max_running` jobs of one downstream (a name given to
+    /// [`route_to`](Self::route_to)) or of one job type run at once in this instance. The
+    /// runtime takes a place before it starts a job (marks it processing and counts its
+    /// attempt): the others stay buffered, unstarted, while jobs of other handlers start
+    /// past them, and a crash returns them to pending without calling them zombies.
+    /// Declared twice, the smaller limit holds; 0 counts as 1.
+    pub fn limit(&mut self, key: impl Into<String>, max_running: u32) -> &mut Self {
+        let max_running = max_running.max(1);
+        self.limits
+            .entry(key.into())
+            .and_modify(|n| *n = (*n).min(max_running))
+            .or_insert(max_running);
+        self
+    }
+
+    /// The limits declared with [`limit`](Self::limit), by downstream or job type.
+    pub fn limits(&self) -> impl Iterator<Item = (&str, u32)> {
+        self.limits.iter().map(|(k, n)| (k.as_str(), *n))
+    }
+
+    /// Whose limit a job counts against: the same key as its circuit breaker.
+    pub(crate) fn limit_key<'a>(&'a self, job: &'a Job) -> &'a str {
+        self.breaker_key(job)
     }
 
     /// One raw handler for every type key that has no handler of its own.

@@ -10,6 +10,7 @@ pub mod config;
 /// through the operations layer and the runtime's rescue as the engine does.
 #[cfg(any(test, feature = "testing"))]
 pub mod conformance;
+pub mod coverage;
 pub mod engine;
 pub mod error;
 pub mod events;
@@ -34,6 +35,7 @@ pub use batch::{
 };
 pub use channel::WaitOutcome;
 pub use config::{ConfigError, ConfigProblem, EngineConfig};
+pub use coverage::{Untaken, untaken};
 pub use engine::{EMBEDDED_ACTOR, Engine, EngineBuilder, EngineError, ShutdownReport};
 pub use error::{StoreError, StoreResult};
 pub use events::{EngineEvent, EventKind};

@@ -996,6 +996,78 @@ pub struct InstanceInfo {
     /// store ignores this field there), so a beat never undoes an operator's choice.
     #[serde(default)]
     pub quiet: bool,
+    /// Jobs it holds (fetched or processing, by it or its workers), as `list_instances`
+    /// counts them; a heartbeat ignores it.
+    #[serde(default)]
+    pub held_jobs: u32,
+    /// It deregistered (a clean shutdown), as `list_instances` reads it; a heartbeat
+    /// ignores it (a beat registers the instance again).
+    #[serde(default)]
+    pub stopped: bool,
+}
+
+/// An instance whose heartbeat is older than this is *lost*: crashed, hung or cut off (six
+/// missed beats at the default 5 s interval; the same as the default
+/// `engine.rescue.dead_instance_timeout`, after which any instance rescues its jobs).
+pub const INSTANCE_LOST_AFTER: Duration = Duration::from_secs(30);
+
+/// Whether an instance row stands for a process that is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum InstanceStatus {
+    /// Its heartbeat is recent.
+    Live,
+    /// It shut down cleanly, leaving jobs for the rescue.
+    Stopped,
+    /// Its heartbeat is older than [`INSTANCE_LOST_AFTER`]: the process died, hangs or
+    /// cannot reach the database. Its jobs are rescued by any instance (see
+    /// `engine.rescue.dead_instance_timeout`); until then it is listed with them.
+    Lost,
+}
+
+impl InstanceStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            InstanceStatus::Live => "live",
+            InstanceStatus::Stopped => "stopped",
+            InstanceStatus::Lost => "lost",
+        }
+    }
+}
+
+impl InstanceInfo {
+    /// Live, stopped or lost, at `now`.
+    pub fn status(&self, now: Timestamp) -> InstanceStatus {
+        if self.stopped {
+            return InstanceStatus::Stopped;
+        }
+        let age = now.signed_duration_since(self.heartbeat_at);
+        if age.to_std().is_ok_and(|age| age > INSTANCE_LOST_AFTER) {
+            InstanceStatus::Lost
+        } else {
+            InstanceStatus::Live
+        }
+    }
+
+    /// Whether it takes jobs of `queue` and `job_type` (as its claims do: `None` is all;
+    /// a type entry ending in `*` is a prefix, as an external worker's may be). An engine
+    /// without workers takes none.
+    pub fn takes(&self, queue: &str, job_type: &str) -> bool {
+        if self.kind == InstanceKind::Engine && self.workers_total == 0 {
+            return false;
+        }
+        let queue_ok = self
+            .queues
+            .as_ref()
+            .is_none_or(|qs| qs.iter().any(|q| q == queue));
+        let type_ok = self.job_types.as_ref().is_none_or(|ts| {
+            ts.iter().any(|t| match t.strip_suffix('*') {
+                Some(prefix) => job_type.starts_with(prefix),
+                None => t == job_type,
+            })
+        });
+        queue_ok && type_ok
+    }
 }
 
 /// What runs the jobs an instance row stands for.

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicBool, AtomicU8, Ordering, fence};
 use std::time::Instant;
 
 use serde::{Deserialize, Serialize};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
 use crate::events::EventBus;
@@ -70,6 +70,9 @@ pub(crate) struct RunningJob {
     pub(crate) events: EventBus,
     /// The handler has returned (or never ran): what is left is committing its outcome.
     handler_done: AtomicBool,
+    /// The place this run holds in its handler's declared capacity
+    /// (`HandlerRegistry::limit`), given back the moment the handler returns.
+    slot: Mutex<Option<OwnedSemaphorePermit>>,
 }
 
 impl RunningJob {
@@ -80,6 +83,7 @@ impl RunningJob {
         deadline: Instant,
         probe: bool,
         events: EventBus,
+        slot: Option<OwnedSemaphorePermit>,
     ) -> Self {
         RunningJob {
             job,
@@ -92,6 +96,7 @@ impl RunningJob {
             probe,
             events,
             handler_done: AtomicBool::new(false),
+            slot: Mutex::new(slot),
         }
     }
 
@@ -176,6 +181,9 @@ impl RunningJobs {
 
     /// The job's handler returned; its outcome goes to the completer next.
     pub(crate) fn handler_finished(&self, run: &RunningJob) {
+        // The handler's capacity is free for the next job before anyone is told this one
+        // is done (the worker then wakes the starter).
+        drop(run.slot.lock().unwrap_or_else(|p| p.into_inner()).take());
         run.handler_done.store(true, Ordering::Release);
         fence(Ordering::SeqCst);
         // Only shutdown waits for this: the hot path pays no lock.

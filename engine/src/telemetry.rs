@@ -260,3 +260,11 @@ mod tests {
         assert_eq!(RunTimeHistogram::default().quantile_ms(0.5), None);
     }
 }
+
+/// Pending jobs (due or scheduled) of one job type in one queue.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingGroup {
+    pub queue: String,
+    pub job_type: String,
+    pub pending: u64,
+}

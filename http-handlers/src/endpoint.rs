@@ -1,5 +1,6 @@
-//! One endpoint: its pooled client, its in-flight limit, its secret, and how a job becomes a
-//! request.
+//! One endpoint: its pooled client, its secret, and how a job becomes a request. Its
+//! in-flight limit (`concurrency`) is the engine's: `register` declares it as the capacity of
+//! the endpoint's downstream, so no job of it starts without a place.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -9,7 +10,6 @@ use deck_engine::config::MAX_RESULT_BYTES;
 use deck_engine::{HandlerError, HandlerOutcome, JobContext, trace};
 use serde::Serialize;
 use serde_json::value::RawValue;
-use tokio::sync::Semaphore;
 
 use crate::config::HttpHandlerConfig;
 use crate::outcome;
@@ -64,7 +64,6 @@ pub(crate) struct Endpoint {
     url: String,
     client: reqwest::Client,
     timeout: Duration,
-    in_flight: Semaphore,
     secret: Option<Vec<u8>>,
     progress: Option<ProgressCallback>,
 }
@@ -80,7 +79,6 @@ impl Endpoint {
             url: config.url.clone(),
             client,
             timeout: config.timeout,
-            in_flight: Semaphore::new(config.concurrency as usize),
             secret,
             progress,
         })
@@ -106,11 +104,6 @@ impl Endpoint {
             None => (None, None),
         };
         let body = envelope(&ctx, link)?;
-        let _slot = self
-            .in_flight
-            .acquire()
-            .await
-            .map_err(|_| HandlerError::transient("the endpoint is shutting down"))?;
         let timestamp = Utc::now().timestamp();
         let mut request = self
             .client

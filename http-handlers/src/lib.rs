@@ -3,7 +3,8 @@
 //! Each `[[handlers]]` entry maps job types (`email.send`, `email.*`, `*`) or whole queues to
 //! a URL. A job is POSTed there as a JSON [`Envelope`], signed (see [`signature`]); the answer
 //! decides the outcome (see the table in `outcome.rs`, repeated in the README). Requests to
-//! one endpoint are limited to `concurrency` at once over pooled keep-alive connections, and
+//! one endpoint are limited to `concurrency` at once over pooled keep-alive connections (the
+//! engine starts no more of its jobs than that: the others wait unstarted), and
 //! the jobs of one endpoint share one circuit breaker, named by its URL: an endpoint that is
 //! down defers its jobs (no attempt spent) instead of burning their retries. A cancel or an
 //! execution timeout aborts the request.
@@ -89,6 +90,9 @@ pub fn register_with_progress(
             .iter()
             .map(|t| Route::Types(t.clone()))
             .chain(c.queues.iter().map(|q| Route::Queue(q.clone())));
+        // The engine starts at most `concurrency` of the endpoint's jobs at once: the rest
+        // wait unstarted (no attempt spent, never a zombie after a crash).
+        registry.limit(endpoint.url().to_string(), c.concurrency);
         for route in routes {
             let endpoint = endpoint.clone();
             registry.route_to(route, endpoint.url().to_string(), move |ctx| {

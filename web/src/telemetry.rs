@@ -10,7 +10,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use deck_engine::{
     Engine, ErrorGroup, QueueStats, RunTimeHistogram, RuntimeSnapshot, StoreError, StoreReads,
-    StoreResult, Summary, ThroughputBucket,
+    StoreResult, Summary, ThroughputBucket, Untaken,
 };
 use serde::Serialize;
 
@@ -18,6 +18,11 @@ use crate::tick_cache::TickCache;
 
 /// How long one snapshot serves everyone unless the server says otherwise.
 pub const DEFAULT_TICK: Duration = Duration::from_secs(2);
+
+/// The (queue, type) groups of pending work held against the instances, largest first.
+const PENDING_GROUPS: u32 = 200;
+/// Instances whose heartbeat is at most this old count as takers (if not lost by then).
+const INSTANCES_LISTED_FOR: Duration = Duration::from_secs(60);
 
 /// The window of the run-time percentiles the console and `/metrics` show.
 pub const RUN_TIME_WINDOW_MINUTES: u32 = 60;
@@ -93,6 +98,8 @@ pub struct Telemetry {
     /// lines, because reading the snapshot for `/metrics` must not subscribe this process
     /// to the engine's per-job events.
     pub events: Vec<ConsoleEvent>,
+    /// Pending work no live instance takes (a queue nobody serves, a type nobody runs).
+    pub untaken: Vec<Untaken>,
 }
 
 impl Telemetry {
@@ -145,20 +152,27 @@ impl SharedTelemetry {
     /// A fresh snapshot, bypassing the cache.
     pub async fn read(&self) -> StoreResult<Telemetry> {
         let store = &self.store;
-        let (summary, queues, throughput, errors) = futures::try_join!(
+        let (summary, queues, throughput, errors, pending, instances) = futures::try_join!(
             store.summary(),
             store.queue_stats(),
             store.throughput(60, None),
             store.top_errors(8),
+            store.pending_groups(PENDING_GROUPS),
+            store.list_instances(INSTANCES_LISTED_FOR),
         )?;
+        let at = Utc::now();
+        let untaken = deck_engine::untaken(&pending, &instances, at, |name| {
+            queues.iter().any(|q| q.queue == name && q.paused)
+        });
         Ok(Telemetry {
-            at: Utc::now(),
+            at,
             summary,
             queues,
             throughput,
             errors,
             runtime: (self.runtime)(),
             events: Vec::new(),
+            untaken,
         })
     }
 

@@ -2,7 +2,7 @@
 //! stream renders the same component to a string (`live::fragments`).
 
 use chrono::{DateTime, Utc};
-use deck_engine::{ErrorGroup, QueueStats, ThroughputBucket};
+use deck_engine::{ErrorGroup, QueueStats, ThroughputBucket, Untaken};
 use leptos::prelude::*;
 
 use crate::format::{self, url};
@@ -356,4 +356,34 @@ mod fmt_tests {
         assert_eq!(fmt(17.96), "18.0");
         assert_eq!(fmt(-3.5), "-3.5");
     }
+}
+
+/// Pending work no live instance takes: a queue nobody serves, a type nobody runs. Always
+/// rendered (empty when all is taken), so the live stream has a place to put a new warning.
+#[component]
+pub fn UntakenWarnings(untaken: Vec<Untaken>, live: bool) -> impl IntoView {
+    let items = untaken
+        .into_iter()
+        .map(|u| {
+            let queue = u.queue().to_string();
+            let link = url(
+                "/jobs",
+                &[
+                    ("source", "active"),
+                    ("queue", &queue),
+                    ("status", "pending"),
+                ],
+            );
+            let kind = match &u {
+                Untaken::Queue { .. } => "queue",
+                Untaken::Type { .. } => "type",
+            };
+            view! {
+                <p class="flash err" data-untaken=kind>
+                    {u.message()}" "<a href=link>"See the jobs"</a>
+                </p>
+            }
+        })
+        .collect_view();
+    view! { <div class="untaken" role="status" data-live=live.then_some("warnings")>{items}</div> }
 }

@@ -3,7 +3,9 @@
 use std::time::Duration;
 
 use chrono::Utc;
-use deck_engine::{AuditEntry, AuditFilter, EngineSettings, InstanceInfo, InstanceKind};
+use deck_engine::{
+    AuditEntry, AuditFilter, EngineSettings, InstanceInfo, InstanceKind, InstanceStatus,
+};
 use leptos::prelude::*;
 
 use crate::components::layout::{ErrorBox, Layout, OperatorOnly, PostForm};
@@ -82,7 +84,10 @@ pub fn InstancesPage() -> impl IntoView {
             .list_instances(Duration::from_secs(60))
             .await
         {
-            Ok(list) => view! { <InstanceTable instances=list/> }.into_any(),
+            Ok(list) => {
+                view! { <div data-live-page="instances"><InstanceTable instances=list/></div> }
+                    .into_any()
+            }
             Err(e) => {
                 view! { <ErrorBox message=format!("Cannot list instances: {e}")/> }.into_any()
             }
@@ -97,16 +102,22 @@ pub fn InstanceTable(instances: Vec<InstanceInfo>) -> impl IntoView {
         return view! { <div class="empty"><p>"No live instances: no engine or external worker has sent a heartbeat in the last minute. Start one with " <code>"deck serve"</code>"."</p></div> }.into_any();
     }
     let now = Utc::now();
+    let lost = instances
+        .iter()
+        .filter(|i| i.status(now) != InstanceStatus::Live)
+        .count();
     let rows = instances
         .into_iter()
         .map(|i| {
+            let status = i.status(now);
+            let live = status == InstanceStatus::Live;
             let uptime = now.signed_duration_since(i.started_at).num_seconds().max(0) as u64;
-            let beat = now.signed_duration_since(i.heartbeat_at).num_seconds();
             let takes = takes(&i);
             let id = i.id.clone();
             // External workers claim over the API on their own schedule; only engines read
-            // the flag back at their heartbeat, so only they get the buttons.
-            let control = (i.kind == InstanceKind::Engine).then(|| {
+            // the flag back at their heartbeat, so only they get the buttons — and only
+            // while they beat: a lost one reads nothing.
+            let control = (i.kind == InstanceKind::Engine && live).then(|| {
                 let (op, label, class, help) = if i.quiet {
                     ("resume", "Resume", "", "Claim jobs again")
                 } else {
@@ -126,25 +137,47 @@ pub fn InstanceTable(instances: Vec<InstanceInfo>) -> impl IntoView {
                     </OperatorOnly>
                 }
             });
+            let badge = match status {
+                InstanceStatus::Live => None,
+                InstanceStatus::Lost => Some(view! { " "<span class="badge crit" data-status="lost" title="No heartbeat: the process died, hangs or cannot reach the database. Any instance rescues its jobs once its heartbeat is older than engine.rescue.dead_instance_timeout.">"lost"</span> }),
+                InstanceStatus::Stopped => Some(view! { " "<span class="badge warn" data-status="stopped" title="Shut down, leaving jobs to the next rescue sweep">"stopped"</span> }),
+            };
+            // A lost instance's last report of its workers is history, not load.
+            let workers = if live {
+                format!("{} / {}", i.workers_busy, i.workers_total)
+            } else {
+                format!("— / {}", i.workers_total)
+            };
+            let held = if live {
+                i.held_jobs.to_string()
+            } else {
+                format!("{} awaiting rescue", i.held_jobs)
+            };
+            let row_class = if live { "" } else { "lost" };
             view! {
-                <tr>
-                    <td><code>{i.id.clone()}</code>{i.quiet.then(|| view! { " "<span class="badge warn" title="Claims no new jobs until resumed">"quiet"</span> })}</td>
+                <tr class=row_class data-instance=i.id.clone()>
+                    <td><code>{i.id.clone()}</code>{badge}{i.quiet.then(|| view! { " "<span class="badge warn" title="Claims no new jobs until resumed">"quiet"</span> })}</td>
                     <td>{i.kind.as_str()}</td>
                     <td>{takes}</td>
                     <td>{i.host.clone()}</td>
                     <td class="num">{i.pid}</td>
                     <td>{i.version.clone()}</td>
-                    <td title=format::time(i.started_at)>{format::seconds(uptime)}</td>
-                    <td class="num">{format!("{} / {}", i.workers_busy, i.workers_total)}</td>
-                    <td class={if beat > 15 { "warn" } else { "" }} title=format::time(i.heartbeat_at)>{format::ago(i.heartbeat_at, now)}</td>
+                    <td title=format::time(i.started_at)>{if live { format::seconds(uptime) } else { "—".to_string() }}</td>
+                    <td class="num">{workers}</td>
+                    <td class={if live { "num" } else { "num crit" }}>{held}</td>
+                    <td class={if live { "" } else { "warn" }} title=format::time(i.heartbeat_at)>{if status == InstanceStatus::Stopped { "stopped".to_string() } else { format::ago(i.heartbeat_at, now) }}</td>
                     <td>{control}</td>
                 </tr>
             }
         })
         .collect_view();
+    let summary = (lost > 0).then(|| {
+        view! { <p class="flash err" role="alert">{format!("{lost} instance(s) lost or stopped with jobs they still hold: those jobs are returned (fetched ones to pending, started ones to the dead-letter queue as Zombie) by the next rescue sweep of any instance.")}</p> }
+    });
     view! {
+        {summary}
         <div class="table-wrap" tabindex="0" role="region" aria-label="Instances"><table class="dense">
-            <thead><tr><th>"Instance"</th><th>"Kind"</th><th>"Takes"</th><th>"Host"</th><th class="num">"Pid"</th><th>"Version"</th><th>"Uptime"</th><th class="num">"Workers busy / total"</th><th>"Last heartbeat"</th><th>"Claiming"</th></tr></thead>
+            <thead><tr><th>"Instance"</th><th>"Kind"</th><th>"Takes"</th><th>"Host"</th><th class="num">"Pid"</th><th>"Version"</th><th>"Uptime"</th><th class="num">"Workers busy / total"</th><th class="num">"Jobs held"</th><th>"Last heartbeat"</th><th>"Claiming"</th></tr></thead>
             <tbody>{rows}</tbody>
         </table></div>
     }

@@ -34,6 +34,7 @@ pub fn OverviewPage() -> impl IntoView {
 pub fn Overview(panels: LivePanels) -> impl IntoView {
     let rendered = InertElement::new;
     view! {
+        {rendered(panels.warnings)}
         {rendered(panels.cards)}
         <div class="grid-2">
             <section class="panel wide">

@@ -2,13 +2,15 @@ use std::collections::HashMap;
 
 use std::sync::Arc;
 
-use deck_engine::{QueueConfig, QueueStats, RunTimeHistogram, StoreResult, ThroughputBucket};
+use deck_engine::{
+    QueueConfig, QueueStats, RunTimeHistogram, StoreResult, ThroughputBucket, Untaken,
+};
 use leptos::prelude::*;
 use leptos::reactive::owner::Owner;
 use leptos::tachys::html::InertElement;
 
 use crate::components::layout::{ErrorBox, Layout, OperatorOnly, PostForm};
-use crate::components::telemetry::ThroughputChart;
+use crate::components::telemetry::{ThroughputChart, UntakenWarnings};
 use crate::format::{self, url};
 use crate::request::{Query, parts, query};
 use crate::state::Console;
@@ -127,6 +129,7 @@ pub fn QueuesPage() -> impl IntoView {
         let body = match data {
             Ok(data) => view! {
                 <QueueList
+                    untaken=data.telemetry.untaken.clone()
                     rows=data.rows.clone()
                     charts=data.charts.clone()
                     show_hidden=data.show_hidden
@@ -210,6 +213,9 @@ fn secs_value(v: Option<u32>) -> String {
 
 #[component]
 pub fn QueueList(
+    /// Pending work no live instance takes, shown on its queue.
+    #[prop(optional)]
+    untaken: Vec<Untaken>,
     rows: Vec<(QueueConfig, Option<QueueStats>)>,
     charts: Vec<Option<Arc<String>>>,
     show_hidden: bool,
@@ -247,6 +253,8 @@ pub fn QueueList(
                 zombie_timeout_secs: c.zombie_timeout_secs, execution_timeout_secs: c.execution_timeout_secs,
             });
             let name = c.name.clone();
+            let warnings: Vec<Untaken> =
+                untaken.iter().filter(|u| u.queue() == name).cloned().collect();
             let (name_state, name_limits) = (c.name.clone(), c.name.clone());
             let lag_avg = lag_class(s.lag_avg_ms, c.lag_warn_secs, c.lag_crit_secs);
             let lag_max = lag_class(s.lag_max_ms, c.lag_warn_secs, c.lag_crit_secs);
@@ -291,6 +299,7 @@ pub fn QueueList(
                             </span>
                         })}
                     </div>
+                    <div data-live-page=format!("untaken-{name}")><UntakenWarnings untaken=warnings live=false/></div>
                     {chart.map(|html| InertElement::new(html.to_string()))}
                     <OperatorOnly>
                         <details class="limits">

@@ -22,6 +22,8 @@ fn instance(id: &str, busy: u32) -> InstanceInfo {
         queues: None,
         job_types: None,
         quiet: false,
+        held_jobs: 0,
+        stopped: false,
     }
 }
 

@@ -6,8 +6,8 @@ use super::support::*;
 use crate::error::StoreResult;
 use crate::maintenance::prune;
 use crate::model::{
-    EnqueueRequest, FailureReason, InstanceInfo, JobState, Pillar, PruneStep, PruneTarget,
-    RescueKind, RescuePolicy, RescueReport, RescueStep, RetentionPolicy,
+    EnqueueRequest, FailureReason, InstanceInfo, InstanceStatus, JobState, Pillar, PruneStep,
+    PruneTarget, RescueKind, RescuePolicy, RescueReport, RescueStep, RetentionPolicy,
 };
 use crate::query::JobFilter;
 
@@ -185,6 +185,8 @@ fn instance(id: &str) -> InstanceInfo {
         queues: None,
         job_types: None,
         quiet: false,
+        held_jobs: 0,
+        stopped: false,
     }
 }
 
@@ -359,4 +361,76 @@ where
         [2, 1, 0],
         "{what}: each step takes at most its limit"
     );
+}
+
+/// An instance that stopped heartbeating (or stopped cleanly) stays listed while it holds
+/// jobs, with how many, so the console can show it as lost until the rescue returns them.
+pub async fn instances_are_listed_while_they_hold_jobs(f: StoreFactory) {
+    let store = f.store();
+    let hour = Duration::from_secs(3600);
+    store
+        .heartbeat_instance(&instance("inst-held"))
+        .await
+        .unwrap();
+    store
+        .heartbeat_instance(&instance("inst-idle"))
+        .await
+        .unwrap();
+    // One job its engine runs, one a worker of it (`<instance>:<worker>`) has buffered.
+    processing_job(&*store, req("a", "t"), "inst-held").await;
+    enqueue(&*store, req("b", "t")).await;
+    assert_eq!(
+        claim_jobs(&*store, "inst-held:w1", 1, Some(vec!["b".into()]))
+            .await
+            .len(),
+        1
+    );
+    let held_of = |listed: &[InstanceInfo], id: &str| {
+        listed
+            .iter()
+            .find(|i| i.id == id)
+            .map(|i| (i.held_jobs, i.stopped))
+    };
+    let listed = f.connect().await.list_instances(hour).await.unwrap();
+    assert_eq!(held_of(&listed, "inst-held"), Some((2, false)));
+    assert_eq!(held_of(&listed, "inst-idle"), Some((0, false)));
+
+    // Both heartbeats are now older than a zero max age: only the one holding jobs is listed.
+    let_clock_advance().await;
+    let listed = store.list_instances(Duration::ZERO).await.unwrap();
+    assert_eq!(
+        listed.iter().map(|i| i.id.as_str()).collect::<Vec<_>>(),
+        vec!["inst-held"]
+    );
+    let later = now_ms() + chrono::Duration::seconds(31);
+    assert_eq!(listed[0].status(later), InstanceStatus::Lost);
+
+    // Stopped cleanly with its jobs left behind: listed as stopped until they are rescued.
+    store.deregister_instance("inst-held").await.unwrap();
+    let listed = store.list_instances(hour).await.unwrap();
+    assert_eq!(held_of(&listed, "inst-held"), Some((2, true)));
+    assert_eq!(
+        listed
+            .iter()
+            .find(|i| i.id == "inst-held")
+            .map(|i| i.status(now_ms())),
+        Some(InstanceStatus::Stopped)
+    );
+    let report = rescue(&*store, &long_timeouts()).await.unwrap();
+    assert_eq!((report.released, report.zombies), (1, 1));
+    let listed = store.list_instances(hour).await.unwrap();
+    assert_eq!(
+        held_of(&listed, "inst-held"),
+        None,
+        "rescued: no longer listed"
+    );
+    assert_eq!(held_of(&listed, "inst-idle"), Some((0, false)));
+    assert!(
+        store
+            .list_instances(Duration::ZERO)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_counters_match_rows(&*store).await;
 }

@@ -505,3 +505,39 @@ pub async fn run_times_count_finished_runs_per_job_type(f: StoreFactory) {
     assert_eq!(times[1].runs(), 1);
     within(times[1].quantile_ms(0.95), 300.0);
 }
+
+/// Pending jobs per (queue, type), scheduled ones included, largest first; started,
+/// buffered and finished ones are not pending.
+pub async fn pending_groups_count_pending_jobs_per_queue_and_type(f: StoreFactory) {
+    let store = f.store();
+    assert!(store.pending_groups(10).await.unwrap().is_empty());
+    for _ in 0..3 {
+        enqueue(&*store, req("mail", "email.send")).await;
+    }
+    let mut later = req("mail", "email.digest");
+    later.delay_ms = Some(3_600_000);
+    enqueue(&*store, later).await;
+    enqueue(&*store, req("reports", "report.build")).await;
+    processing_job(&*store, req("busy", "work"), "w1").await;
+    enqueue(&*store, req("buffered", "work")).await;
+    claim_jobs(&*store, "w1", 1, Some(vec!["buffered".into()])).await;
+
+    let groups = f.connect().await.pending_groups(10).await.unwrap();
+    let seen: Vec<(&str, &str, u64)> = groups
+        .iter()
+        .map(|g| (g.queue.as_str(), g.job_type.as_str(), g.pending))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            ("mail", "email.send", 3),
+            ("mail", "email.digest", 1),
+            ("reports", "report.build", 1)
+        ]
+    );
+    assert_eq!(
+        store.pending_groups(1).await.unwrap().len(),
+        1,
+        "at most the limit"
+    );
+}

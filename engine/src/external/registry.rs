@@ -98,6 +98,8 @@ impl Worker {
             queues: p.queues.clone(),
             job_types: p.types.clone(),
             quiet: false,
+            held_jobs: 0,
+            stopped: false,
         }
     }
 }

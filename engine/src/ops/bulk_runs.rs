@@ -174,11 +174,4 @@ impl Operations {
     pub fn bulk_run(&self, id: &str) -> Option<BulkRun> {
         self.runs.lock().get(id).cloned()
     }
-
-    /// The runs this process knows, newest first.
-    pub fn bulk_runs(&self) -> Vec<BulkRun> {
-        let mut runs: Vec<BulkRun> = self.runs.lock().values().cloned().collect();
-        runs.sort_by(|a, b| b.started.cmp(&a.started));
-        runs
-    }
 }

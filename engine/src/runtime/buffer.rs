@@ -75,6 +75,37 @@ impl PrefetchBuffer {
         taken
     }
 
+    /// Take, from the front, up to `n` jobs that `admit` lets through, each with what it
+    /// gave; the others keep their place (a job that cannot start does not hold up those
+    /// behind it).
+    pub(crate) fn take_admitted<T>(
+        &self,
+        n: usize,
+        mut admit: impl FnMut(&Job) -> Option<T>,
+    ) -> Vec<(Job, T)> {
+        let mut q = self.lock();
+        let mut taken = Vec::new();
+        let mut kept = VecDeque::with_capacity(q.len());
+        while let Some(job) = q.pop_front() {
+            if taken.len() >= n {
+                kept.push_back(job);
+                kept.extend(q.drain(..));
+                break;
+            }
+            match admit(&job) {
+                Some(t) => taken.push((job, t)),
+                None => kept.push_back(job),
+            }
+        }
+        *q = kept;
+        self.len.store(q.len(), Ordering::Release);
+        drop(q);
+        if !taken.is_empty() {
+            self.room.notify_one();
+        }
+        taken
+    }
+
     /// Take every job of the given queue (it was paused).
     pub(crate) fn take_queue(&self, queue: &str) -> Vec<Job> {
         let mut q = self.lock();

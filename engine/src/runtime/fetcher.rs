@@ -24,8 +24,9 @@ use crate::events::{EngineEvent, EventBus, EventKind};
 use crate::model::{ClaimRequest, Job, JobState};
 use crate::runtime::buffer::PrefetchBuffer;
 use crate::runtime::circuit_breaker::Breakers;
-use crate::runtime::launch::Launcher;
+use crate::runtime::launch::{Launcher, Starting};
 use crate::runtime::pool::PoolLoad;
+use crate::runtime::slots::Slots;
 use crate::runtime::{Counters, sleep_or};
 use crate::store::Store;
 use crate::trace;
@@ -51,6 +52,9 @@ pub(crate) struct Fetcher {
     pub(crate) load: Arc<PoolLoad>,
     /// Read only: a job may skip the buffer while every breaker is closed.
     pub(crate) breakers: Arc<Mutex<Breakers>>,
+    /// Read only: a job may skip the buffer only if no handler here limits how many of its
+    /// jobs run at once.
+    pub(crate) slots: Arc<Slots>,
     pub(crate) launcher: Launcher,
     pub(crate) quiet: Arc<Quiet>,
     pub(crate) counters: Arc<Counters>,
@@ -86,12 +90,15 @@ impl Fetcher {
     }
 
     /// A job may skip the buffer only if it will certainly run now: no circuit breaker that
-    /// could defer it (those decisions are made by the starter, before the attempt counts).
+    /// could defer it and no handler capacity it could have to wait for (those decisions
+    /// are made by the starter, before the attempt counts).
     fn direct_start_allowed(&self) -> bool {
-        self.breakers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .all_closed()
+        self.slots.is_empty()
+            && self
+                .breakers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .all_closed()
     }
 
     pub(crate) async fn run(self) {
@@ -159,7 +166,7 @@ impl Fetcher {
                             .partition(|j| j.state == JobState::Processing);
                         self.load.settle(started.len(), plan.start);
                         self.launcher
-                            .launch(started.into_iter().map(|j| (j, false)).collect());
+                            .launch(started.into_iter().map(Starting::plain).collect());
                         if !fetched.is_empty() {
                             self.buffer.push_back(fetched);
                         }

@@ -146,8 +146,10 @@ pub(crate) fn instance_info(control: &Control) -> InstanceInfo {
         workers_busy: busy,
         kind: InstanceKind::Engine,
         queues: control.config.queues.clone(),
-        job_types: None,
+        job_types: control.claimable_types.clone(),
         quiet: control.is_quiet(),
+        held_jobs: 0,
+        stopped: false,
     }
 }
 

@@ -18,6 +18,27 @@ use crate::runtime::circuit_breaker::Signal;
 use crate::runtime::outcome::{Finished, dead};
 use crate::runtime::policies::Policies;
 use crate::runtime::pool::{PoolLoad, ReadyJobs};
+use crate::runtime::slots::Slot;
+
+/// A job `mark_processing` started, on its way to a worker.
+pub(crate) struct Starting {
+    pub(crate) job: Job,
+    /// Admitted as a circuit breaker's half-open probe.
+    pub(crate) probe: bool,
+    /// Its place in its handler's capacity, if that handler declared one.
+    pub(crate) slot: Option<Slot>,
+}
+
+impl Starting {
+    /// A job of a handler without a declared capacity, not a probe.
+    pub(crate) fn plain(job: Job) -> Self {
+        Starting {
+            job,
+            probe: false,
+            slot: None,
+        }
+    }
+}
 
 #[derive(Clone)]
 pub(crate) struct Launcher {
@@ -35,8 +56,8 @@ pub(crate) struct Launcher {
 }
 
 impl Launcher {
-    /// Hand started jobs to the workers; with whether each is a breaker's probe.
-    pub(crate) fn launch(&self, jobs: Vec<(Job, bool)>) {
+    /// Hand started jobs to the workers.
+    pub(crate) fn launch(&self, jobs: Vec<Starting>) {
         if jobs.is_empty() {
             return;
         }
@@ -46,7 +67,7 @@ impl Launcher {
         let retry = self.policies.retry();
         let mut runs = Vec::with_capacity(jobs.len());
         let mut expired = Vec::new();
-        for (job, probe) in jobs {
+        for Starting { job, probe, slot } in jobs {
             let deadline = now + cache.execution_timeout(&job.queue, self.default_timeout);
             let is_expired = job.expires_at.is_some_and(|at| at <= wall_now);
             let max_attempts = retry.attempts_for(&job);
@@ -57,6 +78,7 @@ impl Launcher {
                 deadline,
                 probe,
                 self.events.clone(),
+                slot,
             ));
             if is_expired {
                 expired.push(run);

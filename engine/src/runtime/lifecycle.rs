@@ -32,6 +32,7 @@ use crate::runtime::policies::Policies;
 use crate::runtime::pool::{PoolLoad, ReadyJobs, WorkerParts, WorkerPool};
 use crate::runtime::result_sweeper::{ResultSweeper, SweeperConfig};
 use crate::runtime::scheduler::{Scheduler, SchedulerConfig};
+use crate::runtime::slots::Slots;
 use crate::runtime::starter::Starter;
 use crate::runtime::sweeper::{Pruner, PrunerConfig, Rescuer, RescuerConfig};
 use crate::runtime::timeouts::{TimeoutWatchdog, WatchdogConfig};
@@ -80,6 +81,7 @@ impl Runtime {
             .unwrap_or(settings.worker_count)
             .clamp(1, MAX_WORKERS);
         let handlers = Arc::new(handlers);
+        let slots = Arc::new(Slots::new(handlers.clone()));
         let events = EventBus::new(config.event_capacity);
         let policies = Arc::new(Policies::new(settings, queues));
         let running = Arc::new(RunningJobs::default());
@@ -135,6 +137,7 @@ impl Runtime {
             workers: workers_pool.clone(),
             breakers: breakers.clone(),
             counters: counters.clone(),
+            claimable_types: handlers.claimable_types(),
             quiet: Arc::new(Quiet::new(events.clone(), wake_fetcher.clone())),
             wake_fetcher: wake_fetcher.clone(),
             new_work: Notify::new(),
@@ -165,6 +168,7 @@ impl Runtime {
                 buffer: buffer.clone(),
                 load: load.clone(),
                 breakers: breakers.clone(),
+                slots: slots.clone(),
                 launcher: launcher.clone(),
                 quiet: control.quiet.clone(),
                 counters: counters.clone(),
@@ -181,6 +185,7 @@ impl Runtime {
                 breakers: breakers.clone(),
                 breaker_config: cfg.breaker.clone(),
                 handlers: handlers.clone(),
+                slots,
                 launcher,
                 events: events.clone(),
                 counters: counters.clone(),
@@ -225,15 +230,6 @@ impl Runtime {
                 },
             );
             loops.push(tokio::spawn(watchdog.run(stopped.clone())));
-            let rescuer = Rescuer::new(
-                store.clone(),
-                RescuerConfig {
-                    interval: cfg.rescue_interval,
-                    policy: cfg.rescue.clone(),
-                },
-            )
-            .with_events(events.clone());
-            loops.push(tokio::spawn(rescuer.run(claiming.clone())));
             let pruner = Pruner::new(
                 store.clone(),
                 PrunerConfig {
@@ -253,6 +249,17 @@ impl Runtime {
         } else {
             drop(finished);
         }
+        // Every instance rescues, a console-only one (no workers) too: the work of a worker
+        // that died is returned within one interval even when no other worker runs.
+        let rescuer = Rescuer::new(
+            store.clone(),
+            RescuerConfig {
+                interval: cfg.rescue_interval,
+                policy: cfg.rescue.clone(),
+            },
+        )
+        .with_events(events.clone());
+        loops.push(tokio::spawn(rescuer.run(claiming.clone())));
         let instance = InstanceHeartbeat::new(
             control.clone(),
             InstanceHeartbeatConfig {

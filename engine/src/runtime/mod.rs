@@ -11,6 +11,11 @@
 //!       waiters ◀── completer ◀──complete── completions ◀── workers (handlers) ◀────┘
 //! ```
 //!
+//! A job is started (marked processing, its attempt counted) only when its handler can run
+//! it now: the starter takes a place in the handler's declared capacity first
+//! ([`slots::Slots`]), and jobs without one wait in the buffer, unstarted; the fetcher starts
+//! jobs straight from a claim only when no handler declares a capacity.
+//!
 //! Each stage is a struct that holds only its own handles and is moved into its task:
 //! [`fetcher::Fetcher`], [`starter::Starter`] (which hands started jobs to the
 //! [`launch::Launcher`]), the [`pool::WorkerPool`] whose workers run an [`outcome::Executor`],
@@ -48,6 +53,7 @@ pub(crate) mod policies;
 pub(crate) mod pool;
 pub(crate) mod result_sweeper;
 pub(crate) mod scheduler;
+pub(crate) mod slots;
 pub(crate) mod snapshot;
 pub(crate) mod starter;
 pub mod sweeper;
@@ -91,6 +97,9 @@ pub(crate) struct Control {
     workers: WorkerPool,
     breakers: Arc<Mutex<Breakers>>,
     counters: Arc<Counters>,
+    /// The job types this instance's handlers run, as its claims filter them (`None`: any);
+    /// reported on its instance row so the console can tell work no instance takes.
+    claimable_types: Option<Vec<String>>,
     quiet: Arc<Quiet>,
     /// Same-process enqueue (and bulkhead capacity freed) wakes the fetcher at once.
     wake_fetcher: Arc<Notify>,

@@ -1,5 +1,5 @@
-//! The starter: takes as many buffered jobs as there are free workers, asks the circuit
-//! breakers, and starts them all with one `mark_processing` call — the ownership check: a job
+//! The starter: takes as many buffered jobs as there are free workers (skipping those whose
+//! handler has no free place, see `slots.rs`), asks the circuit breakers, and starts them all with one `mark_processing` call — the ownership check: a job
 //! missing from the answer was released, rescued or cancelled meanwhile and is dropped unrun.
 //! Started jobs go to the launch.
 
@@ -17,8 +17,9 @@ use crate::handler::HandlerRegistry;
 use crate::model::{Job, JobId, JobState};
 use crate::runtime::buffer::PrefetchBuffer;
 use crate::runtime::circuit_breaker::{Admission, BreakerConfig, Breakers, Signal};
-use crate::runtime::launch::Launcher;
+use crate::runtime::launch::{Launcher, Starting};
 use crate::runtime::pool::PoolLoad;
+use crate::runtime::slots::{Slot, Slots};
 use crate::runtime::{Counters, MAX_START_BATCH, sleep_or};
 use crate::store::Store;
 
@@ -30,6 +31,8 @@ pub(crate) struct Starter {
     pub(crate) breakers: Arc<Mutex<Breakers>>,
     pub(crate) breaker_config: BreakerConfig,
     pub(crate) handlers: Arc<HandlerRegistry>,
+    /// The places of handlers that limit how many of their jobs run at once.
+    pub(crate) slots: Arc<Slots>,
     pub(crate) launcher: Launcher,
     pub(crate) events: EventBus,
     pub(crate) counters: Arc<Counters>,
@@ -42,10 +45,23 @@ impl Starter {
     pub(crate) async fn run(self) {
         let span = tracing::info_span!("starter", instance = %self.instance_id);
         async move {
-            while let Some(n) = self.wait_for_work().await {
-                let jobs = self.buffer.take(n);
+            loop {
+                let notified = self.wake.notified();
+                tokio::pin!(notified);
+                notified.as_mut().enable();
+                if self.claiming.is_cancelled() {
+                    return;
+                }
+                let jobs = self.startable();
                 if !jobs.is_empty() {
                     self.start_batch(jobs).await;
+                    continue;
+                }
+                // No free worker, nothing buffered, or every buffered job waits for its
+                // handler's capacity: a finished job or a new claim wakes this.
+                tokio::select! {
+                    _ = notified => {}
+                    _ = self.claiming.cancelled() => return,
                 }
             }
         }
@@ -53,28 +69,22 @@ impl Starter {
         .await
     }
 
-    /// How many jobs can start now: free workers and buffered jobs, both non-zero.
-    async fn wait_for_work(&self) -> Option<usize> {
-        loop {
-            let notified = self.wake.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if self.claiming.is_cancelled() {
-                return None;
-            }
-            let free = self.load.free() as usize;
-            let buffered = self.buffer.len();
-            if free > 0 && buffered > 0 {
-                return Some(free.min(buffered).min(MAX_START_BATCH));
-            }
-            tokio::select! {
-                _ = notified => {}
-                _ = self.claiming.cancelled() => return None,
-            }
+    /// The buffered jobs that can start now: as many as there are free workers, each
+    /// holding a place in its handler's capacity; jobs whose handler is full keep their
+    /// place in the buffer and do not hold up the others.
+    fn startable(&self) -> Vec<(Job, Option<Slot>)> {
+        let free = self.load.free() as usize;
+        if free == 0 || self.buffer.len() == 0 {
+            return Vec::new();
         }
+        let n = free.min(MAX_START_BATCH);
+        if self.slots.is_empty() {
+            return self.buffer.take(n).into_iter().map(|j| (j, None)).collect();
+        }
+        self.buffer.take_admitted(n, |job| self.slots.try_take(job))
     }
 
-    async fn start_batch(&self, jobs: Vec<Job>) {
+    async fn start_batch(&self, jobs: Vec<(Job, Option<Slot>)>) {
         let (admitted, deferred) = self.admit(jobs);
         if !deferred.is_empty() {
             self.defer(deferred).await;
@@ -84,14 +94,15 @@ impl Starter {
         }
         let n = admitted.len();
         self.load.take(n);
-        let ids: Vec<JobId> = admitted.iter().map(|(j, _)| j.id).collect();
+        let ids: Vec<JobId> = admitted.iter().map(|(j, _, _)| j.id).collect();
         let started = match self.store.mark_processing(&self.instance_id, &ids).await {
             Ok(started) => started,
             Err(e) => {
                 self.load.give_back(n);
                 tracing::warn!(error = %e, jobs = n, "could not start jobs; retrying shortly");
                 let mut jobs = Vec::with_capacity(n);
-                for (job, probe) in admitted {
+                // Their places are given back with them: the retry takes them again.
+                for (job, probe, _slot) in admitted {
                     if probe {
                         self.record_neutral(&job);
                     }
@@ -112,7 +123,7 @@ impl Starter {
         let started_at = Utc::now();
         let mut starting = Vec::with_capacity(n);
         let mut dropped = 0usize;
-        for (mut job, probe) in admitted {
+        for (mut job, probe, slot) in admitted {
             if !all_started && !started_set.contains(&job.id) {
                 dropped += 1;
                 if probe {
@@ -126,7 +137,7 @@ impl Starter {
             job.state = JobState::Processing;
             job.started_at = Some(started_at);
             job.heartbeat_at = Some(started_at);
-            starting.push((job, probe));
+            starting.push(Starting { job, probe, slot });
         }
         if dropped > 0 {
             self.load.give_back(dropped);
@@ -138,19 +149,23 @@ impl Starter {
     }
 
     /// Split jobs into those their type's circuit breaker lets through (with whether each is
-    /// the half-open probe) and those to defer.
-    fn admit(&self, jobs: Vec<Job>) -> (Vec<(Job, bool)>, Vec<Job>) {
+    /// the half-open probe, and its place) and those to defer (their places given back).
+    #[allow(clippy::type_complexity)]
+    fn admit(&self, jobs: Vec<(Job, Option<Slot>)>) -> (Vec<(Job, bool, Option<Slot>)>, Vec<Job>) {
         let mut breakers = self.breakers.lock().unwrap_or_else(|p| p.into_inner());
         if breakers.is_empty() {
-            return (jobs.into_iter().map(|j| (j, false)).collect(), Vec::new());
+            return (
+                jobs.into_iter().map(|(j, s)| (j, false, s)).collect(),
+                Vec::new(),
+            );
         }
         let now = Instant::now();
         let mut admitted = Vec::with_capacity(jobs.len());
         let mut deferred = Vec::new();
-        for job in jobs {
+        for (job, slot) in jobs {
             match breakers.admit(self.handlers.breaker_key(&job), now) {
-                Admission::Allow => admitted.push((job, false)),
-                Admission::Probe => admitted.push((job, true)),
+                Admission::Allow => admitted.push((job, false, slot)),
+                Admission::Probe => admitted.push((job, true, slot)),
                 Admission::Defer => deferred.push(job),
             }
         }

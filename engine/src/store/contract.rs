@@ -20,5 +20,5 @@ pub(crate) use crate::schedule::{
 };
 pub(crate) use crate::store::{Store, StoreHealth, StoreReads};
 pub(crate) use crate::telemetry::{
-    ErrorGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket,
+    ErrorGroup, PendingGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket,
 };

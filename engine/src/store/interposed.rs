@@ -56,6 +56,7 @@ pub enum StoreCall {
     Throughput,
     TopErrors,
     RunTimes,
+    PendingGroups,
 }
 
 /// What a test does around the calls it interposes on.
@@ -263,6 +264,13 @@ impl<H: Interpose> StoreReads for InterposedStore<H> {
         self.hooks.before(StoreCall::RunTimes).await?;
         let answer = self.inner.run_times(minutes).await;
         self.hooks.after(StoreCall::RunTimes);
+        answer
+    }
+
+    async fn pending_groups(&self, limit: u32) -> StoreResult<Vec<PendingGroup>> {
+        self.hooks.before(StoreCall::PendingGroups).await?;
+        let answer = self.inner.pending_groups(limit).await;
+        self.hooks.after(StoreCall::PendingGroups);
         answer
     }
 }

@@ -86,7 +86,9 @@ pub trait StoreReads: Send + Sync + 'static {
 
     // ------------------------------------------------------------------ instances and audit log
 
-    /// Instances whose heartbeat is at most `max_age` old, newest first.
+    /// Instances whose heartbeat is at most `max_age` old, and any older or stopped one that
+    /// still holds jobs (lost: its jobs wait for the rescue), newest heartbeat first; each with
+    /// the jobs it holds (`held_jobs`) and whether it stopped cleanly (`stopped`).
     async fn list_instances(&self, max_age: std::time::Duration) -> StoreResult<Vec<InstanceInfo>>;
 
     /// Newest first, `before_id` pages back; only entries `filter` matches.
@@ -145,6 +147,10 @@ pub trait StoreReads: Send + Sync + 'static {
     /// Per job type, the run times of the runs that ended in the last `minutes` minutes
     /// (the current one included) as histogram bins, job types by name.
     async fn run_times(&self, minutes: u32) -> StoreResult<Vec<RunTimeHistogram>>;
+
+    /// Pending jobs (due or scheduled) per (queue, job type), the largest groups first, at
+    /// most `limit` groups: what the console holds against the instances that take them.
+    async fn pending_groups(&self, limit: u32) -> StoreResult<Vec<PendingGroup>>;
 }
 
 /// The whole store: its reads and every write. Only the operations layer (`crate::ops`) and

@@ -387,27 +387,43 @@ pub(crate) fn deregister_instance(conn: &Connection, id: &str) -> StoreResult<()
     Ok(())
 }
 
+/// The jobs (fetched: 1, processing: 2) held by instance `i` or one of its workers, counted
+/// per status so each count reads one partial index.
+const HELD_BY: &str = "(SELECT count(*) FROM jobs WHERE status = 1 AND {OWNER}) \
+     + (SELECT count(*) FROM jobs WHERE status = 2 AND {OWNER})";
+const OWNER: &str = "(jobs.worker_id = i.id \
+     OR substr(jobs.worker_id, 1, length(i.id) + 1) IN (i.id || ':', i.id || '/'))";
+
+/// Instances that beat since `newer_than`, and older ones (lost or stopped) while they still
+/// hold jobs, with how many they hold. A clean shutdown set the heartbeat to 0.
 pub(crate) fn list_instances(conn: &Connection, newer_than: i64) -> StoreResult<Vec<InstanceInfo>> {
-    conn.prepare_cached(
-        "SELECT id, host, pid, version, started_at, heartbeat_at, workers_total, workers_busy, \
-             kind, queues, job_types, quiet \
-         FROM instances WHERE heartbeat_at >= ?1 ORDER BY heartbeat_at DESC, id",
-    )
+    let held = HELD_BY.replace("{OWNER}", OWNER);
+    conn.prepare_cached(&format!(
+        "SELECT * FROM (SELECT i.id, i.host, i.pid, i.version, i.started_at, i.heartbeat_at, \
+             i.workers_total, i.workers_busy, i.kind, i.queues, i.job_types, i.quiet, \
+             {held} AS held \
+         FROM instances i) \
+         WHERE (heartbeat_at >= ?1 AND heartbeat_at > 0) OR held > 0 \
+         ORDER BY heartbeat_at DESC, id"
+    ))
     .map_err(db_err("list instances"))?
     .query_map([newer_than], |r| {
+        let heartbeat_at: i64 = r.get(5)?;
         Ok(InstanceInfo {
             id: r.get(0)?,
             host: r.get(1)?,
             pid: r.get(2)?,
             version: r.get(3)?,
             started_at: from_us(r.get(4)?),
-            heartbeat_at: from_us(r.get(5)?),
+            heartbeat_at: from_us(heartbeat_at),
             workers_total: r.get(6)?,
             workers_busy: r.get(7)?,
             kind: InstanceKind::from_stored(&r.get::<_, String>(8)?),
             queues: crate::store::names_from_json(r.get(9)?),
             job_types: crate::store::names_from_json(r.get(10)?),
             quiet: r.get(11)?,
+            held_jobs: u32::try_from(r.get::<_, i64>(12)?).unwrap_or(u32::MAX),
+            stopped: heartbeat_at == 0,
         })
     })
     .map_err(db_err("list instances"))?

@@ -314,6 +314,12 @@ impl StoreReads for SqliteStore {
             .await
     }
 
+    async fn pending_groups(&self, limit: u32) -> StoreResult<Vec<PendingGroup>> {
+        self.readers
+            .read(move |conn| telemetry::pending_groups(conn, limit))
+            .await
+    }
+
     async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
         self.readers
             .read(move |conn| telemetry::top_errors(conn, limit))

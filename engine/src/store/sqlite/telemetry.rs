@@ -8,7 +8,7 @@ use rusqlite::{Connection, params};
 use crate::error::StoreResult;
 use crate::model::FailureReason;
 use crate::telemetry::{
-    ErrorGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket, run_time,
+    ErrorGroup, PendingGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket, run_time,
 };
 
 use super::codec::{from_us, minute_of, u64_of};
@@ -235,6 +235,28 @@ pub(crate) fn run_times(
         counts.push((job_type, bin, u64_of(runs)));
     }
     Ok(RunTimeHistogram::per_job_type(counts))
+}
+
+pub(crate) fn pending_groups(conn: &Connection, limit: u32) -> StoreResult<Vec<PendingGroup>> {
+    let mut stmt = conn
+        .prepare_cached(
+            "SELECT queue, job_type, count(*) AS n FROM jobs WHERE status = 0 \
+             GROUP BY queue, job_type ORDER BY n DESC, queue, job_type LIMIT ?1",
+        )
+        .map_err(db_err("pending groups"))?;
+    let rows = stmt
+        .query_map([i64::from(limit)], |r| <(String, String, i64)>::try_from(r))
+        .map_err(db_err("pending groups"))?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (queue, job_type, n) = row.map_err(db_err("pending groups"))?;
+        out.push(PendingGroup {
+            queue,
+            job_type,
+            pending: u64_of(n),
+        });
+    }
+    Ok(out)
 }
 
 pub(crate) fn top_errors(conn: &Connection, limit: u32) -> StoreResult<Vec<ErrorGroup>> {

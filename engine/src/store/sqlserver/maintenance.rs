@@ -369,6 +369,8 @@ fn instance(row: &tiberius::Row) -> Result<InstanceInfo, Fault> {
         queues: crate::store::names_from_json(opt_str(row, "queues")?),
         job_types: crate::store::names_from_json(opt_str(row, "job_types")?),
         quiet: rows::req_bool(row, "quiet")?,
+        held_jobs: u32::try_from(rows::req_int(row, "held_jobs")?).unwrap_or(u32::MAX),
+        stopped: rows::req_bool(row, "stopped")?,
     })
 }
 

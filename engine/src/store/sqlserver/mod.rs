@@ -289,6 +289,10 @@ impl StoreReads for SqlServerStore {
         telemetry::run_times(self, minutes).await
     }
 
+    async fn pending_groups(&self, limit: u32) -> StoreResult<Vec<PendingGroup>> {
+        telemetry::pending_groups(self, limit).await
+    }
+
     async fn top_errors(&self, limit: u32) -> StoreResult<Vec<ErrorGroup>> {
         telemetry::top_errors(self, limit).await
     }

@@ -9,7 +9,7 @@ use super::queries;
 use super::rows::{self, count, opt_u32, req_str, to_i32};
 use crate::error::{StoreError, StoreResult};
 use crate::telemetry::{
-    ErrorGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket, run_time,
+    ErrorGroup, PendingGroup, QueueStats, RunTimeHistogram, Summary, ThroughputBucket, run_time,
 };
 
 pub(super) async fn summary(store: &SqlServerStore) -> StoreResult<Summary> {
@@ -143,6 +143,28 @@ pub(super) async fn run_times(
         ))
     })?;
     Ok(RunTimeHistogram::per_job_type(counts))
+}
+
+pub(super) async fn pending_groups(
+    store: &SqlServerStore,
+    limit: u32,
+) -> StoreResult<Vec<PendingGroup>> {
+    let limit = i64::from(limit.min(10_000));
+    let rows = store
+        .rows_of(
+            "pending_groups",
+            Repeat::Always,
+            &queries::PENDING_GROUPS,
+            &[&limit],
+        )
+        .await?;
+    store.map_rows("pending_groups", &rows, |r| {
+        Ok(PendingGroup {
+            queue: req_str(r, "queue")?,
+            job_type: req_str(r, "job_type")?,
+            pending: count(r, "pending")?,
+        })
+    })
 }
 
 pub(super) async fn top_errors(store: &SqlServerStore, limit: u32) -> StoreResult<Vec<ErrorGroup>> {

@@ -337,19 +337,35 @@ pub const LOAD_SETTINGS: Statement = Statement {
 SELECT s.value FROM [{schema}].[settings] AS s WHERE s.name = N'engine';",
 };
 
-/// @P1 max age in milliseconds.
+/// @P1 max age in milliseconds. Instances that beat within it, and any older or stopped one
+/// that still holds jobs (fetched or processing by it or `<id>:<worker>`), with how many:
+/// each count a seek per queue on a filtered index (fetched-only, processing-only), whose
+/// rows are few (prefetch buffers, running jobs).
 pub const LIST_INSTANCES: Statement = Statement {
     name: "list_instances",
     class: Class::Committed,
     reads: Reads::Rows(INSTANCE_COLUMNS),
     sql: "SET NOCOUNT ON;
-SELECT i.id, i.host, i.pid, i.version, i.started_at, i.heartbeat_at, i.workers_total,
-       i.workers_busy, i.kind, i.queues, i.job_types, i.quiet
-FROM [{schema}].[instances] AS i
-WHERE i.stopped_at IS NULL
-  AND i.heartbeat_at >= DATEADD(MILLISECOND, -(@P1 % 1000),
-                                DATEADD(SECOND, -(@P1 / 1000), SYSUTCDATETIME()))
-ORDER BY i.heartbeat_at DESC;",
+DECLARE @cutoff DATETIME2(6) = DATEADD(MILLISECOND, -(@P1 % 1000),
+                                       DATEADD(SECOND, -(@P1 / 1000), SYSUTCDATETIME()));
+SELECT l.id, l.host, l.pid, l.version, l.started_at, l.heartbeat_at, l.workers_total,
+       l.workers_busy, l.kind, l.queues, l.job_types, l.quiet, l.held_jobs, l.stopped
+FROM (SELECT i.id, i.host, i.pid, i.version, i.started_at, i.heartbeat_at, i.workers_total,
+             i.workers_busy, i.kind, i.queues, i.job_types, i.quiet,
+             CAST(CASE WHEN i.stopped_at IS NULL THEN 0 ELSE 1 END AS BIT) AS stopped,
+             (SELECT COUNT_BIG(*) FROM [{schema}].[jobs_hot] AS j
+               WHERE j.status = 1
+                 AND (j.worker_id = i.id OR j.worker_id LIKE REPLACE(REPLACE(REPLACE(REPLACE(
+                      i.id, N'\\', N'\\\\'), N'%', N'\\%'), N'_', N'\\_'), N'[', N'\\[')
+                      + N':%' ESCAPE N'\\'))
+           + (SELECT COUNT_BIG(*) FROM [{schema}].[jobs_hot] AS j
+               WHERE j.status = 2
+                 AND (j.worker_id = i.id OR j.worker_id LIKE REPLACE(REPLACE(REPLACE(REPLACE(
+                      i.id, N'\\', N'\\\\'), N'%', N'\\%'), N'_', N'\\_'), N'[', N'\\[')
+                      + N':%' ESCAPE N'\\')) AS held_jobs
+      FROM [{schema}].[instances] AS i) AS l
+WHERE (l.stopped = 0 AND l.heartbeat_at >= @cutoff) OR l.held_jobs > 0
+ORDER BY l.heartbeat_at DESC;",
 };
 
 /// @P1 limit, @P2 before id, @P3 actor, @P4 action or action family, @P5 from, @P6 to
@@ -488,6 +504,8 @@ pub const INSTANCE_COLUMNS: &[&str] = &[
     "queues",
     "job_types",
     "quiet",
+    "held_jobs",
+    "stopped",
 ];
 
 pub const AUDIT_COLUMNS: &[&str] = &["id", "at", "actor", "action", "target", "count", "detail"];

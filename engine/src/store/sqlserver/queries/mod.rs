@@ -274,6 +274,7 @@ pub const ALL: &[Statement] = &[
     THROUGHPUT,
     TOP_ERRORS,
     RUN_TIMES,
+    PENDING_GROUPS,
     SCHEMA_VERSIONS,
     ROUTINE_VERSIONS,
     CATALOG_COLUMNS,

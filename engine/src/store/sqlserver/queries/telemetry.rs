@@ -238,6 +238,21 @@ GROUP BY r.job_type, r.bin
 ORDER BY r.job_type, r.bin;",
 };
 
+/// @P1 limit. Pending rows (due or scheduled) per (queue, job type), the largest groups
+/// first. A dirty read, as the other telemetry: a count shown beside the instances, not a
+/// decision.
+pub const PENDING_GROUPS: Statement = Statement {
+    name: "pending_groups",
+    class: Class::Telemetry,
+    reads: Reads::Rows(&["queue", "job_type", "pending"]),
+    sql: "SET NOCOUNT ON;
+SELECT TOP (@P1) j.queue, j.job_type, COUNT_BIG(*) AS pending
+FROM [{schema}].[jobs_hot] AS j WITH (NOLOCK)
+WHERE j.status = 0
+GROUP BY j.queue, j.job_type
+ORDER BY COUNT_BIG(*) DESC, j.queue, j.job_type;",
+};
+
 pub const SUMMARY_COLUMNS: &[&str] = &[
     "pending",
     "scheduled",
