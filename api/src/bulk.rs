@@ -123,7 +123,7 @@ impl BulkFilter {
     }
 }
 
-/// The most jobs this run may touch (1 to 10,000; 1,000 when absent).
+/// The most jobs this run may touch (1 to 100,000; 1,000 when absent).
 fn default_cap() -> u32 {
     1_000
 }
@@ -136,7 +136,7 @@ pub struct BulkCancel {
     #[serde(default)]
     pub filter: BulkFilter,
     #[serde(default = "default_cap")]
-    #[schema(minimum = 1, maximum = 10_000, default = 1_000)]
+    #[schema(minimum = 1, maximum = 100_000, default = 1_000)]
     pub cap: u32,
     /// The word `CANCEL`: this cannot be undone.
     #[schema(pattern = "^CANCEL$")]
@@ -151,7 +151,7 @@ pub struct BulkRunNow {
     #[serde(default)]
     pub filter: BulkFilter,
     #[serde(default = "default_cap")]
-    #[schema(minimum = 1, maximum = 10_000, default = 1_000)]
+    #[schema(minimum = 1, maximum = 100_000, default = 1_000)]
     pub cap: u32,
 }
 
@@ -162,7 +162,7 @@ pub struct BulkPriority {
     #[serde(default)]
     pub filter: BulkFilter,
     #[serde(default = "default_cap")]
-    #[schema(minimum = 1, maximum = 10_000, default = 1_000)]
+    #[schema(minimum = 1, maximum = 100_000, default = 1_000)]
     pub cap: u32,
     pub priority: i32,
 }
@@ -176,7 +176,7 @@ pub struct BulkPurge {
     #[serde(default)]
     pub filter: BulkFilter,
     #[serde(default = "default_cap")]
-    #[schema(minimum = 1, maximum = 10_000, default = 1_000)]
+    #[schema(minimum = 1, maximum = 100_000, default = 1_000)]
     pub cap: u32,
     /// The word `PURGE`: this cannot be undone.
     #[schema(pattern = "^PURGE$")]
@@ -190,7 +190,7 @@ pub struct BulkResurrect {
     #[serde(default)]
     pub filter: BulkFilter,
     #[serde(default = "default_cap")]
-    #[schema(minimum = 1, maximum = 10_000, default = 1_000)]
+    #[schema(minimum = 1, maximum = 100_000, default = 1_000)]
     pub cap: u32,
     /// The word `RESURRECT`.
     #[schema(pattern = "^RESURRECT$")]
@@ -518,6 +518,23 @@ mod tests {
             .to_string();
         let names: Vec<&str> = FailureReason::ALL.iter().map(|r| r.as_str()).collect();
         assert_eq!(pattern, format!("^({})$", names.join("|")));
+    }
+
+    /// Every body's `cap` publishes the engine's bound and the default the server applies.
+    #[test]
+    fn the_cap_schema_is_the_engines() {
+        for schema in [
+            <BulkCancel as utoipa::PartialSchema>::schema(),
+            <BulkRunNow as utoipa::PartialSchema>::schema(),
+            <BulkPriority as utoipa::PartialSchema>::schema(),
+            <BulkPurge as utoipa::PartialSchema>::schema(),
+            <BulkResurrect as utoipa::PartialSchema>::schema(),
+        ] {
+            let doc = serde_json::to_value(schema).unwrap();
+            let cap = &doc["properties"]["cap"];
+            assert_eq!(cap["maximum"].as_u64(), Some(u64::from(MAX_BULK_CAP)), "{doc}");
+            assert_eq!(cap["default"].as_u64(), Some(u64::from(default_cap())), "{doc}");
+        }
     }
 
     #[test]

@@ -122,9 +122,7 @@ pub fn App() -> impl IntoView {
 
 #[component]
 fn NotFound() -> impl IntoView {
-    if let Some(res) = use_context::<leptos_axum::ResponseOptions>() {
-        res.set_status(axum::http::StatusCode::NOT_FOUND);
-    }
+    request::not_found_status();
     view! {
         <components::layout::Layout title="Not found".into()>
             <div class="empty">

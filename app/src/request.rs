@@ -95,3 +95,11 @@ pub fn theme_in(headers: &axum::http::HeaderMap) -> Option<&'static str> {
         _ => None,
     }
 }
+
+/// Answer this page with 404: what the address names does not exist (an unknown job,
+/// batch or schedule), so scripts and monitors are not told it does.
+pub fn not_found_status() {
+    if let Some(res) = use_context::<leptos_axum::ResponseOptions>() {
+        res.set_status(axum::http::StatusCode::NOT_FOUND);
+    }
+}

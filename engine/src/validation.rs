@@ -18,7 +18,7 @@ pub const MAX_TAGS_CHARS: usize = 1000;
 /// Largest batch accepted by one enqueue call.
 pub const MAX_BATCH: usize = 10_000;
 /// The most jobs one bulk-by-filter run may touch; more takes another run.
-pub const MAX_BULK_CAP: u32 = 10_000;
+pub const MAX_BULK_CAP: u32 = 100_000;
 /// Largest value of an integer a store keeps (`max_workers`, timeouts, lag thresholds,
 /// `max_attempts`, rate-limit starts): both stores keep these as 32-bit signed integers
 /// (SQL Server `INT`), so a larger one could not be stored as given.

@@ -21,6 +21,7 @@ pub fn JobPage() -> impl IntoView {
         let id: JobId = match raw_id.parse() {
             Ok(id) => id,
             Err(_) => {
+                crate::request::not_found_status();
                 return view! { <Layout title="Job".into()><ErrorBox message=format!("{raw_id:?} is not a job id (a UUID such as 0193a5c2-…).")/></Layout> }.into_any();
             }
         };
@@ -42,11 +43,14 @@ pub fn JobPage() -> impl IntoView {
         };
         let body = match job {
             Ok(Some(job)) => view! { <JobView job=job editing=editing draft=draft progress=progress held=held/> }.into_any(),
-            Ok(None) => view! {
+            Ok(None) => {
+                crate::request::not_found_status();
+                view! {
                 <div class="empty"><p>{format!("No job {id} in the active jobs, the archive or the dead-letter queue. It may have been purged or pruned by retention.")}</p>
                 <a href="/jobs">"Back to jobs"</a></div>
+                }
+                .into_any()
             }
-            .into_any(),
             Err(e) => view! { <ErrorBox message=format!("Cannot read job {id}: {e}")/> }.into_any(),
         };
         let doc_title = format!("Job {}", format::short_id(&id.to_string()));

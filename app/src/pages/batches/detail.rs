@@ -16,12 +16,6 @@ use crate::state::Console;
 /// Members shown on the page (the store lists active first, then dead, then succeeded).
 pub const MEMBERS: u32 = 1_000;
 
-fn not_found_status() {
-    if let Some(res) = use_context::<leptos_axum::ResponseOptions>() {
-        res.set_status(axum::http::StatusCode::NOT_FOUND);
-    }
-}
-
 #[component]
 pub fn BatchPage() -> impl IntoView {
     let console = expect_context::<Console>();
@@ -34,7 +28,7 @@ pub fn BatchPage() -> impl IntoView {
     Suspend::new(async move {
         let now = Utc::now();
         let Ok(id) = raw.parse::<BatchId>() else {
-            not_found_status();
+            crate::request::not_found_status();
             return view! {
                 <Layout title="Batch".into()>
                     <div class="empty" id="batch-not-found">
@@ -49,7 +43,7 @@ pub fn BatchPage() -> impl IntoView {
         let batch = match console.store().get_batch(id).await {
             Ok(Some(b)) => b,
             Ok(None) => {
-                not_found_status();
+                crate::request::not_found_status();
                 return view! {
                     <Layout title="Batch".into() doc_title=doc_title>
                         <div class="empty" id="batch-not-found">

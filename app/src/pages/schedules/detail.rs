@@ -57,9 +57,7 @@ pub fn SchedulePage() -> impl IntoView {
         let schedule = match found {
             Ok(s) => s,
             Err(StoreError::ScheduleNotFound(_)) => {
-                if let Some(res) = use_context::<leptos_axum::ResponseOptions>() {
-                    res.set_status(axum::http::StatusCode::NOT_FOUND);
-                }
+                crate::request::not_found_status();
                 return view! {
                     <Layout title="Schedule".into() doc_title=doc_title>
                         <div class="empty" id="schedule-not-found">
