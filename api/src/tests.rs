@@ -21,6 +21,7 @@ use super::principal::{Principal, Role};
 
 mod batches;
 mod document;
+mod operator_reads;
 mod schedules;
 mod workers;
 use super::{ApiState, Authenticator, api_router as router};
@@ -66,6 +67,10 @@ async fn harness_with(make: impl FnOnce(Engine) -> Router) -> Harness {
         let started_tx = started_tx.clone();
         let gate = gate.clone();
         async move {
+            // `{"progress": n}`: report n percent before waiting, as a long job would.
+            if let Some(p) = payload.get("progress").and_then(Value::as_u64) {
+                ctx.report_progress(u8::try_from(p).unwrap_or(100), "working");
+            }
             let _ = started_tx.send(ctx.id());
             let token = ctx.cancellation();
             tokio::select! {

@@ -1,7 +1,7 @@
 //! Job-list parameters in the URL: every filter, the sort and the page position, parsed
 //! with messages that say what is wrong, and rendered back into links.
 
-use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone, Utc};
+use chrono::{DateTime, Utc};
 use deck_engine::{
     Cursor, FailureReason, Fingerprint, HotStatus, JobFilter, JobQuery, JobSort, MAX_PAGE_SIZE,
     PagePosition, Pillar, SortColumn, SortDirection,
@@ -72,34 +72,9 @@ pub fn href(path: &str, pairs: &[(&'static str, String)]) -> String {
     crate::format::url(path, &pairs)
 }
 
+/// A time bound as typed; the rule is the engine's, shared with the API.
 pub(crate) fn parse_time(value: &str, end_of_day: bool) -> Result<DateTime<Utc>, String> {
-    let v = value.trim();
-    if let Ok(t) = DateTime::parse_from_rfc3339(v) {
-        return Ok(t.with_timezone(&Utc));
-    }
-    for fmt in [
-        "%Y-%m-%dT%H:%M",
-        "%Y-%m-%dT%H:%M:%S",
-        "%Y-%m-%d %H:%M",
-        "%Y-%m-%d %H:%M:%S",
-    ] {
-        if let Ok(t) = NaiveDateTime::parse_from_str(v, fmt) {
-            return Ok(Utc.from_utc_datetime(&t));
-        }
-    }
-    if let Ok(d) = NaiveDate::parse_from_str(v, "%Y-%m-%d") {
-        let t = if end_of_day {
-            d.and_hms_milli_opt(23, 59, 59, 999)
-        } else {
-            d.and_hms_opt(0, 0, 0)
-        };
-        if let Some(t) = t {
-            return Ok(Utc.from_utc_datetime(&t));
-        }
-    }
-    Err(format!(
-        "date {v:?} not understood; use YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC)"
-    ))
+    deck_engine::parse_list_time(value, end_of_day).map_err(|e| e.to_string())
 }
 
 pub fn parse(q: &Query, default_page_size: u32) -> ListParams {
@@ -195,14 +170,7 @@ pub fn parse(q: &Query, default_page_size: u32) -> ListParams {
         }
     }
 
-    let mut sort = JobSort::default();
-    let created_range = filter.created_from.is_some() || filter.created_to.is_some();
-    if source != Pillar::Hot && !created_range {
-        // Finished lists read best newest-finished first; filtered by creation time, they
-        // are listed by it: the range and the order are then one walk of one index, where
-        // a range sorted by finish time would read and sort every row in it.
-        sort.column = SortColumn::FinishedAt;
-    }
+    let mut sort = JobSort::default_for(source, &filter);
     if let Some(c) = q.get("sort") {
         match c.parse::<SortColumn>() {
             Ok(c) => sort.column = c,
@@ -256,13 +224,7 @@ pub fn parse(q: &Query, default_page_size: u32) -> ListParams {
 
 /// The default sort of a source, so links leave it out.
 pub fn is_default_sort(source: Pillar, filter: &JobFilter, sort: JobSort) -> bool {
-    let created_range = filter.created_from.is_some() || filter.created_to.is_some();
-    let column = if source == Pillar::Hot || created_range {
-        SortColumn::CreatedAt
-    } else {
-        SortColumn::FinishedAt
-    };
-    sort.column == column && sort.direction == SortDirection::Desc
+    sort == JobSort::default_for(source, filter)
 }
 
 #[cfg(test)]
