@@ -1117,6 +1117,15 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("post", "/api/v1/workers/jobs/{id}/complete"),
     ("post", "/api/v1/workers/jobs/{id}/fail"),
     ("post", "/api/v1/workers/jobs/{id}/release"),
+    ("get", "/api/v1/jobs"),
+    ("delete", "/api/v1/jobs/{id}"),
+    ("get", "/api/v1/jobs/{id}/progress"),
+    ("get", "/api/v1/error-groups"),
+    ("get", "/api/v1/instances"),
+    ("get", "/api/v1/settings"),
+    ("put", "/api/v1/settings"),
+    ("patch", "/api/v1/settings"),
+    ("get", "/api/v1/audit"),
 ];
 
 #[tokio::test]

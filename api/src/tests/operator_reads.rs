@@ -496,3 +496,145 @@ async fn viewers_read_every_list_and_change_nothing() {
     assert!(h.audit_actions().await.is_empty());
     h.finish().await;
 }
+
+/// A parameter of an operation in the served document.
+fn parameter<'a>(doc: &'a Value, method: &str, path: &str, name: &str) -> &'a Value {
+    doc["paths"][path][method]["parameters"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .unwrap_or_else(|| panic!("{method} {path} has no parameter {name}"))
+}
+
+/// A schema, its `$ref` followed, its nullable alternative left out.
+fn resolved<'a>(doc: &'a Value, schema: &'a Value) -> &'a Value {
+    let schema = match schema["oneOf"].as_array() {
+        Some(alts) => alts.iter().find(|a| a["type"] != "null").unwrap(),
+        None => schema,
+    };
+    match schema["$ref"].as_str() {
+        Some(r) => &doc["components"]["schemas"][r.trim_start_matches("#/components/schemas/")],
+        None => schema,
+    }
+}
+
+#[tokio::test]
+async fn the_documents_list_and_settings_bounds_are_the_engines() {
+    use deck_engine::validation::SETTING_RANGES;
+    use deck_engine::{FailureReason, HotStatus, MAX_PAGE_SIZE, Pillar, SortColumn};
+
+    let h = harness().await;
+    let doc = h.get("/api/v1/openapi.json").await.body;
+    let list = |name: &str| {
+        resolved(
+            &doc,
+            &parameter(&doc, "get", "/api/v1/jobs", name)["schema"],
+        )
+    };
+    let names = |v: &Value| -> Vec<String> {
+        v["enum"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s.as_str().unwrap().to_string())
+            .collect()
+    };
+    let strings = |all: Vec<&str>| -> Vec<String> { all.into_iter().map(String::from).collect() };
+    assert_eq!(
+        names(list("source")),
+        strings(Pillar::ALL.iter().map(|p| p.as_str()).collect())
+    );
+    assert_eq!(
+        names(list("status")),
+        strings(HotStatus::ALL.iter().map(|s| s.as_str()).collect())
+    );
+    assert_eq!(
+        names(list("reason")),
+        strings(FailureReason::ALL.iter().map(|r| r.as_str()).collect())
+    );
+    assert_eq!(
+        names(list("sort")),
+        strings(SortColumn::ALL.iter().map(|c| c.as_str()).collect())
+    );
+    assert_eq!(
+        list("limit")["maximum"].as_u64(),
+        Some(u64::from(MAX_PAGE_SIZE))
+    );
+    assert_eq!(
+        list("q")["maxLength"].as_u64(),
+        Some(crate::dto::job_lists::MAX_SEARCH_CHARS as u64)
+    );
+    // Every enum value is taken, and a case variant is not (the server reads the document's
+    // names exactly).
+    for (field, values) in [
+        ("source", names(list("source"))),
+        ("status", names(list("status"))),
+        ("reason", names(list("reason"))),
+        ("sort", names(list("sort"))),
+    ] {
+        for v in values {
+            let r = h.get(&format!("/api/v1/jobs?{field}={v}")).await;
+            assert_eq!(r.status, StatusCode::OK, "{field}={v}: {}", r.body);
+            let upper = v.to_uppercase();
+            if upper != v {
+                let r = h.get(&format!("/api/v1/jobs?{field}={upper}")).await;
+                assert_eq!(r.status, StatusCode::BAD_REQUEST, "{field}={upper}");
+            }
+        }
+    }
+
+    // Settings: each range in the full and the patch schema, and the server's edges.
+    let current = h.get("/api/v1/settings").await.body;
+    for (path, _, least, most) in SETTING_RANGES {
+        let (full, patch, field) = match path.split_once('.') {
+            None => ("EngineSettings", "EngineSettingsPatch", path),
+            Some(("retry", f)) => ("RetrySettings", "RetryPatch", f),
+            Some(("retention", f)) => ("RetentionSettings", "RetentionPatch", f),
+            Some(_) => panic!("a settings group the API does not know: {path}"),
+        };
+        for schema in [full, patch] {
+            let p = &doc["components"]["schemas"][schema]["properties"][field];
+            assert_eq!(
+                (p["minimum"].as_u64(), p["maximum"].as_u64()),
+                (Some(least), Some(most)),
+                "{schema}.{field}: {p}"
+            );
+        }
+        for (value, ok) in [(least, true), (most, true), (most + 1, false)] {
+            let mut body = current.clone();
+            match path.split_once('.') {
+                None => body[field] = json!(value),
+                Some((group, f)) => body[group][f] = json!(value),
+            }
+            // The base delay stays within the max delay while either moves.
+            if field == "base_delay_ms" {
+                body["retry"]["max_delay_ms"] = json!(most + 1);
+            }
+            if field == "max_delay_ms" {
+                body["retry"]["base_delay_ms"] = json!(0);
+            }
+            let r = h.call(Method::PUT, "/api/v1/settings", Some(body)).await;
+            if ok {
+                assert_eq!(r.status, StatusCode::OK, "{path}={value}: {}", r.body);
+            } else {
+                assert_eq!(
+                    (r.status, r.field()),
+                    (StatusCode::BAD_REQUEST, path),
+                    "{path}={value}: {}",
+                    r.body
+                );
+            }
+        }
+        if least > 0 {
+            let mut body = current.clone();
+            match path.split_once('.') {
+                None => body[field] = json!(least - 1),
+                Some((group, f)) => body[group][f] = json!(least - 1),
+            }
+            let r = h.call(Method::PUT, "/api/v1/settings", Some(body)).await;
+            assert_eq!(r.field(), path, "{path}={}: {}", least - 1, r.body);
+        }
+    }
+    h.finish().await;
+}
