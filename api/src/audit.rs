@@ -3,14 +3,14 @@
 
 use axum::Json;
 use axum::extract::State;
-use deck_engine::{AuditFilter, parse_list_time};
+use deck_engine::AuditFilter;
 use serde::Deserialize;
 use utoipa::IntoParams;
 
 use super::ApiState;
 use super::dto::admin::{AuditEntryView, AuditPage};
-use super::dto::job_lists::ListTime;
-use super::error::{ApiError, ApiResult, ErrorBody};
+use super::dto::job_lists::{ListTime, parse_time};
+use super::error::{ApiResult, ErrorBody};
 use super::extract::ApiQuery;
 use super::limits::check_count;
 use super::principal::Viewer;
@@ -32,7 +32,7 @@ pub struct AuditQuery {
     /// At or after this time.
     #[param(value_type = Option<ListTime>)]
     pub from: Option<String>,
-    /// Before this time (a day: up to its end).
+    /// Before this time.
     #[param(value_type = Option<ListTime>)]
     pub to: Option<String>,
     /// Only entries older than this one (the previous page's `next_before`).
@@ -45,20 +45,6 @@ pub struct AuditQuery {
 
 fn text(v: Option<String>) -> Option<String> {
     v.map(|v| v.trim().to_string()).filter(|v| !v.is_empty())
-}
-
-fn time(
-    field: &'static str,
-    raw: Option<String>,
-    end_of_day: bool,
-) -> ApiResult<Option<chrono::DateTime<chrono::Utc>>> {
-    text(raw)
-        .map(|v| {
-            parse_list_time(&v, end_of_day).map_err(|e| {
-                ApiError::bad_request("invalid_time", format!("{field}: {e}")).with_field(field)
-            })
-        })
-        .transpose()
 }
 
 /// Operator actions, newest first: who did what to which jobs, queues, schedules,
@@ -82,8 +68,8 @@ pub async fn list_audit(
     let filter = AuditFilter {
         actor: text(query.actor),
         action: text(query.action),
-        from: time("from", query.from, false)?,
-        to: time("to", query.to, true)?,
+        from: parse_time("from", query.from)?,
+        to: parse_time("to", query.to)?,
     };
     // One more than the page: whether an older page exists.
     let mut entries = state

@@ -1,8 +1,9 @@
 //! `GET /jobs`: the console's job lists and search — a source (active, archive, dead
 //! letters), its filters, a whitelisted sort and keyset cursors, with the count. The rules
-//! the console shares (the default sort, the time forms, the id search) are the engine's
-//! (`JobSort::default_for`, `parse_list_time`, the store's id-prefix search); unlike the
-//! console, a value that does not parse is a 400, not a note above the list.
+//! the console shares (the default sort, the names, the cursors, the id search) are the
+//! engine's (`JobSort::default_for`, the enums' names, `Cursor`, the store's id-prefix
+//! search); unlike the console, a value that does not parse is a 400, not a note above the
+//! list, and times are RFC 3339 (the console's form also takes a bare day).
 
 use std::collections::HashMap;
 
@@ -10,7 +11,7 @@ use axum::Json;
 use axum::extract::State;
 use deck_engine::{
     Cursor, FailureReason, Fingerprint, HotStatus, JobFilter, JobQuery, JobSort, MAX_PAGE_SIZE,
-    PagePosition, Pillar, SortColumn, SortDirection, Timestamp, parse_list_time,
+    PagePosition, Pillar, SortColumn, SortDirection,
 };
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -18,7 +19,7 @@ use utoipa::IntoParams;
 use super::ApiState;
 use super::dto::job_lists::{
     DirectionName, FingerprintText, HotStatusName, JobPage, JobSummaryView, ListTime,
-    MAX_SEARCH_CHARS, PageCursor, ProgressDto, ReasonName, SortName, SourceName,
+    MAX_SEARCH_CHARS, PageCursor, ProgressDto, ReasonName, SortName, SourceName, parse_time,
 };
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::ApiQuery;
@@ -114,23 +115,11 @@ fn named<T: Copy>(
         })
 }
 
-/// A filter value; empty means not given, as in the console's form.
+/// A free-text filter value; empty means not given, as in the console's form. (Values the
+/// document constrains — names from a list, patterns, times — are taken as given: an empty
+/// one is a 400 as any other value outside the document's.)
 fn given(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.trim().is_empty())
-}
-
-fn time(
-    field: &'static str,
-    raw: Option<String>,
-    end_of_day: bool,
-) -> ApiResult<Option<Timestamp>> {
-    given(raw)
-        .map(|v| {
-            parse_list_time(&v, end_of_day).map_err(|e| {
-                ApiError::bad_request("invalid_time", format!("{field}: {e}")).with_field(field)
-            })
-        })
-        .transpose()
 }
 
 fn cursor(field: &'static str, raw: &str) -> ApiResult<Cursor> {
@@ -149,7 +138,7 @@ fn cursor(field: &'static str, raw: &str) -> ApiResult<Cursor> {
 impl JobListQuery {
     /// The engine's query, and the filters that do not apply to the source.
     fn into_job_query(self) -> ApiResult<(JobQuery, Vec<String>)> {
-        let source = match given(self.source) {
+        let source = match self.source {
             None => Pillar::Hot,
             Some(s) => named("source", &s, &Pillar::ALL, Pillar::as_str)?,
         };
@@ -160,9 +149,9 @@ impl JobListQuery {
             tag: given(self.tag),
             text: given(self.q),
             payload: self.payload.unwrap_or(false),
-            created_from: time("created_from", self.created_from, false)?,
-            created_to: time("created_to", self.created_to, true)?,
-            listed_before: time("listed_before", self.listed_before, false)?,
+            created_from: parse_time("created_from", self.created_from)?,
+            created_to: parse_time("created_to", self.created_to)?,
+            listed_before: parse_time("listed_before", self.listed_before)?,
             ..JobFilter::default()
         };
         if let Some(text) = &filter.text
@@ -174,7 +163,7 @@ impl JobListQuery {
             )
             .with_field("q"));
         }
-        if let Some(s) = given(self.status) {
+        if let Some(s) = self.status {
             let status = named("status", &s, &HotStatus::ALL, HotStatus::as_str)?;
             if source == Pillar::Hot {
                 filter.status = Some(status);
@@ -182,7 +171,7 @@ impl JobListQuery {
                 ignored.push("status".to_string());
             }
         }
-        if let Some(r) = given(self.reason) {
+        if let Some(r) = self.reason {
             let reason = named("reason", &r, &FailureReason::ALL, FailureReason::as_str)?;
             if source == Pillar::Dlq {
                 filter.reason = Some(reason);
@@ -190,7 +179,7 @@ impl JobListQuery {
                 ignored.push("reason".to_string());
             }
         }
-        if let Some(g) = given(self.error_group) {
+        if let Some(g) = self.error_group {
             let group: Fingerprint =
                 g.parse().map_err(|e: deck_engine::ParseFingerprintError| {
                     ApiError::bad_request("invalid_field", e.to_string()).with_field("error_group")
@@ -201,8 +190,8 @@ impl JobListQuery {
                 ignored.push("error_group".to_string());
             }
         }
-        let finished_from = time("finished_from", self.finished_from, false)?;
-        let finished_to = time("finished_to", self.finished_to, true)?;
+        let finished_from = parse_time("finished_from", self.finished_from)?;
+        let finished_to = parse_time("finished_to", self.finished_to)?;
         if source == Pillar::Hot {
             if finished_from.is_some() {
                 ignored.push("finished_from".to_string());
@@ -215,10 +204,10 @@ impl JobListQuery {
             filter.finished_to = finished_to;
         }
         let mut sort = JobSort::default_for(source, &filter);
-        if let Some(c) = given(self.sort) {
+        if let Some(c) = self.sort {
             sort.column = named("sort", &c, &SortColumn::ALL, SortColumn::as_str)?;
         }
-        if let Some(d) = given(self.dir) {
+        if let Some(d) = self.dir {
             sort.direction = named(
                 "dir",
                 &d,
@@ -228,9 +217,9 @@ impl JobListQuery {
         }
         let position = if self.last == Some(true) {
             PagePosition::Last
-        } else if let Some(a) = given(self.after) {
+        } else if let Some(a) = self.after {
             PagePosition::After(cursor("after", &a)?)
-        } else if let Some(b) = given(self.before) {
+        } else if let Some(b) = self.before {
             PagePosition::Before(cursor("before", &b)?)
         } else {
             PagePosition::First

@@ -1,7 +1,7 @@
 //! Job-list parameters in the URL: every filter, the sort and the page position, parsed
 //! with messages that say what is wrong, and rendered back into links.
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone, Utc};
 use deck_engine::{
     Cursor, FailureReason, Fingerprint, HotStatus, JobFilter, JobQuery, JobSort, MAX_PAGE_SIZE,
     PagePosition, Pillar, SortColumn, SortDirection,
@@ -72,9 +72,34 @@ pub fn href(path: &str, pairs: &[(&'static str, String)]) -> String {
     crate::format::url(path, &pairs)
 }
 
-/// A time bound as typed; the rule is the engine's, shared with the API.
 pub(crate) fn parse_time(value: &str, end_of_day: bool) -> Result<DateTime<Utc>, String> {
-    deck_engine::parse_list_time(value, end_of_day).map_err(|e| e.to_string())
+    let v = value.trim();
+    if let Ok(t) = DateTime::parse_from_rfc3339(v) {
+        return Ok(t.with_timezone(&Utc));
+    }
+    for fmt in [
+        "%Y-%m-%dT%H:%M",
+        "%Y-%m-%dT%H:%M:%S",
+        "%Y-%m-%d %H:%M",
+        "%Y-%m-%d %H:%M:%S",
+    ] {
+        if let Ok(t) = NaiveDateTime::parse_from_str(v, fmt) {
+            return Ok(Utc.from_utc_datetime(&t));
+        }
+    }
+    if let Ok(d) = NaiveDate::parse_from_str(v, "%Y-%m-%d") {
+        let t = if end_of_day {
+            d.and_hms_milli_opt(23, 59, 59, 999)
+        } else {
+            d.and_hms_opt(0, 0, 0)
+        };
+        if let Some(t) = t {
+            return Ok(Utc.from_utc_datetime(&t));
+        }
+    }
+    Err(format!(
+        "date {v:?} not understood; use YYYY-MM-DD or YYYY-MM-DDTHH:MM (UTC)"
+    ))
 }
 
 pub fn parse(q: &Query, default_page_size: u32) -> ListParams {

@@ -180,51 +180,6 @@ impl JobSort {
     }
 }
 
-/// A time in a list filter that is neither an RFC 3339 time nor one of the shorter forms
-/// [`parse_list_time`] reads.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "time {value:?} not understood; use YYYY-MM-DD, YYYY-MM-DDTHH:MM (UTC) or an RFC 3339 time \
-     like 2026-01-02T03:04:05Z"
-)]
-pub struct ListTimeError {
-    pub value: String,
-}
-
-/// A time bound of a list filter as people type it, for the console and the API alike: an
-/// RFC 3339 time, `YYYY-MM-DDTHH:MM[:SS]` or `YYYY-MM-DD HH:MM[:SS]` (UTC), or a day, which
-/// means its first instant, or its last with `end_of_day` (an upper bound takes the whole day).
-pub fn parse_list_time(value: &str, end_of_day: bool) -> Result<Timestamp, ListTimeError> {
-    use chrono::{DateTime, NaiveDate, NaiveDateTime, TimeZone, Utc};
-    let v = value.trim();
-    if let Ok(t) = DateTime::parse_from_rfc3339(v) {
-        return Ok(t.with_timezone(&Utc));
-    }
-    for fmt in [
-        "%Y-%m-%dT%H:%M",
-        "%Y-%m-%dT%H:%M:%S",
-        "%Y-%m-%d %H:%M",
-        "%Y-%m-%d %H:%M:%S",
-    ] {
-        if let Ok(t) = NaiveDateTime::parse_from_str(v, fmt) {
-            return Ok(Utc.from_utc_datetime(&t));
-        }
-    }
-    if let Ok(d) = NaiveDate::parse_from_str(v, "%Y-%m-%d") {
-        let t = if end_of_day {
-            d.and_hms_milli_opt(23, 59, 59, 999)
-        } else {
-            d.and_hms_opt(0, 0, 0)
-        };
-        if let Some(t) = t {
-            return Ok(Utc.from_utc_datetime(&t));
-        }
-    }
-    Err(ListTimeError {
-        value: v.to_string(),
-    })
-}
-
 /// A position in a sorted list: the sort key of a row plus its id (which gives the
 /// tie-breaker).
 /// Opaque to callers; rendered into URLs with `Display` and parsed back with `FromStr`.

@@ -124,7 +124,7 @@ named_schema!(
 );
 
 named_schema!(
-    /// A time bound of a list filter (`deck_engine::parse_list_time`).
+    /// A time bound of a list filter: RFC 3339 (`parse_time`).
     ListTime,
     "ListTime",
     ObjectBuilder::new()
@@ -133,11 +133,34 @@ named_schema!(
             utoipa::openapi::KnownFormat::DateTime
         )))
         .description(Some(
-            "An RFC 3339 time. The console's shorter forms are taken too: `YYYY-MM-DD` (its \
-             first instant; as an upper bound, its last) and `YYYY-MM-DDTHH:MM` (UTC)."
+            "An RFC 3339 time with its offset, like `2026-01-02T03:04:05Z`."
         ))
         .into()
 );
+
+/// A time bound of a list filter: an RFC 3339 time (what the document's `date-time` format
+/// is). The console also takes a bare day or `YYYY-MM-DDTHH:MM` from its form; the API takes
+/// the one exact form its document states.
+pub fn parse_time(
+    field: &'static str,
+    raw: Option<String>,
+) -> Result<Option<DateTime<Utc>>, crate::error::ApiError> {
+    raw.map(|v| {
+        DateTime::parse_from_rfc3339(&v)
+            .map(|t| t.with_timezone(&Utc))
+            .map_err(|e| {
+                crate::error::ApiError::bad_request(
+                    "invalid_time",
+                    format!(
+                        "{field}={v:?} is not an RFC 3339 time ({e}); give one like \
+                         2026-01-02T03:04:05Z"
+                    ),
+                )
+                .with_field(field)
+            })
+    })
+    .transpose()
+}
 
 /// How far a running job has got, as its handler last reported.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]

@@ -103,6 +103,16 @@ async fn a_job_list_filters_sorts_and_pages_by_cursor() {
     let vip = h.get("/api/v1/jobs?tag=vip").await;
     assert_eq!(ids(&vip.body), vec![enqueued[2].clone()]);
 
+    // A creation range, in RFC 3339.
+    let since = h
+        .get("/api/v1/jobs?queue=q&created_from=2000-01-01T00:00:00Z")
+        .await;
+    assert_eq!(since.body["count"]["matching"], 5, "{}", since.body);
+    let before = h
+        .get("/api/v1/jobs?queue=q&created_to=2000-01-01T00:00:00%2B02:00")
+        .await;
+    assert_eq!(before.body["items"], json!([]), "{}", before.body);
+
     // An id prefix in the search finds the job.
     let wanted = &enqueued[1];
     let found = h.get(&format!("/api/v1/jobs?q={}", &wanted[..13])).await;
@@ -126,6 +136,10 @@ async fn a_job_list_filters_sorts_and_pages_by_cursor() {
         ("after=nope", "after"),
         ("before=nope", "before"),
         ("created_from=yesterday", "created_from"),
+        ("created_to=2026-01-02", "created_to"),
+        ("finished_from=", "finished_from"),
+        ("source=", "source"),
+        ("sort=", "sort"),
         ("limit=0", "limit"),
         ("limit=501", "limit"),
     ] {
@@ -417,10 +431,17 @@ async fn the_audit_log_filters_and_pages() {
     assert_eq!(family.body["entries"].as_array().unwrap().len(), 4);
     let nobody_else = h.get("/api/v1/audit?actor=someone-else").await;
     assert_eq!(nobody_else.body["entries"], json!([]));
-    let future = h.get("/api/v1/audit?from=2999-01-01").await;
+    let future = h.get("/api/v1/audit?from=2999-01-01T00:00:00Z").await;
     assert_eq!(future.body["entries"], json!([]));
-    let r = h.get("/api/v1/audit?to=soon").await;
-    assert_eq!((r.status, r.field()), (StatusCode::BAD_REQUEST, "to"));
+    // Times are RFC 3339, as the document's `date-time` says: not empty, not a bare day.
+    for to in ["soon", "", "2026-01-02"] {
+        let r = h.get(&format!("/api/v1/audit?to={to}")).await;
+        assert_eq!(
+            (r.status, r.field()),
+            (StatusCode::BAD_REQUEST, "to"),
+            "{to:?}"
+        );
+    }
     h.finish().await;
 }
 
