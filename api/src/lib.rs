@@ -199,11 +199,6 @@ fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(jobs::resurrect))
         .routes(routes!(progress::report_progress, progress::read_progress))
         .routes(routes!(queues::update_queue))
-        .routes(routes!(
-            settings::get_settings,
-            settings::replace_settings,
-            settings::patch_settings
-        ))
         .routes(routes!(workers::complete))
         // Schedule bodies carry a job template's payload; the rest share the paths.
         .routes(routes!(
@@ -239,6 +234,12 @@ fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(instances::quiet))
         .routes(routes!(instances::resume))
         .routes(routes!(stats::stats))
+        // Settings bodies are a few numbers: the small-body limit their document states.
+        .routes(routes!(
+            settings::get_settings,
+            settings::replace_settings,
+            settings::patch_settings
+        ))
         .routes(routes!(workers::claim))
         .routes(routes!(workers::heartbeat))
         .routes(routes!(workers::progress))
