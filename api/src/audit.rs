@@ -10,7 +10,7 @@ use utoipa::IntoParams;
 use super::ApiState;
 use super::dto::admin::{AuditEntryView, AuditPage};
 use super::dto::job_lists::{ListTime, parse_time};
-use super::error::{ApiResult, ErrorBody};
+use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::ApiQuery;
 use super::limits::check_count;
 use super::principal::Viewer;
@@ -20,6 +20,9 @@ use super::responses::ReadErrors;
 const DEFAULT_ENTRIES: u32 = 50;
 /// Most entries one read lists.
 pub const MAX_ENTRIES: u32 = 500;
+/// Largest `?before=`: the largest integer every JSON client reads exactly (2^53 - 1), as the
+/// document states it.
+const MAX_ENTRY_ID: i64 = 9_007_199_254_740_991;
 
 /// The audit log's filters and page.
 #[derive(Debug, Default, Deserialize, IntoParams)]
@@ -65,6 +68,18 @@ pub async fn list_audit(
     ApiQuery(query): ApiQuery<AuditQuery>,
 ) -> ApiResult<Json<AuditPage>> {
     let limit = check_count("limit", query.limit, DEFAULT_ENTRIES, MAX_ENTRIES)?;
+    if let Some(before) = query.before
+        && !(1..=MAX_ENTRY_ID).contains(&before)
+    {
+        return Err(ApiError::bad_request(
+            "invalid_field",
+            format!(
+                "invalid before: is {before}; give an entry id (1 to {MAX_ENTRY_ID}), the \
+                 previous page's next_before"
+            ),
+        )
+        .with_field("before"));
+    }
     let filter = AuditFilter {
         actor: text(query.actor),
         action: text(query.action),

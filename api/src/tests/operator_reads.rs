@@ -434,6 +434,14 @@ async fn the_audit_log_filters_and_pages() {
     let future = h.get("/api/v1/audit?from=2999-01-01T00:00:00Z").await;
     assert_eq!(future.body["entries"], json!([]));
     // Times are RFC 3339, as the document's `date-time` says: not empty, not a bare day.
+    for before in ["0", "-1", "9007199254740992"] {
+        let r = h.get(&format!("/api/v1/audit?before={before}")).await;
+        assert_eq!(
+            (r.status, r.field()),
+            (StatusCode::BAD_REQUEST, "before"),
+            "{before}"
+        );
+    }
     for to in ["soon", "", "2026-01-02"] {
         let r = h.get(&format!("/api/v1/audit?to={to}")).await;
         assert_eq!(
