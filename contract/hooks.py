@@ -10,6 +10,13 @@ generated "valid" requests are valid.
   otherwise). A generated body that names one gets the path's name (and loses a `cron` that
   a mis-inferred link filled with the name, with or without a body `name`; see `before_call`).
 
+- `format: deck-cursor` (the `PageCursor` schema of `GET /jobs`): `<job id>~<sort key>`; which
+  keys fit depends on the sort, so cursors are drawn with an integer key, which fits every
+  sort (the server answers 400 `invalid_cursor` for a key that does not fit).
+- `PUT`/`PATCH /settings`: `retry.base_delay_ms` is at most `retry.max_delay_ms` (400
+  otherwise), a rule between two fields; a generated body gets them in order, and a patch
+  that gives one of them also gets the other, since the saved one may be anything.
+
 Loaded through SCHEMATHESIS_HOOKS (see run.sh).
 """
 
@@ -75,6 +82,33 @@ def _cron():
 
 schemathesis.openapi.format("cron", _cron())
 schemathesis.openapi.format("iana-time-zone", st.sampled_from(ZONES))
+schemathesis.openapi.format(
+    "deck-cursor",
+    st.builds(
+        lambda job, key: f"{job}~{key}",
+        st.uuids(),
+        st.integers(-(2**62), 2**62),
+    ),
+)
+
+# The settings' delay bounds (`validation::SETTING_RANGES`).
+MAX_DELAY_MS = 7 * 86_400_000
+
+
+def _order_delays(body):
+    """Give a settings body's retry delays in the order the server requires."""
+    retry = body.get("retry") if isinstance(body, dict) else None
+    if not isinstance(retry, dict):
+        return
+    base, most = retry.get("base_delay_ms"), retry.get("max_delay_ms")
+    # Whole numbers may come as `451.0`; the server reads them as integers.
+    ints = lambda v: isinstance(v, (int, float)) and not isinstance(v, bool)
+    if ints(base) and most is None and "max_delay_ms" not in retry:
+        retry["max_delay_ms"] = MAX_DELAY_MS
+    elif ints(most) and base is None and "base_delay_ms" not in retry:
+        retry["base_delay_ms"] = 0
+    elif ints(base) and ints(most) and base > most:
+        retry["base_delay_ms"], retry["max_delay_ms"] = most, base
 
 
 @schemathesis.hook
@@ -82,6 +116,9 @@ def before_call(context, case, kwargs):
     # Every phase sends through here (the stateful one skips `map_case`); schemathesis
     # re-judges the case afterwards, so a body made valid this way counts as positive.
     operation = case.operation
+    if operation.path.endswith("/settings") and operation.method.upper() in ("PUT", "PATCH"):
+        _order_delays(case.body)
+        return
     if not (
         operation.method.upper() == "PUT"
         and operation.path.endswith("/schedules/{name}")

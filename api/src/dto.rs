@@ -18,7 +18,9 @@ use serde_json::Value;
 use utoipa::ToSchema;
 use uuid::Uuid;
 
+pub mod admin;
 pub mod batches;
+pub mod job_lists;
 pub mod schedules;
 
 use super::error::ApiError;

@@ -60,7 +60,7 @@ async fn waited_view(state: &ApiState, id: JobId, timeout: Duration) -> ApiResul
     }
 }
 
-fn job_not_found(id: JobId) -> ApiError {
+pub(crate) fn job_not_found(id: JobId) -> ApiError {
     ApiError::not_found(
         "job_not_found",
         format!("job {id} not found; it may never have existed or was pruned by retention"),

@@ -1,6 +1,7 @@
 //! The JSON API under `/api/v1`: enqueue (one or a batch), read jobs with long-polling,
-//! cancel, resurrect, queues, recurring schedules, stats, the worker protocol for external
-//! workers — and its OpenAPI document, generated from the handlers themselves so the two
+//! list and search jobs, their progress, cancel, resurrect, purge, error groups, queues,
+//! recurring schedules, instances, engine settings, the audit log, stats, the worker
+//! protocol for external workers — and its OpenAPI document, generated from the handlers themselves so the two
 //! cannot drift apart.
 //!
 //! Errors are always `{"error": {"code", "message", "field"}}` (see `error`). Bad input is
@@ -29,20 +30,26 @@ use utoipa::OpenApi;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
+mod audit;
 mod batches;
 mod bulk;
 mod document;
 pub mod dto;
 pub mod error;
+mod error_groups;
 mod extract;
+mod instance_list;
 mod instances;
+mod job_lists;
 mod jobs;
 mod limits;
 pub mod principal;
 mod progress;
+mod purge;
 mod queues;
 mod responses;
 mod schedules;
+mod settings;
 mod stats;
 #[cfg(test)]
 mod tests;
@@ -149,7 +156,8 @@ pub fn api_router(state: ApiState) -> Router {
                        auth); without users (loopback only) no request needs credentials.",
     ),
     tags(
-        (name = "jobs", description = "Enqueue, read (with long-polling), cancel, resurrect"),
+        (name = "jobs", description = "Enqueue, read (with long-polling), list and search, \
+                                        progress, cancel, resurrect, purge; error groups"),
         (name = "queues", description = "List, pause, resume, change settings"),
         (name = "schedules", description = "Recurring jobs: cron expressions in an IANA time \
                                              zone or fixed intervals; list, read the coming \
@@ -159,7 +167,9 @@ pub fn api_router(state: ApiState) -> Router {
                                            (on_success, on_complete, on_death) enqueued \
                                            exactly once; list and read with members"),
         (name = "stats", description = "Summary numbers"),
-        (name = "instances", description = "Quiet and resume engine instances"),
+        (name = "instances", description = "List, quiet and resume engine instances"),
+        (name = "settings", description = "Engine settings: read, replace, change some"),
+        (name = "audit", description = "The audit log of operator actions"),
         (name = "bulk", description = "Actions on every job a filter matches, run in the \
                                         background in short steps and audited once: cancel, \
                                         run now, priority, purge, resurrect; their progress"),
@@ -176,6 +186,14 @@ pub fn api_router(state: ApiState) -> Router {
         limits::ZoneQuery,
         limits::ScheduleName,
         limits::Description,
+        dto::job_lists::SourceName,
+        dto::job_lists::HotStatusName,
+        dto::job_lists::ReasonName,
+        dto::job_lists::SortName,
+        dto::job_lists::DirectionName,
+        dto::job_lists::FingerprintText,
+        dto::job_lists::PageCursor,
+        dto::job_lists::ListTime,
     )),
 )]
 struct ApiDoc;
@@ -184,7 +202,7 @@ fn routes() -> OpenApiRouter<ApiState> {
     let single = OpenApiRouter::new()
         .routes(routes!(jobs::enqueue))
         .routes(routes!(jobs::resurrect))
-        .routes(routes!(progress::report_progress))
+        .routes(routes!(progress::report_progress, progress::read_progress))
         .routes(routes!(queues::update_queue))
         .routes(routes!(workers::complete))
         // Schedule bodies carry a job template's payload; the rest share the paths.
@@ -208,6 +226,11 @@ fn routes() -> OpenApiRouter<ApiState> {
         .layer(DefaultBodyLimit::max(BATCH_BODY_LIMIT));
     let rest = OpenApiRouter::new()
         .routes(routes!(jobs::get_job))
+        .routes(routes!(purge::purge))
+        .routes(routes!(job_lists::list_jobs))
+        .routes(routes!(error_groups::list_error_groups))
+        .routes(routes!(instance_list::list_instances))
+        .routes(routes!(audit::list_audit))
         .routes(routes!(batches::get_batch))
         .routes(routes!(jobs::cancel))
         .routes(routes!(bulk::run_job_now))
@@ -223,6 +246,12 @@ fn routes() -> OpenApiRouter<ApiState> {
         .routes(routes!(instances::quiet))
         .routes(routes!(instances::resume))
         .routes(routes!(stats::stats))
+        // Settings bodies are a few numbers: the small-body limit their document states.
+        .routes(routes!(
+            settings::get_settings,
+            settings::replace_settings,
+            settings::patch_settings
+        ))
         .routes(routes!(workers::claim))
         .routes(routes!(workers::heartbeat))
         .routes(routes!(workers::progress))

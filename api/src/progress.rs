@@ -1,7 +1,9 @@
 //! `POST /jobs/{id}/progress`: an HTTP handler's receiver reports progress on the attempt it
 //! is running, with the token its request carried (the envelope's `progress.token`). The
 //! token is the credential: it is valid only while that attempt's request is in flight.
+//! `GET /jobs/{id}/progress` reads it back (any handler's progress, as the console shows it).
 
+use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::{HeaderMap, StatusCode};
 use deck_http_handlers::PROGRESS_TOKEN_HEADER;
@@ -9,9 +11,13 @@ use serde::Deserialize;
 use utoipa::ToSchema;
 
 use super::ApiState;
+use super::dto::job_lists::{JobProgressView, ProgressDto};
+use super::dto::state_dto;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, parse_job_id};
-use super::responses::SingleBodyErrors;
+use super::jobs::job_not_found;
+use super::principal::Viewer;
+use super::responses::{ReadErrors, SingleBodyErrors};
 use super::wire::integer;
 
 /// Longest progress message kept.
@@ -85,4 +91,51 @@ pub async fn report_progress(
         .report(id, token, report.percent, &message)
         .map_err(|e| ApiError::not_found("not_in_flight", e.to_string()))?;
     Ok(StatusCode::NO_CONTENT)
+}
+
+/// A job's progress: the percent and message its handler last reported, while it runs in
+/// this server's engine (as the console's job page shows it); its state otherwise.
+#[utoipa::path(
+    get, path = "/jobs/{id}/progress", tag = "jobs",
+    params(("id" = Uuid, Path, description = "Job id")),
+    responses(
+        (status = 200, description = "The job's progress", body = JobProgressView),
+        (status = 400, description = "Not a job id", body = ErrorBody),
+        (status = 403, description = "A worker principal: it may only run jobs", body = ErrorBody),
+        (status = 404, description = "No such job", body = ErrorBody),
+        ReadErrors,
+    )
+)]
+pub async fn read_progress(
+    State(state): State<ApiState>,
+    Viewer(_who): Viewer,
+    Path(id): Path<String>,
+) -> ApiResult<Json<JobProgressView>> {
+    let id = parse_job_id(&id)?;
+    let running = state
+        .engine
+        .snapshot()
+        .running
+        .into_iter()
+        .find(|r| r.id == id);
+    let job = state
+        .engine
+        .store()
+        .get_job(id)
+        .await?
+        .ok_or_else(|| job_not_found(id))?;
+    let (job_state, reason) = state_dto(job.state);
+    Ok(Json(JobProgressView {
+        id: id.0,
+        state: job_state,
+        reason,
+        attempt: running.as_ref().map_or(job.attempt, |r| r.attempt),
+        running_here: running.is_some(),
+        running_ms: running.as_ref().map(|r| r.running_ms),
+        cancelling: running.as_ref().is_some_and(|r| r.cancelling),
+        progress: running
+            .as_ref()
+            .and_then(|r| r.progress.as_ref())
+            .map(ProgressDto::from),
+    }))
 }

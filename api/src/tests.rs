@@ -22,6 +22,7 @@ use super::principal::{Principal, Role};
 mod batches;
 mod bulk;
 mod document;
+mod operator_reads;
 mod schedules;
 mod workers;
 use super::{ApiState, Authenticator, api_router as router};
@@ -67,6 +68,10 @@ async fn harness_with(make: impl FnOnce(Engine) -> Router) -> Harness {
         let started_tx = started_tx.clone();
         let gate = gate.clone();
         async move {
+            // `{"progress": n}`: report n percent before waiting, as a long job would.
+            if let Some(p) = payload.get("progress").and_then(Value::as_u64) {
+                ctx.report_progress(u8::try_from(p).unwrap_or(100), "working");
+            }
             let _ = started_tx.send(ctx.id());
             let token = ctx.cancellation();
             tokio::select! {
@@ -1114,6 +1119,15 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("post", "/api/v1/workers/jobs/{id}/complete"),
     ("post", "/api/v1/workers/jobs/{id}/fail"),
     ("post", "/api/v1/workers/jobs/{id}/release"),
+    ("get", "/api/v1/jobs"),
+    ("delete", "/api/v1/jobs/{id}"),
+    ("get", "/api/v1/jobs/{id}/progress"),
+    ("get", "/api/v1/error-groups"),
+    ("get", "/api/v1/instances"),
+    ("get", "/api/v1/settings"),
+    ("put", "/api/v1/settings"),
+    ("patch", "/api/v1/settings"),
+    ("get", "/api/v1/audit"),
 ];
 
 #[tokio::test]

@@ -200,14 +200,7 @@ pub fn parse(q: &Query, default_page_size: u32) -> ListParams {
         }
     }
 
-    let mut sort = JobSort::default();
-    let created_range = filter.created_from.is_some() || filter.created_to.is_some();
-    if source != Pillar::Hot && !created_range {
-        // Finished lists read best newest-finished first; filtered by creation time, they
-        // are listed by it: the range and the order are then one walk of one index, where
-        // a range sorted by finish time would read and sort every row in it.
-        sort.column = SortColumn::FinishedAt;
-    }
+    let mut sort = JobSort::default_for(source, &filter);
     if let Some(c) = q.get("sort") {
         match c.parse::<SortColumn>() {
             Ok(c) => sort.column = c,
@@ -261,13 +254,7 @@ pub fn parse(q: &Query, default_page_size: u32) -> ListParams {
 
 /// The default sort of a source, so links leave it out.
 pub fn is_default_sort(source: Pillar, filter: &JobFilter, sort: JobSort) -> bool {
-    let created_range = filter.created_from.is_some() || filter.created_to.is_some();
-    let column = if source == Pillar::Hot || created_range {
-        SortColumn::CreatedAt
-    } else {
-        SortColumn::FinishedAt
-    };
-    sort.column == column && sort.direction == SortDirection::Desc
+    sort == JobSort::default_for(source, filter)
 }
 
 #[cfg(test)]

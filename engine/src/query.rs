@@ -205,6 +205,26 @@ impl Default for JobSort {
     }
 }
 
+impl JobSort {
+    /// The order a list reads in when none is asked for, for the console and the API
+    /// alike: newest first by creation for active jobs; finished lists newest-finished first,
+    /// unless filtered by creation time, when they are listed by it — the range and the order
+    /// are then one walk of one index, where a range sorted by finish time would read and
+    /// sort every row in it.
+    pub fn default_for(source: Pillar, filter: &JobFilter) -> JobSort {
+        let created_range = filter.created_from.is_some() || filter.created_to.is_some();
+        let column = if source == Pillar::Hot || created_range {
+            SortColumn::CreatedAt
+        } else {
+            SortColumn::FinishedAt
+        };
+        JobSort {
+            column,
+            direction: SortDirection::Desc,
+        }
+    }
+}
+
 /// A position in a sorted list: the sort key of a row plus its id (which gives the
 /// tie-breaker).
 /// Opaque to callers; rendered into URLs with `Display` and parsed back with `FromStr`.

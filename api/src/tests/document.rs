@@ -421,13 +421,8 @@ async fn wait_takes_exactly_the_documented_grammar() {
     let h = harness().await;
     let doc = document(&h).await;
     let pattern = regex::Regex::new(WAIT_PATTERN).unwrap();
-    for path in ["/api/v1/jobs", "/api/v1/jobs/{id}"] {
-        let op = &doc["paths"][path]
-            .as_object()
-            .unwrap()
-            .values()
-            .next()
-            .unwrap();
+    for (method, path) in [("post", "/api/v1/jobs"), ("get", "/api/v1/jobs/{id}")] {
+        let op = &doc["paths"][path][method];
         let wait = op["parameters"]
             .as_array()
             .unwrap()
