@@ -9,22 +9,24 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use chrono::{DateTime, Utc};
 use deck_engine::validation::MAX_BULK_CAP;
-use deck_engine::{
-    Applied, BulkAction, BulkRun, BulkRunRequest, FailureReason, Fingerprint, HotStatus, JobFilter,
-    Pillar, Timing,
-};
+use deck_engine::{Applied, BulkAction, BulkRun, BulkRunRequest, FailureReason, JobFilter, Pillar};
 use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 use uuid::Uuid;
 
 use super::ApiState;
+use super::dto::job_lists::{
+    FingerprintText, HotStatusName, ReasonName, SourceName, status_filter,
+};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, parse_job_id};
+use super::job_lists::{fingerprint, invalid_status, named};
 use super::limits::{Name, Tag};
 use super::principal::{Operator, Viewer};
 use super::responses::{OperatorErrors, ReadErrors};
 
-/// Which jobs a bulk action touches: every given field must match; fields that do not apply
+/// Which jobs a bulk action touches, with the job list's filters (`GET /jobs`, whose count
+/// and first rows are the preview): every given field must match; fields that do not apply
 /// to the list (a status outside active jobs, a reason outside dead letters) are ignored.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -34,20 +36,18 @@ pub struct BulkFilter {
     #[serde(rename = "type")]
     #[schema(value_type = Option<Name>)]
     pub job_type: Option<String>,
-    /// Active jobs: `pending` (all), `due` (pending and due now), `scheduled` (delayed or
-    /// waiting for a retry), `retrying` (waiting for a retry), `fetched`, `processing`.
-    pub status: Option<StatusFilter>,
-    /// Dead letters: the reason they died.
-    #[schema(value_type = Option<String>, pattern = "^(Failed|Fatal|Timeout|Cancelled|Zombie|HeartbeatFailure|RetryLifetimeExpired|Expired|Throttled)$")]
-    pub reason: Option<FailureReasonName>,
-    /// Dead letters: one error group (its fingerprint, 16 hex digits).
-    #[schema(value_type = Option<String>, pattern = "^[0-9A-Fa-f]{16}$")]
+    #[schema(value_type = Option<HotStatusName>)]
+    pub status: Option<String>,
+    #[schema(value_type = Option<ReasonName>)]
+    pub reason: Option<String>,
+    /// Dead letters: one error group (`GET /error-groups`).
+    #[schema(value_type = Option<FingerprintText>)]
     pub error_group: Option<String>,
     #[schema(value_type = Option<Tag>)]
     pub tag: Option<String>,
     /// Case-insensitive text in the id (or an id prefix of 12 hex digits or more), type, tags
     /// and last error.
-    #[schema(max_length = 255, pattern = "^[^\\x00-\\x1F\\x7F]*$")]
+    #[schema(max_length = 200, pattern = "^[^\\x00-\\x1F\\x7F]*$")]
     pub q: Option<String>,
     pub created_from: Option<DateTime<Utc>>,
     pub created_to: Option<DateTime<Utc>>,
@@ -56,42 +56,11 @@ pub struct BulkFilter {
     pub finished_to: Option<DateTime<Utc>>,
 }
 
-/// A status of the active list, with the pending jobs split as the overview's tiles are.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum StatusFilter {
-    Pending,
-    Due,
-    Scheduled,
-    Retrying,
-    Fetched,
-    Processing,
-}
-
-/// A failure reason by name.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(try_from = "String", into = "String")]
-pub struct FailureReasonName(FailureReason);
-
-impl TryFrom<String> for FailureReasonName {
-    type Error = String;
-    fn try_from(s: String) -> Result<Self, String> {
-        s.parse().map(FailureReasonName).map_err(|e| format!("{e}"))
-    }
-}
-
-impl From<FailureReasonName> for String {
-    fn from(r: FailureReasonName) -> String {
-        r.0.as_str().to_string()
-    }
-}
-
 impl BulkFilter {
     fn into_filter(self) -> Result<JobFilter, ApiError> {
         let mut filter = JobFilter {
             queue: self.queue,
             job_type: self.job_type,
-            reason: self.reason.map(|r| r.0),
             tag: self.tag,
             text: self.q.filter(|q| !q.trim().is_empty()),
             created_from: self.created_from,
@@ -100,24 +69,21 @@ impl BulkFilter {
             finished_to: self.finished_to,
             ..JobFilter::default()
         };
-        match self.status {
-            None => {}
-            Some(StatusFilter::Pending) => filter.status = Some(HotStatus::Pending),
-            Some(StatusFilter::Fetched) => filter.status = Some(HotStatus::Fetched),
-            Some(StatusFilter::Processing) => filter.status = Some(HotStatus::Processing),
-            Some(StatusFilter::Due) => filter.timing = Some(Timing::Due),
-            Some(StatusFilter::Scheduled) => filter.timing = Some(Timing::Scheduled),
-            Some(StatusFilter::Retrying) => filter.timing = Some(Timing::Retrying),
+        if let Some(raw) = self.status
+            && !status_filter(&raw, &mut filter)
+        {
+            return Err(invalid_status(&raw));
         }
-        if let Some(group) = self.error_group {
-            let fingerprint: Fingerprint = group.parse().map_err(|_| {
-                ApiError::bad_request(
-                    "invalid_field",
-                    format!("error_group {group:?} is not a fingerprint: 16 hex digits"),
-                )
-                .with_field("error_group")
-            })?;
-            filter.error_group = Some(fingerprint);
+        if let Some(raw) = self.reason {
+            filter.reason = Some(named(
+                "reason",
+                &raw,
+                &FailureReason::ALL,
+                FailureReason::as_str,
+            )?);
+        }
+        if let Some(raw) = self.error_group {
+            filter.error_group = Some(fingerprint(&raw)?);
         }
         Ok(filter)
     }
@@ -171,8 +137,8 @@ pub struct BulkPriority {
 #[derive(Debug, Clone, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkPurge {
-    /// `active`, `archive` or `dlq`.
-    pub source: SourceName,
+    #[schema(value_type = SourceName)]
+    pub source: String,
     #[serde(default)]
     pub filter: BulkFilter,
     #[serde(default = "default_cap")]
@@ -195,24 +161,6 @@ pub struct BulkResurrect {
     /// The word `RESURRECT`.
     #[schema(pattern = "^RESURRECT$")]
     pub confirm: String,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum SourceName {
-    Active,
-    Archive,
-    Dlq,
-}
-
-impl From<SourceName> for Pillar {
-    fn from(s: SourceName) -> Pillar {
-        match s {
-            SourceName::Active => Pillar::Hot,
-            SourceName::Archive => Pillar::Archive,
-            SourceName::Dlq => Pillar::Dlq,
-        }
-    }
 }
 
 /// A bulk run: started, running or finished.
@@ -400,7 +348,7 @@ pub async fn purge(
     ApiJson(body): ApiJson<BulkPurge>,
 ) -> ApiResult<(StatusCode, Json<BulkRunView>)> {
     let confirm = Some(body.confirm.as_str());
-    let source = Pillar::from(body.source);
+    let source = named("source", &body.source, &Pillar::ALL, Pillar::as_str)?;
     start(
         &state,
         &who.name,
@@ -508,18 +456,6 @@ pub async fn run_job_now(
 mod tests {
     use super::*;
 
-    /// The document's pattern for `reason` names every failure reason the engine has.
-    #[test]
-    fn the_reason_pattern_names_every_failure_reason() {
-        let doc = serde_json::to_value(<BulkFilter as utoipa::PartialSchema>::schema()).unwrap();
-        let pattern = doc["properties"]["reason"]["pattern"]
-            .as_str()
-            .unwrap()
-            .to_string();
-        let names: Vec<&str> = FailureReason::ALL.iter().map(|r| r.as_str()).collect();
-        assert_eq!(pattern, format!("^({})$", names.join("|")));
-    }
-
     /// Every body's `cap` publishes the engine's bound and the default the server applies.
     #[test]
     fn the_cap_schema_is_the_engines() {
@@ -532,29 +468,32 @@ mod tests {
         ] {
             let doc = serde_json::to_value(schema).unwrap();
             let cap = &doc["properties"]["cap"];
-            assert_eq!(cap["maximum"].as_u64(), Some(u64::from(MAX_BULK_CAP)), "{doc}");
-            assert_eq!(cap["default"].as_u64(), Some(u64::from(default_cap())), "{doc}");
+            assert_eq!(
+                cap["maximum"].as_u64(),
+                Some(u64::from(MAX_BULK_CAP)),
+                "{doc}"
+            );
+            assert_eq!(
+                cap["default"].as_u64(),
+                Some(u64::from(default_cap())),
+                "{doc}"
+            );
         }
     }
 
     #[test]
     fn statuses_split_pending_as_the_tiles_do() {
-        let filter = |status| {
+        use deck_engine::{HotStatus, Timing};
+        let filter = |status: &str| {
             BulkFilter {
-                status: Some(status),
+                status: Some(status.into()),
                 ..BulkFilter::default()
             }
             .into_filter()
-            .unwrap()
         };
-        assert_eq!(filter(StatusFilter::Due).timing, Some(Timing::Due));
-        assert_eq!(
-            filter(StatusFilter::Retrying).timing,
-            Some(Timing::Retrying)
-        );
-        assert_eq!(
-            filter(StatusFilter::Pending).status,
-            Some(HotStatus::Pending)
-        );
+        assert_eq!(filter("due").unwrap().timing, Some(Timing::Due));
+        assert_eq!(filter("retrying").unwrap().timing, Some(Timing::Retrying));
+        assert_eq!(filter("pending").unwrap().status, Some(HotStatus::Pending));
+        assert!(filter("soon").is_err());
     }
 }

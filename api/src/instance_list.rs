@@ -19,7 +19,7 @@ const LISTED_FOR: Duration = Duration::from_secs(60);
 #[utoipa::path(
     get, path = "/instances", tag = "instances",
     responses(
-        (status = 200, description = "The live instances", body = InstanceList),
+        (status = 200, description = "The live instances, and lost or stopped ones still holding jobs", body = InstanceList),
         (status = 403, description = "A worker principal: it may only run jobs", body = ErrorBody),
         ReadErrors,
     )

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use axum::Json;
 use axum::extract::State;
 use deck_engine::{
-    Cursor, FailureReason, Fingerprint, HotStatus, JobFilter, JobQuery, JobSort, MAX_PAGE_SIZE,
-    PagePosition, Pillar, SortColumn, SortDirection,
+    Cursor, FailureReason, Fingerprint, JobFilter, JobQuery, JobSort, MAX_PAGE_SIZE, PagePosition,
+    Pillar, SortColumn, SortDirection,
 };
 use serde::Deserialize;
 use utoipa::IntoParams;
@@ -20,6 +20,7 @@ use super::ApiState;
 use super::dto::job_lists::{
     DirectionName, FingerprintText, HotStatusName, JobPage, JobSummaryView, ListTime,
     MAX_SEARCH_CHARS, PageCursor, ProgressDto, ReasonName, SortName, SourceName, parse_time,
+    status_filter,
 };
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::ApiQuery;
@@ -95,8 +96,19 @@ pub struct JobListQuery {
     pub limit: Option<u32>,
 }
 
+/// A `status` that names neither a status nor a timing.
+pub(crate) fn invalid_status(raw: &str) -> ApiError {
+    ApiError::bad_request(
+        "invalid_field",
+        format!(
+            "status={raw:?} is not one of: pending, due, scheduled, retrying, fetched, processing"
+        ),
+    )
+    .with_field("status")
+}
+
 /// `raw` as one of `names`, exactly as the document lists them.
-fn named<T: Copy>(
+pub(crate) fn named<T: Copy>(
     field: &'static str,
     raw: &str,
     all: &[T],
@@ -120,6 +132,14 @@ fn named<T: Copy>(
 /// one is a 400 as any other value outside the document's.)
 fn given(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.trim().is_empty())
+}
+
+/// An `error_group` value: a fingerprint.
+pub(crate) fn fingerprint(raw: &str) -> ApiResult<Fingerprint> {
+    raw.parse()
+        .map_err(|e: deck_engine::ParseFingerprintError| {
+            ApiError::bad_request("invalid_field", e.to_string()).with_field("error_group")
+        })
 }
 
 fn cursor(field: &'static str, raw: &str) -> ApiResult<Cursor> {
@@ -164,9 +184,10 @@ impl JobListQuery {
             .with_field("q"));
         }
         if let Some(s) = self.status {
-            let status = named("status", &s, &HotStatus::ALL, HotStatus::as_str)?;
             if source == Pillar::Hot {
-                filter.status = Some(status);
+                if !status_filter(&s, &mut filter) {
+                    return Err(invalid_status(&s));
+                }
             } else {
                 ignored.push("status".to_string());
             }
@@ -180,10 +201,7 @@ impl JobListQuery {
             }
         }
         if let Some(g) = self.error_group {
-            let group: Fingerprint =
-                g.parse().map_err(|e: deck_engine::ParseFingerprintError| {
-                    ApiError::bad_request("invalid_field", e.to_string()).with_field("error_group")
-                })?;
+            let group = fingerprint(&g)?;
             if source == Pillar::Dlq {
                 filter.error_group = Some(group);
             } else {

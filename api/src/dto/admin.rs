@@ -321,6 +321,11 @@ pub struct InstanceView {
     pub job_types: Option<Vec<String>>,
     /// Quieted: it claims no new jobs (`POST /instances/{instance}/resume` undoes it).
     pub quiet: bool,
+    /// `live`; `lost` (no heartbeat for 30 s: it died, hangs or cannot reach the database)
+    /// or `stopped` (shut down) while it still holds jobs the rescue has not returned.
+    pub status: String,
+    /// The jobs it holds (buffered or running); a lost instance's wait for the rescue.
+    pub held_jobs: u32,
 }
 
 impl From<&InstanceInfo> for InstanceView {
@@ -338,11 +343,14 @@ impl From<&InstanceInfo> for InstanceView {
             queues: i.queues.clone(),
             job_types: i.job_types.clone(),
             quiet: i.quiet,
+            status: i.status(Utc::now()).as_str().to_string(),
+            held_jobs: i.held_jobs,
         }
     }
 }
 
-/// The instances whose heartbeat is recent, newest first.
+/// The instances whose heartbeat is recent, and lost or stopped ones that still hold jobs;
+/// newest first.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct InstanceList {
     pub instances: Vec<InstanceView>,

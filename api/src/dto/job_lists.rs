@@ -5,7 +5,9 @@
 use std::borrow::Cow;
 
 use chrono::{DateTime, Utc};
-use deck_engine::{FailureReason, HotStatus, JobCount, JobSummary, Pillar, Progress, SortColumn};
+use deck_engine::{
+    FailureReason, HotStatus, JobCount, JobFilter, JobSummary, Pillar, Progress, SortColumn, Timing,
+};
 use serde::{Deserialize, Serialize};
 use utoipa::openapi::RefOr;
 use utoipa::openapi::schema::{ObjectBuilder, Schema, SchemaFormat, Type};
@@ -60,14 +62,35 @@ named_schema!(
 );
 
 named_schema!(
-    /// An active job's status: `HotStatus`'s names.
+    /// An active job's status: `HotStatus`'s names, and the pending jobs split by their
+    /// `Timing` as the overview's tiles split them.
     HotStatusName,
     "ActiveStatus",
     one_of(
-        HotStatus::ALL.iter().map(|s| s.as_str()).collect(),
-        "An active job's status (active list only; ignored elsewhere)."
+        HotStatus::ALL
+            .iter()
+            .map(|s| s.as_str())
+            .chain(Timing::ALL.iter().map(|t| t.as_str()))
+            .collect(),
+        "An active job's status (active list only; ignored elsewhere): `pending` (all of \
+         them), `due` (pending and due now: the overview's Pending), `scheduled` (delayed or \
+         waiting for a retry: the overview's Scheduled), `retrying` (waiting for a retry), \
+         `fetched`, `processing`."
     )
 );
+
+/// What a `status` value picks: a status, or the pending jobs of one timing.
+pub fn status_filter(raw: &str, filter: &mut JobFilter) -> bool {
+    if let Some(timing) = Timing::ALL.into_iter().find(|t| t.as_str() == raw) {
+        filter.timing = Some(timing);
+        return true;
+    }
+    if let Some(status) = HotStatus::ALL.into_iter().find(|s| s.as_str() == raw) {
+        filter.status = Some(status);
+        return true;
+    }
+    false
+}
 
 named_schema!(
     /// Why a job died: `FailureReason`'s names.

@@ -42,7 +42,10 @@ pub fn JobPage() -> impl IntoView {
             _ => "/jobs",
         };
         let body = match job {
-            Ok(Some(job)) => view! { <JobView job=job editing=editing draft=draft progress=progress held=held/> }.into_any(),
+            Ok(Some(job)) => {
+                view! { <JobView job=job editing=editing draft=draft progress=progress held=held/> }
+                    .into_any()
+            }
             Ok(None) => {
                 crate::request::not_found_status();
                 view! {

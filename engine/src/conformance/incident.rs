@@ -143,7 +143,10 @@ pub async fn run_now_makes_a_waiting_job_due_without_spending_an_attempt(f: Stor
     assert!(
         audit
             .iter()
-            .filter(|a| a.detail.as_deref().is_some_and(|d| d.starts_with("refused:")))
+            .filter(|a| a
+                .detail
+                .as_deref()
+                .is_some_and(|d| d.starts_with("refused:")))
             .all(|a| a.count == 0)
     );
     assert_counters_match_rows(&*store).await;

@@ -230,7 +230,13 @@ impl Operations {
         validation::validate_name("actor", actor)?;
         let target = id.to_string();
         let n = self
-            .audit_refusal(self.run_one_now(id).await, actor, "job.run_now", &target, Some(id))
+            .audit_refusal(
+                self.run_one_now(id).await,
+                actor,
+                "job.run_now",
+                &target,
+                Some(id),
+            )
             .await?;
         if n > 0 {
             self.wake_fetcher();
