@@ -16,7 +16,7 @@ use uuid::Uuid;
 
 use super::ApiState;
 use super::dto::job_lists::{
-    FingerprintText, HotStatusName, ReasonName, SourceName, status_filter,
+    FingerprintText, HotStatusName, ListTime, ReasonName, SourceName, parse_time, status_filter,
 };
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, parse_job_id};
@@ -49,11 +49,15 @@ pub struct BulkFilter {
     /// and last error.
     #[schema(max_length = 200, pattern = "^[^\\x00-\\x1F\\x7F]*$")]
     pub q: Option<String>,
-    pub created_from: Option<DateTime<Utc>>,
-    pub created_to: Option<DateTime<Utc>>,
+    #[schema(value_type = Option<ListTime>)]
+    pub created_from: Option<String>,
+    #[schema(value_type = Option<ListTime>)]
+    pub created_to: Option<String>,
     /// Succeeded jobs and dead letters only.
-    pub finished_from: Option<DateTime<Utc>>,
-    pub finished_to: Option<DateTime<Utc>>,
+    #[schema(value_type = Option<ListTime>)]
+    pub finished_from: Option<String>,
+    #[schema(value_type = Option<ListTime>)]
+    pub finished_to: Option<String>,
 }
 
 impl BulkFilter {
@@ -63,10 +67,10 @@ impl BulkFilter {
             job_type: self.job_type,
             tag: self.tag,
             text: self.q.filter(|q| !q.trim().is_empty()),
-            created_from: self.created_from,
-            created_to: self.created_to,
-            finished_from: self.finished_from,
-            finished_to: self.finished_to,
+            created_from: parse_time("created_from", self.created_from)?,
+            created_to: parse_time("created_to", self.created_to)?,
+            finished_from: parse_time("finished_from", self.finished_from)?,
+            finished_to: parse_time("finished_to", self.finished_to)?,
             ..JobFilter::default()
         };
         if let Some(raw) = self.status
@@ -166,7 +170,7 @@ pub struct BulkResurrect {
 /// A bulk run: started, running or finished.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 pub struct BulkRunView {
-    /// The run's id: `GET /bulk/{id}` follows it.
+    /// The run's id: `GET /bulk/{run}` follows it.
     pub id: String,
     pub actor: String,
     /// `cancel`, `run_now`, `set_priority`, `purge` or `resurrect`.
@@ -247,7 +251,7 @@ async fn start(
 }
 
 /// Cancel every active job a filter matches, in the background; follow it with
-/// `GET /bulk/{id}`. Preview it with `GET /jobs?source=active&…` (its count and first rows).
+/// `GET /bulk/{run}`. Preview it with `GET /jobs?source=active&…` (its count and first rows).
 #[utoipa::path(
     post, path = "/jobs/bulk/cancel", tag = "bulk",
     request_body = BulkCancel,
@@ -392,8 +396,8 @@ pub async fn resurrect(
 
 /// A bulk run started by this instance (kept a day after it finished).
 #[utoipa::path(
-    get, path = "/bulk/{id}", tag = "bulk",
-    params(("id" = String, Path, description = "The run's id, as its start answered")),
+    get, path = "/bulk/{run}", tag = "bulk",
+    params(("run" = String, Path, description = "The run's id, as its start answered")),
     responses(
         (status = 200, description = "The run", body = BulkRunView),
         (status = 404, description = "No such run in this instance", body = ErrorBody),
@@ -403,8 +407,9 @@ pub async fn resurrect(
 pub async fn get_run(
     State(state): State<ApiState>,
     Viewer(_who): Viewer,
-    Path(id): Path<String>,
+    Path(run): Path<String>,
 ) -> ApiResult<Json<BulkRunView>> {
+    let id = run;
     match state.engine.operations().bulk_run(&id) {
         Some(run) => Ok(Json(run.into())),
         None => Err(ApiError::not_found(

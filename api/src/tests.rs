@@ -1128,6 +1128,13 @@ const ENDPOINTS: &[(&str, &str)] = &[
     ("put", "/api/v1/settings"),
     ("patch", "/api/v1/settings"),
     ("get", "/api/v1/audit"),
+    ("post", "/api/v1/jobs/{id}/run_now"),
+    ("post", "/api/v1/jobs/bulk/cancel"),
+    ("post", "/api/v1/jobs/bulk/run_now"),
+    ("post", "/api/v1/jobs/bulk/priority"),
+    ("post", "/api/v1/jobs/bulk/purge"),
+    ("post", "/api/v1/dlq/bulk/resurrect"),
+    ("get", "/api/v1/bulk/{run}"),
 ];
 
 #[tokio::test]

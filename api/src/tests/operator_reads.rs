@@ -576,7 +576,13 @@ async fn the_documents_list_and_settings_bounds_are_the_engines() {
     );
     assert_eq!(
         names(list("status")),
-        strings(HotStatus::ALL.iter().map(|s| s.as_str()).collect())
+        strings(
+            HotStatus::ALL
+                .iter()
+                .map(|s| s.as_str())
+                .chain(deck_engine::Timing::ALL.iter().map(|t| t.as_str()))
+                .collect()
+        )
     );
     assert_eq!(
         names(list("reason")),
