@@ -20,10 +20,10 @@ use super::dto::job_lists::{
 };
 use super::error::{ApiError, ApiResult, ErrorBody};
 use super::extract::{ApiJson, parse_job_id};
-use super::job_lists::{fingerprint, invalid_status, named};
-use super::limits::{Name, Tag};
+use super::job_lists::{fingerprint, given, invalid_status, named, search_text};
 use super::principal::{Operator, Viewer};
 use super::responses::{OperatorErrors, ReadErrors};
+use super::wire::integer;
 
 /// Which jobs a bulk action touches, with the job list's filters (`GET /jobs`, whose count
 /// and first rows are the preview): every given field must match; fields that do not apply
@@ -31,10 +31,10 @@ use super::responses::{OperatorErrors, ReadErrors};
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct BulkFilter {
-    #[schema(value_type = Option<Name>)]
+    /// Jobs of this queue.
     pub queue: Option<String>,
+    /// Jobs of this type.
     #[serde(rename = "type")]
-    #[schema(value_type = Option<Name>)]
     pub job_type: Option<String>,
     #[schema(value_type = Option<HotStatusName>)]
     pub status: Option<String>,
@@ -43,11 +43,11 @@ pub struct BulkFilter {
     /// Dead letters: one error group (`GET /error-groups`).
     #[schema(value_type = Option<FingerprintText>)]
     pub error_group: Option<String>,
-    #[schema(value_type = Option<Tag>)]
+    /// Jobs carrying exactly this tag.
     pub tag: Option<String>,
     /// Case-insensitive text in the id (or an id prefix of 12 hex digits or more), type, tags
     /// and last error.
-    #[schema(max_length = 200, pattern = "^[^\\x00-\\x1F\\x7F]*$")]
+    #[schema(max_length = 200)]
     pub q: Option<String>,
     #[schema(value_type = Option<ListTime>)]
     pub created_from: Option<String>,
@@ -63,10 +63,10 @@ pub struct BulkFilter {
 impl BulkFilter {
     fn into_filter(self) -> Result<JobFilter, ApiError> {
         let mut filter = JobFilter {
-            queue: self.queue,
-            job_type: self.job_type,
-            tag: self.tag,
-            text: self.q.filter(|q| !q.trim().is_empty()),
+            queue: given(self.queue),
+            job_type: given(self.job_type),
+            tag: given(self.tag),
+            text: search_text(self.q)?,
             created_from: parse_time("created_from", self.created_from)?,
             created_to: parse_time("created_to", self.created_to)?,
             finished_from: parse_time("finished_from", self.finished_from)?,
@@ -105,7 +105,7 @@ fn default_cap() -> u32 {
 pub struct BulkCancel {
     #[serde(default)]
     pub filter: BulkFilter,
-    #[serde(default = "default_cap")]
+    #[serde(default = "default_cap", deserialize_with = "integer")]
     #[schema(minimum = 1, maximum = 100_000, default = 1_000)]
     pub cap: u32,
     /// The word `CANCEL`: this cannot be undone.
@@ -120,7 +120,7 @@ pub struct BulkCancel {
 pub struct BulkRunNow {
     #[serde(default)]
     pub filter: BulkFilter,
-    #[serde(default = "default_cap")]
+    #[serde(default = "default_cap", deserialize_with = "integer")]
     #[schema(minimum = 1, maximum = 100_000, default = 1_000)]
     pub cap: u32,
 }
@@ -131,9 +131,10 @@ pub struct BulkRunNow {
 pub struct BulkPriority {
     #[serde(default)]
     pub filter: BulkFilter,
-    #[serde(default = "default_cap")]
+    #[serde(default = "default_cap", deserialize_with = "integer")]
     #[schema(minimum = 1, maximum = 100_000, default = 1_000)]
     pub cap: u32,
+    #[serde(deserialize_with = "integer")]
     pub priority: i32,
 }
 
@@ -145,7 +146,7 @@ pub struct BulkPurge {
     pub source: String,
     #[serde(default)]
     pub filter: BulkFilter,
-    #[serde(default = "default_cap")]
+    #[serde(default = "default_cap", deserialize_with = "integer")]
     #[schema(minimum = 1, maximum = 100_000, default = 1_000)]
     pub cap: u32,
     /// The word `PURGE`: this cannot be undone.
@@ -159,7 +160,7 @@ pub struct BulkPurge {
 pub struct BulkResurrect {
     #[serde(default)]
     pub filter: BulkFilter,
-    #[serde(default = "default_cap")]
+    #[serde(default = "default_cap", deserialize_with = "integer")]
     #[schema(minimum = 1, maximum = 100_000, default = 1_000)]
     pub cap: u32,
     /// The word `RESURRECT`.

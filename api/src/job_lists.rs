@@ -127,10 +127,25 @@ pub(crate) fn named<T: Copy>(
         })
 }
 
+/// A search term (`q`): empty means none; at most `MAX_SEARCH_CHARS` characters.
+pub(crate) fn search_text(q: Option<String>) -> ApiResult<Option<String>> {
+    let text = given(q);
+    if let Some(text) = &text
+        && text.chars().count() > MAX_SEARCH_CHARS
+    {
+        return Err(ApiError::bad_request(
+            "invalid_field",
+            format!("q is at most {MAX_SEARCH_CHARS} characters"),
+        )
+        .with_field("q"));
+    }
+    Ok(text)
+}
+
 /// A free-text filter value; empty means not given, as in the console's form. (Values the
 /// document constrains — names from a list, patterns, times — are taken as given: an empty
 /// one is a 400 as any other value outside the document's.)
-fn given(value: Option<String>) -> Option<String> {
+pub(crate) fn given(value: Option<String>) -> Option<String> {
     value.filter(|v| !v.trim().is_empty())
 }
 
@@ -167,22 +182,13 @@ impl JobListQuery {
             queue: given(self.queue),
             job_type: given(self.job_type),
             tag: given(self.tag),
-            text: given(self.q),
+            text: search_text(self.q)?,
             payload: self.payload.unwrap_or(false),
             created_from: parse_time("created_from", self.created_from)?,
             created_to: parse_time("created_to", self.created_to)?,
             listed_before: parse_time("listed_before", self.listed_before)?,
             ..JobFilter::default()
         };
-        if let Some(text) = &filter.text
-            && text.chars().count() > MAX_SEARCH_CHARS
-        {
-            return Err(ApiError::bad_request(
-                "invalid_field",
-                format!("q is at most {MAX_SEARCH_CHARS} characters"),
-            )
-            .with_field("q"));
-        }
         if let Some(s) = self.status {
             if source == Pillar::Hot {
                 if !status_filter(&s, &mut filter) {
