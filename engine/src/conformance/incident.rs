@@ -155,6 +155,15 @@ pub async fn run_now_makes_a_waiting_job_due_without_spending_an_attempt(f: Stor
 pub async fn bulk_run_now_and_priority_change_only_pending_jobs(f: StoreFactory) {
     let store = f.store();
     let ops = door(&store);
+    // An operator's bulk action on the active jobs `filter` matches, at most `cap`.
+    let on_active = |action, filter: &JobFilter, cap| {
+        let (ops, filter) = (ops.clone(), filter.clone());
+        async move {
+            ops.bulk_by_filter("op", action, Pillar::Hot, &filter, cap, |_| {})
+                .await
+                .unwrap()
+        }
+    };
     // Enough rows to need several bounded steps.
     let running = processing_job(&*store, req("later", "t"), "w-p").await;
     let reqs = (0..450).map(|_| due_in(3600, "later", "t")).collect();
@@ -167,62 +176,22 @@ pub async fn bulk_run_now_and_priority_change_only_pending_jobs(f: StoreFactory)
     };
     assert_eq!(counted(&*store, scheduled.clone()).await, 450);
 
-    let report = ops
-        .bulk_by_filter(
-            "op",
-            BulkAction::RunNow,
-            Pillar::Hot,
-            &scheduled,
-            400,
-            |_| {},
-        )
-        .await
-        .unwrap();
+    let report = on_active(BulkAction::RunNow, &scheduled, 400).await;
     assert_eq!((report.done, report.stopped), (400, None), "the cap holds");
     assert_eq!(counted(&*store, scheduled.clone()).await, 50);
-    let report = ops
-        .bulk_by_filter(
-            "op",
-            BulkAction::RunNow,
-            Pillar::Hot,
-            &scheduled,
-            1000,
-            |_| {},
-        )
-        .await
-        .unwrap();
+    let report = on_active(BulkAction::RunNow, &scheduled, 1000).await;
     assert_eq!(report.done, 50);
     assert_eq!(counted(&*store, timing(Timing::Due)).await, 455);
     let s = summary(&*store).await;
     assert_eq!((s.pending, s.scheduled), (455, 0));
 
     let queue = filter_queue("later");
-    let report = ops
-        .bulk_by_filter(
-            "op",
-            BulkAction::SetPriority(7),
-            Pillar::Hot,
-            &queue,
-            1000,
-            |_| {},
-        )
-        .await
-        .unwrap();
+    let report = on_active(BulkAction::SetPriority(7), &queue, 1000).await;
     assert_eq!(report.done, 455, "every pending job, not the running one");
     let sample = ids_in(&*store, Pillar::Hot, timing(Timing::Due)).await;
     assert_eq!(job(&*store, sample[0]).await.priority, 7);
     assert_eq!(job(&*store, running).await.priority, 0);
-    let again = ops
-        .bulk_by_filter(
-            "op",
-            BulkAction::SetPriority(7),
-            Pillar::Hot,
-            &queue,
-            1000,
-            |_| {},
-        )
-        .await
-        .unwrap();
+    let again = on_active(BulkAction::SetPriority(7), &queue, 1000).await;
     assert_eq!(again.done, 0, "jobs already at the priority are left alone");
     // Claims follow the new priority: a priority-7 job goes before a new priority-0 one.
     enqueue(&*store, req("later", "t")).await;
