@@ -200,6 +200,7 @@ fn job_view_pretty_prints_and_escapes_the_payload() {
         original_payload: Some(r#"{"to":"old"}"#.into()),
         batch_id: None,
         trace_context: None,
+        error_group: None,
     };
     let out = html(move || view! { <JobView job=job editing=false draft=None/> }.into_any());
     assert!(
@@ -245,6 +246,7 @@ fn job_with_payload(payload: &str) -> Job {
         original_payload: None,
         batch_id: None,
         trace_context: None,
+        error_group: None,
     }
 }
 
@@ -310,6 +312,7 @@ fn running_job(now: chrono::DateTime<Utc>) -> Job {
         original_payload: None,
         batch_id: None,
         trace_context: None,
+        error_group: None,
     }
 }
 

@@ -3,6 +3,7 @@
 //! Everything about jobs and nothing about HTTP: the model, the store contract and its
 //! backends, the worker runtime, handlers and awaitable results.
 
+pub mod attempts;
 pub mod batch;
 pub mod channel;
 pub mod config;

@@ -328,14 +328,58 @@ pub struct Continuation {
     pub trigger: ContinuationTrigger,
 }
 
-/// The error of one failed attempt, kept with the job.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// The error of one failed attempt, kept with the job: what went wrong, and (for attempts
+/// that ran) when, where and what came of it — the job page's attempt history
+/// (`crate::attempts`). The fields after `message` are absent from entries a store wrote
+/// itself (a pending job cancelled or expired, a zombie) and from entries written before
+/// they existed, so each is optional and left out of the JSON when empty.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AttemptError {
     pub attempt: u32,
+    /// When the attempt ended.
     pub at: Timestamp,
     /// Short classification: "transient", "fatal", "throttled", "timeout", "panic", ...
     pub kind: String,
     pub message: String,
+    /// When the attempt started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Timestamp>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub duration_ms: Option<u64>,
+    /// The instance that ran it (`owner_instance` of the job's worker id).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance: Option<String>,
+    /// When the retry policy runs the job again; `None` when this attempt sent it to the
+    /// dead-letter queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retry_at: Option<Timestamp>,
+    /// Where the handler panicked (`src/billing.rs:42:9`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub location: Option<String>,
+    /// The panic's backtrace, captured when `RUST_BACKTRACE` (or `RUST_LIB_BACKTRACE`) asks
+    /// for one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backtrace: Option<String>,
+}
+
+/// What external workers' instance ids start with: `ext:<worker>`. Their leases, the worker
+/// ids on the jobs they hold, add `:<secret>` (`crate::external::Lease`).
+pub const EXTERNAL_INSTANCE_PREFIX: &str = "ext:";
+
+/// The instance a worker id belongs to. An in-process worker owns jobs by its instance id
+/// (perhaps followed by `:` or `/` and a suffix); an external worker's lease
+/// `ext:<worker>:<secret>` belongs to `ext:<worker>`. What an operator is shown is this, so
+/// a lease's secret is never on a page.
+pub fn owner_instance(worker_id: &str) -> &str {
+    let skip = if worker_id.starts_with(EXTERNAL_INSTANCE_PREFIX) {
+        EXTERNAL_INSTANCE_PREFIX.len()
+    } else {
+        0
+    };
+    match worker_id[skip..].find([':', '/']) {
+        Some(end) => &worker_id[..skip + end],
+        None => worker_id,
+    }
 }
 
 /// Everything about one job, in whichever pillar it is.
@@ -381,6 +425,11 @@ pub struct Job {
     /// W3C trace context of the span that enqueued the job (see `EnqueueRequest`).
     #[serde(default)]
     pub trace_context: Option<String>,
+    /// A dead letter's error group: the fingerprint (16 hex digits,
+    /// `crate::fingerprint::Fingerprint`) its DLQ row was filed under, so its page links to
+    /// the dead letters failing the same way. `None` in the other pillars.
+    #[serde(default)]
+    pub error_group: Option<String>,
 }
 
 impl Job {

@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use deck_engine::attempts::AttemptOutcome;
 use deck_engine::conformance::support::{
     claim, claim_request, enqueue, execution_timeout, max_workers, pause,
 };
@@ -169,6 +170,9 @@ async fn exhausted_transient_failures_end_as_failed() {
     engine.shutdown().await;
 }
 
+/// The line of the test handler's `panic!`, which its report must name.
+static PANIC_LINE: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fatal_and_panicking_jobs_go_to_the_dlq_as_fatal_and_unknown_types_wait() {
     let (_dir, store) = open_store().await;
@@ -184,6 +188,7 @@ async fn fatal_and_panicking_jobs_go_to_the_dlq_as_fatal_and_unknown_types_wait(
         })
         .register("explodes", |_: JobContext, _: serde_json::Value| async {
             if true {
+                PANIC_LINE.store(line!() + 1, Ordering::SeqCst);
                 panic!("index out of bounds");
             }
             Ok(())
@@ -204,7 +209,26 @@ async fn fatal_and_panicking_jobs_go_to_the_dlq_as_fatal_and_unknown_types_wait(
 
     let panicked = run("explodes", "").await;
     assert_eq!(dead_reason(&panicked), FailureReason::Fatal);
-    assert!(last_error(&panicked).contains("panicked: index out of bounds"));
+    // The message and the attempt record name where the handler panicked.
+    let site = format!("{}:{}:", file!(), PANIC_LINE.load(Ordering::SeqCst));
+    let message = last_error(&panicked);
+    assert!(
+        message.starts_with(&format!("the handler panicked at {site}"))
+            && message.ends_with(": index out of bounds"),
+        "{message}"
+    );
+    let attempts = panicked.job().unwrap().attempts();
+    assert_eq!(attempts.len(), 1);
+    let record = &attempts[0];
+    assert_eq!(record.outcome, AttemptOutcome::DeadLettered);
+    assert_eq!(record.instance.as_deref(), Some(engine.instance_id()));
+    assert!(record.started_at.is_some() && record.duration_ms.is_some());
+    let error = record.error.as_ref().unwrap();
+    assert!(
+        error.location.as_deref().unwrap_or("").starts_with(&site),
+        "{:?}",
+        error.location
+    );
 
     let bad_payload = run("order", r#"{"id":"not a number"}"#).await;
     assert_eq!(dead_reason(&bad_payload), FailureReason::Fatal);

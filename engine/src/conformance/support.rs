@@ -113,11 +113,18 @@ pub async fn let_clock_advance() {
 }
 
 pub fn error(attempt: u32, message: &str) -> AttemptError {
+    // A full record (`crate::attempts`), so every case that keeps an error round-trips the
+    // run's fields through the store too.
+    let at = now_ms();
     AttemptError {
         attempt,
-        at: now_ms(),
+        at,
         kind: "transient".into(),
         message: message.into(),
+        started_at: Some(at - chrono::Duration::milliseconds(250)),
+        duration_ms: Some(250),
+        instance: Some("conformance-1-abc".into()),
+        ..AttemptError::default()
     }
 }
 

@@ -376,6 +376,15 @@ pub async fn ninety_mailbox_failures_are_one_group_until_they_leave(f: StoreFact
         members, expected,
         "the filter selects exactly the group's dead letters"
     );
+    // Each dead letter names its group, so its page links to the others.
+    assert_eq!(
+        job(&*store, ids[17]).await.error_group.as_deref(),
+        Some(group.fingerprint.as_str())
+    );
+    assert_eq!(
+        job(&*store, other).await.error_group.as_deref(),
+        Some(groups[1].fingerprint.as_str())
+    );
     let preview = store.bulk_preview(Pillar::Dlq, &by_group, 5).await.unwrap();
     assert_eq!((preview.matching, preview.sample.len()), (n as u64, 5));
 

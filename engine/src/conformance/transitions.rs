@@ -3,8 +3,8 @@
 use super::support::*;
 use crate::error::StoreError;
 use crate::model::{
-    Applied, CancelOutcome, Completion, Continuation, ContinuationTrigger, EnqueueRequest,
-    FailureReason, JobEdit, JobId, JobState, Pillar,
+    Applied, AttemptError, CancelOutcome, Completion, Continuation, ContinuationTrigger,
+    EnqueueRequest, FailureReason, JobEdit, JobId, JobState, Pillar,
 };
 use crate::query::{BulkAction, JobFilter};
 
@@ -115,7 +115,10 @@ pub async fn retry_puts_the_job_back_with_its_error(f: StoreFactory) {
     let store = f.store();
     let id = processing_job(&*store, req("q", "flaky"), "w1").await;
     let retry_at = now_ms() + secs(3600);
-    let err = error(1, "connection reset");
+    let err = AttemptError {
+        retry_at: Some(retry_at),
+        ..error(1, "connection reset")
+    };
     let applied = store
         .complete(
             "w1",
@@ -138,6 +141,22 @@ pub async fn retry_puts_the_job_back_with_its_error(f: StoreFactory) {
         (1, &err.kind, &err.message)
     );
     assert_eq!(trunc_ms(j.errors[0].at), err.at);
+    // The run's record (start, duration, instance, retry time) is kept whole.
+    let kept = &j.errors[0];
+    assert_eq!(
+        (
+            kept.started_at.map(trunc_ms),
+            kept.duration_ms,
+            kept.instance.as_deref(),
+            kept.retry_at.map(trunc_ms)
+        ),
+        (
+            err.started_at,
+            err.duration_ms,
+            err.instance.as_deref(),
+            Some(retry_at)
+        )
+    );
     assert!(claim(&*store, "w1", 5).await.is_empty(), "not due yet");
     let s = summary(&*store).await;
     assert_eq!(counts(&s), [0, 1, 0, 0, 0, 0]);

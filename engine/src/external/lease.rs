@@ -9,7 +9,7 @@
 use crate::validation::ValidationError;
 
 /// What every external worker's instance id starts with.
-pub const INSTANCE_PREFIX: &str = "ext:";
+pub const INSTANCE_PREFIX: &str = crate::model::EXTERNAL_INSTANCE_PREFIX;
 /// Longest worker name: the lease must fit the stores' 255-character worker ids.
 pub const MAX_WORKER_NAME: usize = 100;
 /// Hex digits of a lease's random part (128 bits: not guessable).

@@ -99,6 +99,8 @@ impl Runtime {
         let uncommitted = Arc::new(Mutex::new(Vec::new()));
         let deregistered = Arc::new(AtomicBool::new(false));
 
+        // A handler's panic is reported with its source location (`panics`).
+        super::panics::install_hook();
         let workers_pool = WorkerPool::new(WorkerParts {
             executor: Executor {
                 handlers: handlers.clone(),

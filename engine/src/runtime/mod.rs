@@ -48,6 +48,7 @@ pub(crate) mod instance;
 pub(crate) mod launch;
 pub(crate) mod lifecycle;
 pub(crate) mod outcome;
+pub(crate) mod panics;
 pub(crate) mod periodic;
 pub(crate) mod policies;
 pub(crate) mod pool;

@@ -12,10 +12,11 @@ use futures::FutureExt;
 use tracing::Instrument;
 
 use crate::handler::{HandlerError, HandlerOutcome, HandlerRegistry, JobContext};
-use crate::model::{AttemptError, Completion, FailureReason, Job};
+use crate::model::{AttemptError, Completion, FailureReason, Job, Timestamp, owner_instance};
 use crate::running::{CancelReason, RunningJob};
 use crate::runtime::circuit_breaker::Signal;
 use crate::runtime::millis;
+use crate::runtime::panics::{self, PanicSite};
 use crate::runtime::policies::Policies;
 use crate::runtime::retry::{AttemptFailure, RetryDecision, RetryPolicy};
 use crate::trace;
@@ -61,7 +62,12 @@ impl Executor {
         if !matches!(outcome, Some(Ok(Ok(_)))) && run.token.is_cancelled() {
             outcome = None;
         }
-        let (completion, signal) = self.conclude(&run, outcome);
+        // Taken here, on the thread that caught the unwind, before any await.
+        let site = match &outcome {
+            Some(Err(panic)) => panics::take_site(payload_text(&**panic)),
+            _ => None,
+        };
+        let (completion, signal) = self.conclude(&run, outcome, site);
         if !span.is_disabled() {
             record_outcome(&span, completion.as_ref());
         }
@@ -89,7 +95,12 @@ fn record_outcome(span: &tracing::Span, completion: Option<&Completion>) {
 type Caught = Result<HandlerOutcome, Box<dyn Any + Send>>;
 
 impl Executor {
-    fn conclude(&self, run: &RunningJob, outcome: Option<Caught>) -> (Option<Completion>, Signal) {
+    fn conclude(
+        &self,
+        run: &RunningJob,
+        outcome: Option<Caught>,
+        site: Option<PanicSite>,
+    ) -> (Option<Completion>, Signal) {
         let retry = self.policies.retry();
         let job = &run.job;
         let duration_ms = millis(run.started.elapsed());
@@ -136,8 +147,15 @@ impl Executor {
                 (Some(c), signal)
             }
             Some(Err(panic)) => {
-                let message = format!("the handler panicked: {}", panic_message(&*panic));
-                let c = after_failure(
+                let text =
+                    payload_text(&*panic).unwrap_or("(a panic payload that is not a string)");
+                let (location, backtrace) =
+                    site.map_or((None, None), |s| (s.location, s.backtrace));
+                let message = match &location {
+                    Some(at) => format!("the handler panicked at {at}: {text}"),
+                    None => format!("the handler panicked: {text}"),
+                };
+                let mut c = after_failure(
                     &retry,
                     job,
                     AttemptFailure::Fatal,
@@ -145,6 +163,12 @@ impl Executor {
                     message,
                     duration_ms,
                 );
+                if let Completion::Retry { error, .. } | Completion::DeadLetter { error, .. } =
+                    &mut c
+                {
+                    error.location = location;
+                    error.backtrace = backtrace;
+                }
                 (Some(c), Signal::Neutral)
             }
             None => match run.cancel_reason() {
@@ -210,16 +234,14 @@ pub(crate) fn after_failure(
     duration_ms: u64,
 ) -> Completion {
     let now = Utc::now();
-    let error = AttemptError {
-        attempt: job.attempt,
-        at: now,
-        kind: kind.to_string(),
-        message,
-    };
+    let error = attempt_error(job, now, kind, message, duration_ms);
     match retry.decide(job, failure, now, &mut rand::rng()) {
         RetryDecision::RetryAt(retry_at) => Completion::Retry {
             id: job.id,
-            error,
+            error: AttemptError {
+                retry_at: Some(retry_at),
+                ..error
+            },
             retry_at,
         },
         RetryDecision::Dead(reason) => Completion::DeadLetter {
@@ -241,23 +263,41 @@ pub(crate) fn dead(
     Completion::DeadLetter {
         id: job.id,
         reason,
-        error: AttemptError {
-            attempt: job.attempt,
-            at: Utc::now(),
-            kind: kind.to_string(),
-            message,
-        },
+        error: attempt_error(job, Utc::now(), kind, message, duration_ms),
         duration_ms,
     }
 }
 
-fn panic_message(panic: &(dyn Any + Send)) -> String {
+/// The record of `job`'s current attempt, ended at `at`: its error and its run (start,
+/// duration, the instance that ran it) for the attempt history (`crate::attempts`).
+fn attempt_error(
+    job: &Job,
+    at: Timestamp,
+    kind: &str,
+    message: String,
+    duration_ms: u64,
+) -> AttemptError {
+    AttemptError {
+        attempt: job.attempt,
+        at,
+        kind: kind.to_string(),
+        message,
+        started_at: job.started_at,
+        duration_ms: Some(duration_ms),
+        instance: job
+            .worker_id
+            .as_deref()
+            .map(|w| owner_instance(w).to_string()),
+        ..AttemptError::default()
+    }
+}
+
+/// A panic payload's text (`panic!` gives a `&str` or a `String`).
+fn payload_text(panic: &(dyn Any + Send)) -> Option<&str> {
     if let Some(s) = panic.downcast_ref::<&str>() {
-        (*s).to_string()
-    } else if let Some(s) = panic.downcast_ref::<String>() {
-        s.clone()
+        Some(s)
     } else {
-        "(a panic payload that is not a string)".to_string()
+        panic.downcast_ref::<String>().map(String::as_str)
     }
 }
 

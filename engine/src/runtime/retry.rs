@@ -181,6 +181,7 @@ mod tests {
             original_payload: None,
             batch_id: None,
             trace_context: None,
+            error_group: None,
         }
     }
 
@@ -300,6 +301,7 @@ mod tests {
                 at: t0(),
                 kind: kind.to_string(),
                 message: "x".into(),
+                ..crate::model::AttemptError::default()
             });
         }
         // The run being decided.

@@ -99,9 +99,9 @@ const COMMON_COUNT: usize = 22;
 /// Pillar-specific columns appended after `COMMON_COLS`.
 pub(crate) fn extra_cols(pillar: Pillar) -> &'static str {
     match pillar {
-        Pillar::Hot => "status, cancel_requested, NULL, NULL",
-        Pillar::Archive => "NULL, 0, finished_at, result",
-        Pillar::Dlq => "reason, 0, finished_at, NULL",
+        Pillar::Hot => "status, cancel_requested, NULL, NULL, NULL",
+        Pillar::Archive => "NULL, 0, finished_at, result, NULL",
+        Pillar::Dlq => "reason, 0, finished_at, NULL, fingerprint",
     }
 }
 
@@ -180,6 +180,7 @@ pub(crate) fn job_from_row(pillar: Pillar, r: &Row<'_>) -> rusqlite::Result<Job>
         cancel_requested: r.get::<_, i64>(c + 1)? != 0,
         finished_at: opt_from_us(r.get(c + 2)?),
         result: r.get(c + 3)?,
+        error_group: r.get(c + 4)?,
     })
 }
 

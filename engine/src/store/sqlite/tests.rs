@@ -37,6 +37,7 @@ fn error(message: &str) -> AttemptError {
         at: Utc::now(),
         kind: "transient".into(),
         message: message.into(),
+        ..AttemptError::default()
     }
 }
 

@@ -208,7 +208,7 @@ pub fn job(row: &Row, pillar: Pillar) -> Result<Job, Fault> {
         ),
         None => None,
     };
-    let (state, cancel_requested, finished_at, result) = match pillar {
+    let (state, cancel_requested, finished_at, result, error_group) = match pillar {
         Pillar::Hot => {
             let code = req_int(row, "status")?;
             let status = HotStatus::from_code(code)
@@ -218,6 +218,7 @@ pub fn job(row: &Row, pillar: Pillar) -> Result<Job, Fault> {
                 req_bool(row, "cancel_requested")?,
                 None,
                 None,
+                None,
             )
         }
         Pillar::Archive => (
@@ -225,6 +226,7 @@ pub fn job(row: &Row, pillar: Pillar) -> Result<Job, Fault> {
             false,
             opt_time(row, "finished_at")?,
             opt_str(row, "result")?,
+            None,
         ),
         Pillar::Dlq => {
             let code = req_int(row, "reason")?;
@@ -235,6 +237,7 @@ pub fn job(row: &Row, pillar: Pillar) -> Result<Job, Fault> {
                 false,
                 opt_time(row, "finished_at")?,
                 None,
+                opt_str(row, "fingerprint")?,
             )
         }
     };
@@ -268,6 +271,7 @@ pub fn job(row: &Row, pillar: Pillar) -> Result<Job, Fault> {
             None => None,
         },
         trace_context: opt_str(row, "trace_context")?,
+        error_group,
     })
 }
 

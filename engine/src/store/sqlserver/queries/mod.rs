@@ -206,9 +206,11 @@ pub const PROCEDURES: &[ProcedureDecl] = &[
 /// Columns of a job read from the hot table (`rows::job`), in the order statements send them.
 pub const HOT_JOB_COLUMNS: &[&str] = job_column_names!([], []);
 /// A job from any pillar, with the pillar (0 hot, 1 archive, 2 DLQ) as a discriminator and
-/// NULL in the columns other pillars do not have.
-pub const ANY_JOB_COLUMNS: &[&str] =
-    job_column_names!(["pillar"], ["finished_at", "result", "reason"]);
+/// NULL in the columns other pillars do not have (`fingerprint`: a dead letter's error group).
+pub const ANY_JOB_COLUMNS: &[&str] = job_column_names!(
+    ["pillar"],
+    ["finished_at", "result", "reason", "fingerprint"]
+);
 
 /// Rows per statement on the job tables: below SQL Server's lock-escalation threshold of
 /// 5,000 locks per statement and index, with room to spare. The id-list slices in the T-SQL

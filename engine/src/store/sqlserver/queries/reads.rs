@@ -11,21 +11,24 @@ macro_rules! any_pillar {
             "SELECT CAST(0 AS TINYINT) AS pillar, ",
             common_columns!(),
             ", status, cancel_requested, CAST(NULL AS DATETIME2(6)) AS finished_at,
-           CAST(NULL AS NVARCHAR(MAX)) AS result, CAST(NULL AS TINYINT) AS reason
+           CAST(NULL AS NVARCHAR(MAX)) AS result, CAST(NULL AS TINYINT) AS reason,
+           CAST(NULL AS CHAR(16)) AS fingerprint
     FROM [{schema}].[jobs_hot] WHERE ",
             $filter,
             "
     UNION ALL
     SELECT CAST(1 AS TINYINT), ",
             common_columns!(),
-            ", CAST(NULL AS TINYINT), CAST(NULL AS BIT), finished_at, result, CAST(NULL AS TINYINT)
+            ", CAST(NULL AS TINYINT), CAST(NULL AS BIT), finished_at, result, CAST(NULL AS TINYINT),
+           CAST(NULL AS CHAR(16))
     FROM [{schema}].[jobs_archive] WHERE ",
             $filter,
             "
     UNION ALL
     SELECT CAST(2 AS TINYINT), ",
             common_columns!(),
-            ", CAST(NULL AS TINYINT), CAST(NULL AS BIT), finished_at, CAST(NULL AS NVARCHAR(MAX)), reason
+            ", CAST(NULL AS TINYINT), CAST(NULL AS BIT), finished_at, CAST(NULL AS NVARCHAR(MAX)), reason,
+           fingerprint
     FROM [{schema}].[jobs_dlq] WHERE ",
             $filter
         )
@@ -43,7 +46,7 @@ pub const GET_JOB: Statement = Statement {
 DECLARE @id BINARY(16) = @P1;
 SELECT TOP (1) j.pillar, ",
         job_columns!("j."),
-        ", j.status, j.cancel_requested, j.finished_at, j.result, j.reason
+        ", j.status, j.cancel_requested, j.finished_at, j.result, j.reason, j.fingerprint
 FROM (
     ",
         any_pillar!("id = @id"),
@@ -65,7 +68,7 @@ INSERT INTO @ids (id)
 SELECT DISTINCT u.id FROM OPENJSON(@P1) AS v CROSS APPLY [{schema}].[uuid_bytes](v.[value]) AS u;
 SELECT j.pillar, ",
         job_columns!("j."),
-        ", j.status, j.cancel_requested, j.finished_at, j.result, j.reason
+        ", j.status, j.cancel_requested, j.finished_at, j.result, j.reason, j.fingerprint
 FROM (
     ",
         any_pillar!("id IN (SELECT id FROM @ids)"),
