@@ -9,6 +9,7 @@
 //! published API; a change of an engine type is not.
 
 use chrono::{DateTime, Utc};
+use deck_engine::attempts::{AttemptOutcome, AttemptRecord};
 use deck_engine::{
     AttemptError, Continuation, ContinuationTrigger, EnqueueOutcome, EnqueueRequest, Job, JobEdit,
     JobState, QueueConfig, QueuePatch, QueueStats, RateLimit, Summary, UniqueState,
@@ -267,6 +268,12 @@ pub struct JobView {
     pub error: Option<String>,
     /// Every failed attempt, oldest first.
     pub errors: Vec<AttemptErrorDto>,
+    /// Every attempt, oldest first: when it ran, for how long, on which instance, what came
+    /// of it and its error (the job page's history).
+    pub attempts: Vec<AttemptView>,
+    /// A dead letter's error group (16 hex digits): `GET /jobs?source=dlq&group=…` lists the
+    /// dead letters failing the same way, `GET /error-groups` the groups. `null` otherwise.
+    pub error_group: Option<String>,
     pub tags: Vec<String>,
     pub priority: i32,
     pub idempotency_key: Option<String>,
@@ -316,6 +323,78 @@ impl From<&AttemptError> for AttemptErrorDto {
     }
 }
 
+/// One attempt of a job.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = Attempt)]
+pub struct AttemptView {
+    /// The attempt number (a throttled run spends none, so its number repeats).
+    pub attempt: u32,
+    /// `null` when the handler never ran it (a pending job cancelled or expired) or the
+    /// entry predates attempt records.
+    pub started_at: Option<DateTime<Utc>>,
+    pub finished_at: Option<DateTime<Utc>>,
+    pub duration_ms: Option<u64>,
+    /// The instance that ran it (an external worker's is `ext:<worker>`).
+    pub instance: Option<String>,
+    pub outcome: AttemptOutcomeDto,
+    /// When the job runs again after this attempt (`retried`).
+    pub retry_at: Option<DateTime<Utc>>,
+    /// Why it failed; `null` for a success or a run in flight.
+    pub error: Option<AttemptFailureView>,
+}
+
+/// What came of an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[serde(rename_all = "snake_case")]
+#[schema(as = AttemptOutcome)]
+pub enum AttemptOutcomeDto {
+    Running,
+    Succeeded,
+    Retried,
+    DeadLettered,
+    /// Failed; recorded before outcomes were, so what followed is not known.
+    Failed,
+}
+
+/// An attempt's error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, ToSchema)]
+#[schema(as = AttemptFailure)]
+pub struct AttemptFailureView {
+    /// `transient`, `fatal`, `throttled`, `timeout`, `panic`, `zombie`, ...
+    pub kind: String,
+    pub message: String,
+    /// Where the handler panicked (`src/billing.rs:42:9`).
+    pub location: Option<String>,
+    /// The panic's backtrace, when the server ran with `RUST_BACKTRACE=1`.
+    pub backtrace: Option<String>,
+}
+
+impl From<AttemptRecord> for AttemptView {
+    fn from(r: AttemptRecord) -> Self {
+        AttemptView {
+            attempt: r.attempt,
+            started_at: r.started_at,
+            finished_at: r.finished_at,
+            duration_ms: r.duration_ms,
+            instance: r.instance,
+            outcome: match r.outcome {
+                AttemptOutcome::Running => AttemptOutcomeDto::Running,
+                AttemptOutcome::Succeeded => AttemptOutcomeDto::Succeeded,
+                AttemptOutcome::Retried => AttemptOutcomeDto::Retried,
+                AttemptOutcome::DeadLettered => AttemptOutcomeDto::DeadLettered,
+                AttemptOutcome::Failed => AttemptOutcomeDto::Failed,
+            },
+            retry_at: r.retry_at,
+            error: r.error.map(|e| AttemptFailureView {
+                kind: e.kind,
+                message: e.message,
+                location: e.location,
+                backtrace: e.backtrace,
+            }),
+        }
+    }
+}
+
 /// Stored JSON text as a value; text that is somehow not JSON is passed on as a string
 /// rather than failing the whole read.
 pub fn json_value(text: &str) -> Value {
@@ -350,6 +429,8 @@ impl From<&Job> for JobView {
             result: job.result.as_deref().map(json_value),
             error: job.last_error().map(|e| e.message.clone()),
             errors: job.errors.iter().map(Into::into).collect(),
+            attempts: job.attempts().into_iter().map(Into::into).collect(),
+            error_group: job.error_group.clone(),
             tags: job.tags.clone(),
             priority: job.priority,
             idempotency_key: job.idempotency_key.clone(),

@@ -194,13 +194,18 @@ fn job_view_pretty_prints_and_escapes_the_payload() {
             at: now,
             kind: "transient".into(),
             message: "smtp <down>".into(),
+            started_at: Some(now - chrono::Duration::seconds(2)),
+            duration_ms: Some(1_500),
+            instance: Some("host-1-abc".into()),
+            location: Some("src/mail.rs:12:5".into()),
+            ..deck_engine::AttemptError::default()
         }],
         result: None,
         continuation: None,
         original_payload: Some(r#"{"to":"old"}"#.into()),
         batch_id: None,
         trace_context: None,
-        error_group: None,
+        error_group: Some("00ff00ff00ff00ff".into()),
     };
     let out = html(move || view! { <JobView job=job editing=false draft=None/> }.into_any());
     assert!(
@@ -210,6 +215,23 @@ fn job_view_pretty_prints_and_escapes_the_payload() {
     );
     assert!(out.contains("smtp &lt;down&gt;"));
     assert!(out.contains("dead: Failed"));
+    // The attempt history: where it ran, for how long, what came of it, where it panicked.
+    let attempt = out
+        .split("data-attempt=\"3\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</tr>").next())
+        .unwrap_or_default();
+    assert!(
+        attempt.contains("data-outcome=\"dead_lettered\""),
+        "{attempt}"
+    );
+    for part in ["host-1-abc", "1.5 s", "src/mail.rs:12:5", "dead-lettered"] {
+        assert!(attempt.contains(part), "{part} in {attempt}");
+    }
+    assert!(
+        out.contains("href=\"/jobs?source=dlq&amp;group=00ff00ff00ff00ff\""),
+        "a dead letter links to its error group"
+    );
     assert!(
         out.contains("Original payload"),
         "an edited job shows its original"

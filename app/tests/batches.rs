@@ -62,6 +62,7 @@ async fn finish(store: &Arc<dyn Store>, queue: &str, dead: &[JobId]) -> Vec<JobI
                         at: Utc::now(),
                         kind: "fatal".into(),
                         message: "mailbox <ann@example.com> does not exist".into(),
+                        ..AttemptError::default()
                     },
                     duration_ms: 1,
                 }

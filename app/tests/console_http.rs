@@ -42,6 +42,7 @@ async fn dead_letter(store: &Arc<dyn Store>, queue: &str, message: &str) -> JobI
                 at: chrono::Utc::now(),
                 kind: "fatal".into(),
                 message: message.into(),
+                ..AttemptError::default()
             },
             duration_ms: 3,
         })

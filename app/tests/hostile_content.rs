@@ -123,6 +123,12 @@ fn attempt_error(field: &str) -> AttemptError {
         at: Utc::now(),
         kind: markup(&format!("{field} kind")),
         message: hostile(field),
+        started_at: Some(Utc::now()),
+        duration_ms: Some(5),
+        instance: Some(markup(&format!("{field} instance"))),
+        location: Some(markup(&format!("{field} location"))),
+        backtrace: Some(hostile(&format!("{field} backtrace"))),
+        ..AttemptError::default()
     }
 }
 

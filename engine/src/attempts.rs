@@ -288,10 +288,8 @@ mod tests {
     }
 
     #[test]
-    fn owner_instance_strips_worker_suffixes_and_lease_secrets() {
+    fn owner_instance_strips_lease_secrets_only() {
         assert_eq!(owner_instance("host-1-abc"), "host-1-abc");
-        assert_eq!(owner_instance("host-1-abc:7"), "host-1-abc");
-        assert_eq!(owner_instance("host-1-abc/w3"), "host-1-abc");
         assert_eq!(owner_instance("ext:py@h:00ff"), "ext:py@h");
         assert_eq!(owner_instance("ext:py@h"), "ext:py@h");
     }

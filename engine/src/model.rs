@@ -366,18 +366,15 @@ pub struct AttemptError {
 /// ids on the jobs they hold, add `:<secret>` (`crate::external::Lease`).
 pub const EXTERNAL_INSTANCE_PREFIX: &str = "ext:";
 
-/// The instance a worker id belongs to. An in-process worker owns jobs by its instance id
-/// (perhaps followed by `:` or `/` and a suffix); an external worker's lease
-/// `ext:<worker>:<secret>` belongs to `ext:<worker>`. What an operator is shown is this, so
-/// a lease's secret is never on a page.
+/// The instance a worker id belongs to: an in-process worker owns jobs by its instance id;
+/// an external worker's lease `ext:<worker>:<secret>` belongs to `ext:<worker>`. What an
+/// operator is shown is this, so a lease's secret is never on a page.
 pub fn owner_instance(worker_id: &str) -> &str {
-    let skip = if worker_id.starts_with(EXTERNAL_INSTANCE_PREFIX) {
-        EXTERNAL_INSTANCE_PREFIX.len()
-    } else {
-        0
+    let Some(lease) = worker_id.strip_prefix(EXTERNAL_INSTANCE_PREFIX) else {
+        return worker_id;
     };
-    match worker_id[skip..].find([':', '/']) {
-        Some(end) => &worker_id[..skip + end],
+    match lease.find(':') {
+        Some(end) => &worker_id[..EXTERNAL_INSTANCE_PREFIX.len() + end],
         None => worker_id,
     }
 }

@@ -1,4 +1,6 @@
 use chrono::Utc;
+use deck_engine::attempts::{AttemptOutcome, AttemptRecord};
+use deck_engine::model::owner_instance;
 use deck_engine::{Job, JobId, JobState, Pillar};
 use leptos::prelude::*;
 
@@ -130,7 +132,10 @@ pub fn JobView(
             <dt>"Priority"</dt><dd>{job.priority}</dd>
             <dt>"Attempts"</dt><dd>{format!("{}{}", job.attempt, job.max_attempts.map(|m| format!(" of {m}")).unwrap_or_default())}</dd>
             <dt>"Tags"</dt><dd>{if job.tags.is_empty() { view! { <span class="muted">"none"</span> }.into_any() } else { job.tags.iter().map(|t| view! { <span class="tag">{t.clone()}</span> }).collect_view().into_any() }}</dd>
-            <dt>"Owner"</dt><dd>{job.worker_id.clone().map(|w| view! { <code>{w}</code> }.into_any()).unwrap_or_else(|| view! { <span class="muted">"no worker"</span> }.into_any())}</dd>
+            <dt>"Owner"</dt><dd>{job.worker_id.as_deref().map(|w| view! { <code title="the instance holding (or last holding) the job">{owner_instance(w).to_string()}</code> }.into_any()).unwrap_or_else(|| view! { <span class="muted">"no worker"</span> }.into_any())}</dd>
+            {job.error_group.clone().map(|fp| view! {
+                <dt>"Error group"</dt><dd data-error-group=fp.clone()><a href=format::url("/jobs", &[("source", "dlq"), ("group", &fp)]) title=format!("error group {fp}")>"Dead letters failing the same way"</a></dd>
+            })}
             <dt>"Idempotency key"</dt><dd>{job.idempotency_key.clone().unwrap_or_else(|| "—".into())}</dd>
             <dt>"Correlation id"</dt><dd>{job.correlation_id.clone().unwrap_or_else(|| "—".into())}</dd>
             {trace_id.map(|t| view! { <dt>"Trace id"</dt><dd><code data-trace-id="" title="the trace of the request that enqueued this job; search for it in your tracing backend">{t}</code></dd> })}
@@ -148,18 +153,7 @@ pub fn JobView(
             {job.expires_at.map(|e| view! { <li><b>"Expires"</b>{opt(Some(e))}</li> })}
         </ol>
     };
-    let errors = if job.errors.is_empty() {
-        view! { <p class="muted">"No failed attempts."</p> }.into_any()
-    } else {
-        let rows = job
-            .errors
-            .iter()
-            .map(|e| view! {
-                <tr><td class="num" data-label="attempt">{e.attempt}</td><td class="when">{format::time(e.at)}</td><td><span class="badge">{e.kind.clone()}</span></td><td class="wide"><pre class="err-text">{e.message.clone()}</pre></td></tr>
-            })
-            .collect_view();
-        view! { <div class="table-wrap" tabindex="0" role="region" aria-label="Attempts"><table class="dense stack"><thead><tr><th class="num">"Attempt"</th><th>"At"</th><th>"Kind"</th><th>"Error"</th></tr></thead><tbody>{rows}</tbody></table></div> }.into_any()
-    };
+    let attempts = attempt_history(&job, now);
 
     let actions = job_actions(&job, pillar, editable);
     // Live while only looked at: an edit in progress is never swapped out from under the
@@ -185,7 +179,7 @@ pub fn JobView(
             <section class="panel" data-live-page=live("meta")>{meta}</section>
             <section class="panel" data-live-page=live("timeline")><h2>"Timeline"</h2>{timeline}<OperatorOnly>{actions}</OperatorOnly></section>
         </div>
-        <section class="panel" data-live-page=live("errors")><h2>"Attempt errors"</h2>{errors}</section>
+        <section class="panel" data-live-page=live("attempts")><h2>"Attempts"</h2>{attempts}</section>
         <div class="grid-2" data-live-page=live("body")>
             <section class="panel"><h2>"Payload"</h2><pre class="json">{pretty_json(&job.payload)}</pre>
                 {job.original_payload.clone().filter(|o| *o != job.payload).map(|o| view! { <details><summary>"Original payload (before edits)"</summary><pre class="json">{pretty_json(&o)}</pre></details> })}
@@ -403,5 +397,63 @@ fn back_to_list(pillar: Pillar) -> String {
     match query().get("list").filter(|l| !l.is_empty()) {
         Some(list) => format!("/jobs?{}", list.trim_start_matches('?')),
         None => format!("/jobs?source={}", pillar.as_str()),
+    }
+}
+
+/// Every attempt, oldest first: when it ran, for how long, where, what came of it and why
+/// (`Job::attempts`). A panic shows where it happened, and its backtrace when one was taken.
+fn attempt_history(job: &Job, now: chrono::DateTime<Utc>) -> AnyView {
+    let records = job.attempts();
+    if records.is_empty() {
+        return view! { <p class="muted">"Not run yet."</p> }.into_any();
+    }
+    let when = |t: Option<chrono::DateTime<Utc>>| match t {
+        Some(t) => view! { <span title=format::ago(t, now)>{format::time(t)}</span> }.into_any(),
+        None => view! { <span class="muted">"—"</span> }.into_any(),
+    };
+    let rows = records
+        .into_iter()
+        .map(|r: AttemptRecord| {
+            let (outcome, class) = outcome_text(&r);
+            let error = r.error.map(|e| {
+                let location = e.location.map(|at| view! { <div class="muted" data-panic-location="">"panicked at "<code>{at}</code></div> });
+                let backtrace = e.backtrace.map(|bt| view! { <details><summary>"Backtrace"</summary><pre class="err-text">{bt}</pre></details> });
+                view! { <span class="badge">{e.kind}</span><pre class="err-text">{e.message}</pre>{location}{backtrace} }
+            });
+            view! {
+                <tr data-attempt=r.attempt data-outcome=r.outcome.as_str()>
+                    <td class="num" data-label="attempt">{r.attempt}</td>
+                    <td class="when" data-label="started">{when(r.started_at)}</td>
+                    <td class="when" data-label="ended">{when(r.finished_at)}</td>
+                    <td class="num" data-label="took">{r.duration_ms.map(format::millis).unwrap_or_else(|| "—".into())}</td>
+                    <td data-label="on">{r.instance.map(|i| view! { <code>{i}</code> }.into_any()).unwrap_or_else(|| view! { <span class="muted">"—"</span> }.into_any())}</td>
+                    <td><span class=class>{outcome}</span></td>
+                    <td class="wide">{error}</td>
+                </tr>
+            }
+        })
+        .collect_view();
+    view! {
+        <div class="table-wrap" tabindex="0" role="region" aria-label="Attempts">
+            <table class="dense stack attempts">
+                <thead><tr><th class="num">"#"</th><th>"Started"</th><th>"Ended"</th><th class="num">"Took"</th><th>"Instance"</th><th>"Outcome"</th><th>"Error"</th></tr></thead>
+                <tbody>{rows}</tbody>
+            </table>
+        </div>
+    }
+    .into_any()
+}
+
+/// An attempt's outcome in words, and the badge class that colours it.
+fn outcome_text(r: &AttemptRecord) -> (String, &'static str) {
+    match r.outcome {
+        AttemptOutcome::Running => ("running".into(), "badge warn"),
+        AttemptOutcome::Succeeded => ("succeeded".into(), "badge ok"),
+        AttemptOutcome::Retried => match r.retry_at {
+            Some(at) => (format!("retried at {}", format::time(at)), "badge"),
+            None => ("retried".into(), "badge"),
+        },
+        AttemptOutcome::DeadLettered => ("dead-lettered".into(), "badge crit"),
+        AttemptOutcome::Failed => ("failed".into(), "badge crit"),
     }
 }

@@ -136,6 +136,7 @@ async fn seed(
                                     at: now,
                                     kind: "transient".into(),
                                     message,
+                                    ..AttemptError::default()
                                 },
                                 duration_ms: 20,
                             }
