@@ -299,6 +299,14 @@ pub async fn list_jobs(
     }
     let page = store.list_jobs(&query).await?;
     let count = store.count_jobs(query.source, &query.filter).await?;
+    let pasted = query.filter.text.as_deref().unwrap_or_default();
+    let elsewhere = store
+        .find_by_id(pasted, 5)
+        .await?
+        .iter()
+        .filter(|j| j.state.pillar() != query.source)
+        .map(JobSummaryView::from)
+        .collect();
     let progress: HashMap<_, _> = if query.source == Pillar::Hot {
         state
             .engine
@@ -329,5 +337,6 @@ pub async fn list_jobs(
         count: count.into(),
         scan_from: query.filter.scan_from,
         ignored,
+        elsewhere,
     }))
 }

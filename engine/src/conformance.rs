@@ -132,6 +132,7 @@ macro_rules! store_conformance_tests {
             reads::a_page_after_a_vanished_row_skips_nothing,
             reads::cursors_round_trip_through_text,
             reads::text_search_windows_payloads_and_counts,
+            reads::an_id_pasted_anywhere_finds_its_job,
             telemetry::summary_counts_each_state,
             telemetry::queue_stats_counts_and_lag,
             telemetry::throughput_buckets_fill_missing_minutes,

@@ -296,6 +296,9 @@ pub struct JobPage {
     /// without them): `status` applies to active jobs, `reason` and `error_group` to dead
     /// letters, `finished_from`/`finished_to` to finished lists.
     pub ignored: Vec<String>,
+    /// When `q` is a job id or an id prefix: the jobs it names in the other lists (up to 5
+    /// each), so an id searched on the wrong list still finds its job.
+    pub elsewhere: Vec<JobSummaryView>,
 }
 
 /// A job's progress: what the console's job page shows while it runs.

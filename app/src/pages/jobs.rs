@@ -37,11 +37,19 @@ pub fn JobsPage() -> impl IntoView {
             None
         };
         params.query.filter.scan_from = window;
-        let (page, count, queues) = futures::join!(
+        let pasted = params.query.filter.text.clone().unwrap_or_default();
+        let (page, count, queues, found) = futures::join!(
             store.list_jobs(&params.query),
             store.count_jobs(source, &params.query.filter),
-            store.list_queues()
+            store.list_queues(),
+            store.find_by_id(&pasted, 5)
         );
+        // An id pasted on the wrong tab: say where the job is.
+        let elsewhere: Vec<JobSummary> = found
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|j| j.state.pillar() != source)
+            .collect();
         let queue_names: Vec<String> = queues
             .map(|qs| qs.into_iter().map(|q| q.name).collect())
             .unwrap_or_default();
@@ -66,8 +74,38 @@ pub fn JobsPage() -> impl IntoView {
             }
             Err(e) => view! { <ErrorBox message=format!("Cannot list jobs: {e}")/> }.into_any(),
         };
-        view! { <Layout title=title.to_string() doc_title=list_title(title, &params)>{body}</Layout> }
+        view! { <Layout title=title.to_string() doc_title=list_title(title, &params)>{found_elsewhere(elsewhere)}{body}</Layout> }
             .into_any()
+    })
+}
+
+/// The jobs a pasted id (or id prefix) names in the other lists, each a link to its page.
+fn found_elsewhere(jobs: Vec<JobSummary>) -> Option<impl IntoView + use<>> {
+    if jobs.is_empty() {
+        return None;
+    }
+    let items = jobs
+        .into_iter()
+        .map(|j| {
+            let list = match j.state.pillar() {
+                Pillar::Hot => "Active",
+                Pillar::Archive => "Archive",
+                Pillar::Dlq => "Dead letters",
+            };
+            let id = j.id.to_string();
+            view! {
+                <li data-found-elsewhere=id.clone()>
+                    <a href=format!("/jobs/{id}")><code>{id.clone()}</code></a>
+                    " in "<b>{list}</b>" · "{state_badge(j.state)}" "<code>{j.job_type}</code>" in "{j.queue}
+                </li>
+            }
+        })
+        .collect_view();
+    Some(view! {
+        <section class="panel notice" role="status">
+            <p>"That id names a job in another list:"</p>
+            <ul>{items}</ul>
+        </section>
     })
 }
 

@@ -866,3 +866,30 @@ pub async fn text_search_windows_payloads_and_counts(f: StoreFactory) {
         exact(0)
     );
 }
+
+/// An id (or id prefix) pasted into any list's search finds the job whichever pillar holds
+/// it; other text finds nothing this way.
+pub async fn an_id_pasted_anywhere_finds_its_job(f: StoreFactory) {
+    let store = f.store();
+    let archived = archived_job(&*store, req("ids", "t")).await;
+    let dead = dead_job(&*store, req("ids", "t"), FailureReason::Fatal, "no").await;
+    let pending = enqueue(&*store, req("ids", "t")).await;
+    for (id, pillar) in [
+        (pending, Pillar::Hot),
+        (archived, Pillar::Archive),
+        (dead, Pillar::Dlq),
+    ] {
+        let found = store.find_by_id(&id.to_string(), 5).await.unwrap();
+        let found: Vec<(JobId, Pillar)> = found.iter().map(|j| (j.id, j.state.pillar())).collect();
+        assert_eq!(found, vec![(id, pillar)], "the full id finds its one job");
+        // Uppercase, without hyphens, cut to 20 digits: still its prefix.
+        let prefix: String = id.to_string().replace('-', "").to_uppercase()[..20].to_string();
+        let by_prefix = store.find_by_id(&prefix, 5).await.unwrap();
+        assert!(
+            by_prefix.iter().any(|j| j.id == id),
+            "{prefix} finds {id}: {by_prefix:?}"
+        );
+    }
+    assert!(store.find_by_id("ids", 5).await.unwrap().is_empty());
+    assert!(store.find_by_id("0123", 5).await.unwrap().is_empty(), "too short for a prefix");
+}

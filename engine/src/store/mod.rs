@@ -112,6 +112,26 @@ pub trait StoreReads: Send + Sync + 'static {
     /// again from the cursor's id.
     async fn list_jobs(&self, query: &JobQuery) -> StoreResult<Page<JobSummary>>;
 
+    /// The jobs an id or id prefix (`query::job_id_prefix`) pasted into a search names, in
+    /// every pillar (up to `limit` each, active first): what a search of one list finds in
+    /// the others. Empty for any other text. Only the primary key's order answers it: the
+    /// text search's scan is given no window to read.
+    async fn find_by_id(&self, text: &str, limit: u32) -> StoreResult<Vec<JobSummary>> {
+        let text = text.trim();
+        if text.parse::<JobId>().is_err() && crate::query::job_id_prefix(text).is_none() {
+            return Ok(Vec::new());
+        }
+        let mut found = Vec::new();
+        for pillar in Pillar::ALL {
+            let mut query = JobQuery::new(pillar);
+            query.page_size = limit;
+            query.filter.text = Some(text.to_string());
+            query.filter.scan_from = Some(chrono::Utc::now() + chrono::Duration::days(1));
+            found.extend(self.list_jobs(&query).await?.items);
+        }
+        Ok(found)
+    }
+
     /// How many jobs of one pillar match a filter: exact when the filter is empty (the
     /// maintained counters; the active list counts its rows), otherwise up to `COUNT_CAP`.
     async fn count_jobs(&self, source: Pillar, filter: &JobFilter) -> StoreResult<JobCount>;
