@@ -228,7 +228,21 @@ test("dead letters: inspect, edit with diff, save and resurrect", async () => {
   await page.locator("table.jobs tbody tr td.id a").first().click();
   assert.match(page.url(), /\/jobs\/[0-9a-f-]{36}(\?|$)/);
   await shot(page, "job");
-  assert.ok(await page.locator("text=Attempt errors").isVisible());
+  // Its attempt history: the run that killed it, and a link to the dead letters failing alike.
+  const last = page.locator("table.attempts tbody tr").last();
+  assert.ok(await last.isVisible(), "the attempts are listed");
+  assert.equal(await last.getAttribute("data-outcome"), "dead_lettered");
+  const group = await page.locator("[data-error-group] a").getAttribute("href");
+  assert.match(group, /^\/jobs\?source=dlq&group=[0-9a-f]{16}$/);
+  const deadId = page.url().match(/\/jobs\/([0-9a-f-]{36})/)[1];
+  // The same id searched on the Active tab names the job where it is.
+  await go(`/jobs?source=active&q=${deadId}`);
+  assert.ok(await page.locator(`[data-found-elsewhere="${deadId}"] a`).isVisible(), "found in the dead letters");
+  await page.locator(`[data-found-elsewhere="${deadId}"] a`).click();
+  assert.match(page.url(), new RegExp(`/jobs/${deadId}$`));
+  await go(group);
+  assert.ok(await page.locator(`table.jobs tbody tr a[href*="${deadId}"]`).count() > 0, "the group lists it");
+  await go(`/jobs/${deadId}`);
   await page.click("text=Edit…");
   await page.fill("textarea[name=payload]", "{ not json");
   await page.click("text=Preview changes");
