@@ -183,6 +183,9 @@ pub struct BulkRunView {
     pub cap: u32,
     /// Jobs matching the filter when the run started (counted up to 10,000).
     pub matching: u64,
+    /// The count stopped at 10,000: at least `matching` jobs matched, and the run goes on to
+    /// its cap.
+    pub matching_capped: bool,
     /// Jobs the action has been applied to so far.
     pub done: u64,
     pub finished: bool,
@@ -205,6 +208,7 @@ impl From<BulkRun> for BulkRunView {
             actor: run.actor,
             cap: run.cap,
             matching: run.matching,
+            matching_capped: run.matching_capped,
             done: run.done,
             finished: run.finished,
             error: run.error,

@@ -278,12 +278,13 @@ pub fn RunProgress(run: BulkRun, list_url: Option<String>) -> impl IntoView {
         format!("stopped after {} job(s): {e}", format::count(run.done))
     } else if run.finished {
         format!("done: {} job(s)", format::count(run.done))
-    } else if run.matching > planned {
+    } else if run.matching > planned || run.matching_capped {
         format!(
-            "running: {} of {} (the cap; {} matched)",
+            "running: {} of {} (the cap; {}{} matched)",
             format::count(run.done),
             format::count(planned),
-            format::count(run.matching)
+            format::count(run.matching),
+            if run.matching_capped { "+" } else { "" }
         )
     } else {
         format!(

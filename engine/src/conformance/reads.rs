@@ -891,5 +891,8 @@ pub async fn an_id_pasted_anywhere_finds_its_job(f: StoreFactory) {
         );
     }
     assert!(store.find_by_id("ids", 5).await.unwrap().is_empty());
-    assert!(store.find_by_id("0123", 5).await.unwrap().is_empty(), "too short for a prefix");
+    assert!(
+        store.find_by_id("0123", 5).await.unwrap().is_empty(),
+        "too short for a prefix"
+    );
 }

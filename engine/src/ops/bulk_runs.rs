@@ -29,8 +29,11 @@ pub struct BulkRun {
     pub source: Pillar,
     pub filter: JobFilter,
     pub cap: u32,
-    /// Jobs matching the filter when the run started (counted up to the list's cap).
+    /// Jobs matching the filter when the run started (counted up to the list's count cap,
+    /// `query::COUNT_CAP`).
     pub matching: u64,
+    /// The count stopped at the count cap: at least `matching` jobs matched.
+    pub matching_capped: bool,
     /// Jobs the action has been applied to so far.
     pub done: u64,
     pub finished: bool,
@@ -41,9 +44,15 @@ pub struct BulkRun {
 }
 
 impl BulkRun {
-    /// How many jobs this run means to act on: what matched, at most the cap.
+    /// How many jobs this run means to act on: what matched, at most the cap (the cap itself
+    /// when the count stopped short of both: more may match than were counted).
     pub fn target(&self) -> u64 {
-        self.matching.min(u64::from(self.cap))
+        let cap = u64::from(self.cap);
+        if self.matching_capped && self.matching < cap {
+            cap
+        } else {
+            self.matching.min(cap)
+        }
     }
 }
 
@@ -105,11 +114,11 @@ impl Operations {
             )
             .into());
         }
-        let matching = self
+        let count = self
             .reads
             .count_jobs(request.source, &request.filter)
-            .await?
-            .matching;
+            .await?;
+        let matching = count.matching;
         let run = BulkRun {
             id: JobId::new().0.simple().to_string(),
             actor: actor.to_string(),
@@ -118,6 +127,7 @@ impl Operations {
             filter: request.filter,
             cap: request.cap,
             matching,
+            matching_capped: count.capped,
             done: 0,
             finished: false,
             error: None,
@@ -173,5 +183,37 @@ impl Operations {
     /// A run this process started (finished ones are kept a day).
     pub fn bulk_run(&self, id: &str) -> Option<BulkRun> {
         self.runs.lock().get(id).cloned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(matching: u64, matching_capped: bool, cap: u32) -> BulkRun {
+        BulkRun {
+            id: "r".into(),
+            actor: "ops".into(),
+            action: BulkAction::Cancel,
+            source: Pillar::Hot,
+            filter: JobFilter::default(),
+            cap,
+            matching,
+            matching_capped,
+            done: 0,
+            finished: false,
+            error: None,
+            started: Utc::now(),
+            finished_at: None,
+        }
+    }
+
+    #[test]
+    fn a_run_aims_at_what_matched_or_its_cap() {
+        assert_eq!(run(30, false, 1_000).target(), 30);
+        assert_eq!(run(30_000, false, 1_000).target(), 1_000);
+        // Counted to 10,000 and stopped: as many as the cap allows may match.
+        assert_eq!(run(10_000, true, 50_000).target(), 50_000);
+        assert_eq!(run(10_000, true, 2_000).target(), 2_000);
     }
 }
