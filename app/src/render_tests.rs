@@ -749,6 +749,40 @@ fn a_batch_whose_members_were_all_purged_still_draws_a_valid_bar() {
     assert!(out.contains("no members"), "{out}");
 }
 
+fn bulk_run(done: u64, finished: bool, error: Option<&str>) -> deck_engine::BulkRun {
+    deck_engine::BulkRun {
+        id: "r".into(),
+        actor: "ops".into(),
+        action: deck_engine::BulkAction::Cancel,
+        source: deck_engine::Pillar::Hot,
+        filter: deck_engine::JobFilter::default(),
+        cap: 100_000,
+        // The start counted to the list's cap and stopped there.
+        matching: 10_000,
+        matching_capped: true,
+        done,
+        finished,
+        error: error.map(str::to_string),
+        started: Utc::now(),
+        finished_at: finished.then(Utc::now),
+    }
+}
+
+#[test]
+fn a_bulk_run_that_finished_short_of_its_cap_shows_a_full_bar() {
+    use crate::pages::bulk::RunProgress;
+    let show = |run| html(|| view! { <RunProgress run=run list_url=None/> }.into_any());
+    let running = show(bulk_run(30_000, false, None));
+    assert!(running.contains(r#"value="30""#), "{running}");
+    assert!(running.contains("running: 30,000 of 100,000"), "{running}");
+    let done = show(bulk_run(30_000, true, None));
+    assert!(done.contains(r#"value="100""#), "{done}");
+    assert!(done.contains("done: 30,000 job(s)"), "{done}");
+    let stopped = show(bulk_run(30_000, true, Some("the database went away")));
+    assert!(stopped.contains(r#"value="30""#), "{stopped}");
+    assert!(stopped.contains("stopped after 30,000 job(s)"), "{stopped}");
+}
+
 #[test]
 fn a_traced_job_shows_its_trace_id_and_only_that() {
     let mut job = running_job(Utc::now());

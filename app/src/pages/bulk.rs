@@ -208,7 +208,6 @@ pub fn BulkForm(
         })
         .collect_view();
     let word = action.confirm_word();
-    let runs = preview.matching.min(u64::from(cap_default));
     let verb = offered
         .iter()
         .find(|(a, _)| a.as_str() == action.as_str())
@@ -247,7 +246,7 @@ pub fn BulkForm(
                     {word.map(|word| view! {
                         <label>{format!("Type {word} to confirm")}<input type="text" name="confirm" autocomplete="off" required=true pattern=word placeholder=word/></label>
                     })}
-                    <button type="submit" class=if action.is_destructive() { "danger" } else { "" }>{format!("{verb} up to {} job(s)", format::count(runs))}</button>
+                    <button type="submit" class=if action.is_destructive() { "danger" } else { "" }>{format!("{verb} the matching jobs, at most the number above")}</button>
                 </PostForm>
             </OperatorOnly>
         })}
@@ -270,10 +269,16 @@ pub fn BulkRunPage() -> impl IntoView {
 #[component]
 pub fn RunProgress(run: BulkRun, list_url: Option<String>) -> impl IntoView {
     let planned = run.target();
-    let pct = (run.done * 100)
-        .checked_div(planned)
-        .unwrap_or(100)
-        .min(100);
+    // A run that finished cleanly acted on every match within its cap, however short of the
+    // cap (or of a stopped count) that was.
+    let pct = if run.finished && run.error.is_none() {
+        100
+    } else {
+        (run.done * 100)
+            .checked_div(planned)
+            .unwrap_or(100)
+            .min(100)
+    };
     let state = if let Some(e) = &run.error {
         format!("stopped after {} job(s): {e}", format::count(run.done))
     } else if run.finished {
