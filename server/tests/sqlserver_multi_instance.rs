@@ -130,11 +130,10 @@ async fn three_instances_survive_a_kill_and_do_each_thing_once() {
     let store = open_schema(&connection, &schema).await;
     let work_ids = enqueue_records(&store, "work", BACKLOG, r#"{"sleep_ms": 100}"#).await;
 
+    // A batch through the API, as a user would send it, before the other two instances start:
+    // on Babelfish every new session parses the statements it meets, and three instances'
+    // first sessions at once held the batch past the command timeout.
     let a = start(dir.path(), "a", &connection, &env);
-    let mut b = start(dir.path(), "b", &connection, &env);
-    let c = start(dir.path(), "c", &connection, &env);
-
-    // A batch through the API, as a user would send it.
     let members: Vec<Value> = (0..MEMBERS)
         .map(|i| json!({"queue": "members", "type": "test.record", "payload": {"sleep_ms": 100, "part": i}}))
         .collect();
@@ -159,6 +158,8 @@ async fn three_instances_survive_a_kill_and_do_each_thing_once() {
         .as_str()
         .and_then(|s| s.parse().ok())
         .expect("a batch id");
+    let mut b = start(dir.path(), "b", &connection, &env);
+    let c = start(dir.path(), "c", &connection, &env);
 
     // Kill one instance once the work is under way: some jobs done, others running on it.
     wait_for_records(&effects, 40, &b, DRAIN_PATIENCE).await;
