@@ -243,16 +243,24 @@ pub fn execution_timeout(secs: u32) -> QueuePatch {
 // ---------------------------------------------------------------------------------- actions
 
 /// Run a store call the way the runtime does under contention: a transient fault (busy
-/// database, deadlock, throttling) changed nothing and is tried again; anything else fails
-/// the test.
+/// database, deadlock, throttling, a command timeout) changed nothing and is tried again after
+/// a pause that doubles up to half a second, so a server already behind is not sent the same
+/// work again at once (a timed-out statement may still be running there); anything else, or
+/// faults that go on for `RETRY_TRANSIENT_FOR`, fails the test.
 pub async fn retrying<T, Call>(mut call: impl FnMut() -> Call) -> T
 where
     Call: std::future::Future<Output = StoreResult<T>>,
 {
+    const RETRY_TRANSIENT_FOR: Duration = Duration::from_secs(300);
+    let deadline = std::time::Instant::now() + RETRY_TRANSIENT_FOR;
+    let mut pause = Duration::from_millis(1);
     loop {
         match call().await {
             Ok(value) => return value,
-            Err(e) if e.is_transient() => tokio::task::yield_now().await,
+            Err(e) if e.is_transient() && std::time::Instant::now() < deadline => {
+                tokio::time::sleep(pause).await;
+                pause = (pause * 2).min(Duration::from_millis(500));
+            }
             Err(e) => panic!("store call failed: {e}"),
         }
     }
